@@ -1,0 +1,110 @@
+/* Placement math: where each logical byte of a file lives on the members.
+ *
+ * Every function here is pure (no I/O, no globals) so that it can be tested
+ * exhaustively.  map() and unmap() are inverses: for every level, member
+ * count, chunk size, rotation, copy and offset,
+ *     unmap(map(off, copy)) == (off, copy).
+ */
+#ifndef TIERFS_LAYOUT_H
+#define TIERFS_LAYOUT_H
+
+#include <stdint.h>
+
+#define TFS_MAX_MEMBERS   32
+#define TFS_CHUNK_MIN     (4u << 10)
+#define TFS_CHUNK_MAX     (16u << 20)
+#define TFS_CHUNK_DEFAULT (512u << 10)
+
+enum tfs_level {
+	TFS_JBOD = 0,
+	TFS_RAID0,
+	TFS_RAID1,
+	TFS_RAID10,
+	TFS_LEVEL_COUNT
+};
+
+struct tfs_layout {
+	enum tfs_level level;
+	uint32_t nmembers;
+	uint32_t chunk;		/* bytes, power of two */
+};
+
+/* One placement: a member and the byte offset inside that member's file. */
+struct tfs_place {
+	uint32_t member;
+	uint64_t moff;
+};
+
+/* Per-level behaviour.  Levels that share their math share the functions:
+ * RAID0 and RAID10 are both "striped" (1 and 2 copies), JBOD and RAID1 are
+ * both "whole file" (1 and n copies). */
+struct tfs_level_ops {
+	const char *name;
+	uint32_t min_members;
+	/* copies of every byte kept on the array */
+	uint32_t (*copies)(const struct tfs_layout *l);
+	/* member failures the level always survives */
+	uint32_t (*tolerates)(const struct tfs_layout *l);
+	/* usable bytes given the smallest member's capacity */
+	uint64_t (*usable)(const struct tfs_layout *l, uint64_t member_bytes);
+	void (*map)(const struct tfs_layout *l, uint32_t rot, uint64_t off,
+		    uint32_t copy, struct tfs_place *p);
+	/* returns 0, or -1 when (member, moff) holds no byte of the file */
+	int (*unmap)(const struct tfs_layout *l, uint32_t rot, uint32_t member,
+		     uint64_t moff, uint64_t *off, uint32_t *copy);
+	/* bytes of member's file that cover logical [0, len) */
+	uint64_t (*share)(const struct tfs_layout *l, uint32_t rot,
+			  uint32_t member, uint64_t len);
+	/* bytes from off to the next point where placement changes */
+	uint64_t (*extent)(const struct tfs_layout *l, uint64_t off);
+};
+
+const struct tfs_level_ops *tfs_level_ops(enum tfs_level level);
+const char *tfs_level_name(enum tfs_level level);
+int tfs_level_parse(const char *s, enum tfs_level *level);
+
+/* Validate a geometry; on failure returns -EINVAL and a reason in why. */
+int tfs_layout_check(const struct tfs_layout *l, const char **why);
+
+/* Per-file rotation derived from the file identity: spreads small files and
+ * JBOD placement over the members. */
+static inline uint32_t tfs_layout_rot(const struct tfs_layout *l, uint64_t fid)
+{
+	return (uint32_t)(fid % l->nmembers);
+}
+
+static inline void tfs_layout_map(const struct tfs_layout *l, uint32_t rot,
+				  uint64_t off, uint32_t copy, struct tfs_place *p)
+{
+	tfs_level_ops(l->level)->map(l, rot, off, copy, p);
+}
+
+static inline int tfs_layout_unmap(const struct tfs_layout *l, uint32_t rot,
+				   uint32_t member, uint64_t moff,
+				   uint64_t *off, uint32_t *copy)
+{
+	return tfs_level_ops(l->level)->unmap(l, rot, member, moff, off, copy);
+}
+
+static inline uint64_t tfs_layout_share(const struct tfs_layout *l, uint32_t rot,
+					uint32_t member, uint64_t len)
+{
+	return tfs_level_ops(l->level)->share(l, rot, member, len);
+}
+
+static inline uint64_t tfs_layout_extent(const struct tfs_layout *l, uint64_t off)
+{
+	return tfs_level_ops(l->level)->extent(l, off);
+}
+
+static inline uint32_t tfs_layout_copies(const struct tfs_layout *l)
+{
+	return tfs_level_ops(l->level)->copies(l);
+}
+
+/* Logical file size implied by one member's file size (0 when the member
+ * holds nothing).  The file's size is the maximum over the members. */
+uint64_t tfs_layout_size_from_member(const struct tfs_layout *l, uint32_t rot,
+				     uint32_t member, uint64_t msize);
+
+#endif

@@ -1,0 +1,99 @@
+/* The member seam: every byte and every name tierfs puts on a member goes
+ * through one backend ops table.  Backends stack: the POSIX backend does the
+ * work (data on io_uring); wrappers (fault injection now, the HDD service-time
+ * model later) hold an inner backend and forward to it.
+ *
+ * All functions return >= 0 on success and -errno on failure.  Names are
+ * single path components relative to a directory fd obtained from
+ * open_dir(), which never leaves the member tree and never follows symlinks.
+ */
+#ifndef TIERFS_MEMBER_H
+#define TIERFS_MEMBER_H
+
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+#include <time.h>
+
+enum tfs_mio_op {
+	TFS_MIO_READ,
+	TFS_MIO_WRITE,
+	TFS_MIO_FSYNC,
+	TFS_MIO_FDATASYNC,
+};
+
+/* One member data request.  res: bytes transferred (a read that hits the
+ * member file's EOF returns fewer bytes than asked; the rest is a hole), or
+ * -errno. */
+struct tfs_mio {
+	uint32_t member;
+	uint8_t op;
+	int fd;
+	void *buf;
+	uint32_t len;
+	uint64_t off;
+	int64_t res;
+};
+
+struct tfs_backend;
+
+struct tfs_member_ops {
+	const char *name;
+	/* Perform all n requests as one batch; returns 0 when every request
+	 * ran (look at each res), -errno if the batch could not be issued. */
+	int (*submit)(struct tfs_backend *be, struct tfs_mio *v, unsigned n);
+
+	int (*open_dir)(struct tfs_backend *be, uint32_t m, const char *relpath);
+	int (*openat)(struct tfs_backend *be, uint32_t m, int dirfd, const char *name,
+		      int flags, mode_t mode);
+	int (*fstatat)(struct tfs_backend *be, uint32_t m, int dirfd, const char *name,
+		       struct stat *st);
+	int (*fstat)(struct tfs_backend *be, uint32_t m, int fd, struct stat *st);
+	int (*mkdirat)(struct tfs_backend *be, uint32_t m, int dirfd, const char *name,
+		       mode_t mode);
+	int (*mknodat)(struct tfs_backend *be, uint32_t m, int dirfd, const char *name,
+		       mode_t mode, dev_t rdev);
+	int (*symlinkat)(struct tfs_backend *be, uint32_t m, const char *target, int dirfd,
+			 const char *name);
+	int (*readlinkat)(struct tfs_backend *be, uint32_t m, int dirfd, const char *name,
+			  char *buf, size_t len);
+	int (*linkat)(struct tfs_backend *be, uint32_t m, int odirfd, const char *oname,
+		      int ndirfd, const char *nname);
+	int (*unlinkat)(struct tfs_backend *be, uint32_t m, int dirfd, const char *name,
+			int flags);
+	int (*renameat2)(struct tfs_backend *be, uint32_t m, int odirfd, const char *oname,
+			 int ndirfd, const char *nname, unsigned flags);
+	int (*fchownat)(struct tfs_backend *be, uint32_t m, int dirfd, const char *name,
+			uid_t uid, gid_t gid);
+	int (*fchmodat)(struct tfs_backend *be, uint32_t m, int dirfd, const char *name,
+			mode_t mode);
+	int (*utimensat)(struct tfs_backend *be, uint32_t m, int dirfd, const char *name,
+			 const struct timespec ts[2]);
+	int (*ftruncate)(struct tfs_backend *be, uint32_t m, int fd, uint64_t len);
+	int (*fallocate)(struct tfs_backend *be, uint32_t m, int fd, int mode,
+			 uint64_t off, uint64_t len);
+	/* xattrs on any fd, O_PATH included */
+	int (*getxattr)(struct tfs_backend *be, uint32_t m, int fd, const char *name,
+			void *buf, size_t len);
+	int (*setxattr)(struct tfs_backend *be, uint32_t m, int fd, const char *name,
+			const void *buf, size_t len, int flags);
+	int (*listxattr)(struct tfs_backend *be, uint32_t m, int fd, char *buf, size_t len);
+	int (*removexattr)(struct tfs_backend *be, uint32_t m, int fd, const char *name);
+	int (*statvfs)(struct tfs_backend *be, uint32_t m, struct statvfs *sv);
+	int (*syncfs)(struct tfs_backend *be, uint32_t m);
+};
+
+struct tfs_backend {
+	const struct tfs_member_ops *ops;
+	struct tfs_backend *inner;	/* wrappers forward here */
+	void *priv;
+};
+
+/* The real thing: tree roots are MEMBER/root, held as O_PATH fds. */
+struct tfs_backend *tfs_posix_backend(const int *rootfd, uint32_t n);
+
+/* Fault injection wrapper, configured by a spec string (see fault.c). */
+struct tfs_backend *tfs_fault_backend(struct tfs_backend *inner, const char *spec);
+
+#endif

@@ -1,0 +1,275 @@
+/* super.c - member superblocks and array assembly.
+ *
+ * Owns: the on-member superblock format and the rules for accepting a set of
+ * directories as one array.
+ *
+ * Invariants:
+ *  1. A superblock is replaced atomically (rename over the old one), so a
+ *     member always has either the old or the new one.
+ *  2. An assembled array has exactly one member for each index 0..n-1, all
+ *     with the same uuid and geometry.
+ *  3. While mounted, every member's superblock is flock()ed, so a second
+ *     daemon (or mkfs) cannot use a member of a live array.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tierfs/super.h"
+
+int tfs_super_format(const struct tfs_super *sb, char *buf, unsigned len)
+{
+	int n = snprintf(buf, len,
+			 "%s %u\nuuid=%s\nlevel=%s\nchunk=%" PRIu32 "\nmembers=%" PRIu32
+			 "\nindex=%" PRIu32 "\ncreated=%" PRId64 "\n",
+			 TFS_SUPER_MAGIC, sb->version, sb->uuid,
+			 tfs_level_name(sb->layout.level), sb->layout.chunk,
+			 sb->layout.nmembers, sb->index, sb->created);
+	return n < 0 || (unsigned)n >= len ? -ENOSPC : n;
+}
+
+static int parse_u64(const char *v, uint64_t *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoull(v, &end, 10);
+	return errno || end == v || *end ? -EINVAL : 0;
+}
+
+int tfs_super_parse(const char *buf, struct tfs_super *sb, const char **why)
+{
+	char line[256];
+	const char *p = buf;
+	unsigned seen = 0;
+	uint64_t v;
+
+	memset(sb, 0, sizeof(*sb));
+	if (sscanf(buf, TFS_SUPER_MAGIC " %u", &sb->version) != 1) {
+		*why = "superblock has no tierfs magic";
+		return -EINVAL;
+	}
+	if (sb->version != TFS_SUPER_VERSION) {
+		*why = "superblock version is not supported by this tierfs";
+		return -EINVAL;
+	}
+	while ((p = strchr(p, '\n')) != NULL) {
+		const char *e;
+		char *eq;
+		size_t l;
+
+		p++;
+		e = strchr(p, '\n');
+		l = e ? (size_t)(e - p) : strlen(p);
+		if (l == 0 || l >= sizeof(line))
+			continue;
+		memcpy(line, p, l);
+		line[l] = 0;
+		eq = strchr(line, '=');
+		if (!eq)
+			continue;
+		*eq++ = 0;
+		if (!strcmp(line, "uuid") && strlen(eq) == 36) {
+			memcpy(sb->uuid, eq, 37);
+			seen |= 1;
+		} else if (!strcmp(line, "level") && !tfs_level_parse(eq, &sb->layout.level)) {
+			seen |= 2;
+		} else if (!strcmp(line, "chunk") && !parse_u64(eq, &v) && v <= UINT32_MAX) {
+			sb->layout.chunk = (uint32_t)v;
+			seen |= 4;
+		} else if (!strcmp(line, "members") && !parse_u64(eq, &v) && v <= TFS_MAX_MEMBERS) {
+			sb->layout.nmembers = (uint32_t)v;
+			seen |= 8;
+		} else if (!strcmp(line, "index") && !parse_u64(eq, &v) && v < TFS_MAX_MEMBERS) {
+			sb->index = (uint32_t)v;
+			seen |= 16;
+		} else if (!strcmp(line, "created") && !parse_u64(eq, &v)) {
+			sb->created = (int64_t)v;
+			seen |= 32;
+		}
+	}
+	if (seen != 63) {
+		*why = "superblock is missing a field";
+		return -EINVAL;
+	}
+	if (tfs_layout_check(&sb->layout, why))
+		return -EINVAL;
+	if (sb->index >= sb->layout.nmembers) {
+		*why = "superblock index is out of range";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int tfs_super_read(int memberfd, struct tfs_super *sb, const char **why)
+{
+	char buf[1024];
+	ssize_t n;
+	int fd = openat(memberfd, TFS_SUPER_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0) {
+		*why = errno == ENOENT ? "not a tierfs member (no superblock)"
+				       : "cannot open superblock";
+		return -errno;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0) {
+		*why = "cannot read superblock";
+		return -errno;
+	}
+	buf[n] = 0;
+	return tfs_super_parse(buf, sb, why);
+}
+
+int tfs_super_write(int memberfd, const struct tfs_super *sb)
+{
+	char buf[1024];
+	int n = tfs_super_format(sb, buf, sizeof(buf)), fd, rc = 0, dfd;
+
+	if (n < 0)
+		return n;
+	if (mkdirat(memberfd, TFS_META_DIR, 0700) && errno != EEXIST)
+		return -errno;
+	fd = openat(memberfd, TFS_SUPER_NAME ".tmp",
+		    O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, buf, (size_t)n) != n || fsync(fd))
+		rc = errno ? -errno : -EIO;
+	close(fd);
+	if (rc)
+		return rc;
+	if (renameat(memberfd, TFS_SUPER_NAME ".tmp", memberfd, TFS_SUPER_NAME))
+		return -errno;
+	dfd = openat(memberfd, TFS_META_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	return 0;
+}
+
+void tfs_uuid_generate(char out[37])
+{
+	uint8_t b[16];
+
+	if (getrandom(b, sizeof(b), 0) != sizeof(b)) {
+		for (unsigned i = 0; i < 16; i++)
+			b[i] = (uint8_t)(rand() ^ (time(NULL) >> (i % 8)));
+	}
+	b[6] = (b[6] & 0x0f) | 0x40;
+	b[8] = (b[8] & 0x3f) | 0x80;
+	snprintf(out, 37,
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+		 b[11], b[12], b[13], b[14], b[15]);
+}
+
+/* ------------------------------------------------------------------ */
+/* Assembly                                                            */
+/* ------------------------------------------------------------------ */
+
+void tfs_array_release(struct tfs_array *a)
+{
+	for (uint32_t i = 0; i < TFS_MAX_MEMBERS; i++) {
+		if (a->dirfd[i] >= 0)
+			close(a->dirfd[i]);
+		if (a->lockfd[i] >= 0)
+			close(a->lockfd[i]);
+		free(a->path[i]);
+		a->dirfd[i] = a->lockfd[i] = -1;
+		a->path[i] = NULL;
+	}
+}
+
+#define FAIL(code, ...) do { snprintf(err, errlen, __VA_ARGS__); rc = (code); goto out_fail; } while (0)
+
+int tfs_array_assemble(char **paths, unsigned npaths, struct tfs_array *a,
+		       char *err, unsigned errlen)
+{
+	int rc = 0;
+	const char *why;
+
+	memset(a, 0, sizeof(*a));
+	for (unsigned i = 0; i < TFS_MAX_MEMBERS; i++)
+		a->dirfd[i] = a->lockfd[i] = -1;
+	if (npaths == 0)
+		FAIL(-EINVAL, "no member directories given");
+	if (npaths > TFS_MAX_MEMBERS)
+		FAIL(-EINVAL, "too many members (at most %d)", TFS_MAX_MEMBERS);
+
+	for (unsigned i = 0; i < npaths; i++) {
+		struct tfs_super sb;
+		char real[PATH_MAX];
+		struct stat st;
+		int fd, lfd;
+
+		if (!realpath(paths[i], real))
+			FAIL(-errno, "member %s: %s", paths[i], strerror(errno));
+		fd = open(real, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			FAIL(-errno, "member %s: %s", paths[i], strerror(errno));
+		rc = tfs_super_read(fd, &sb, &why);
+		if (rc) {
+			close(fd);
+			FAIL(rc, "member %s: %s", paths[i], why);
+		}
+		if (i == 0) {
+			a->sb = sb;
+		} else if (strcmp(sb.uuid, a->sb.uuid)) {
+			close(fd);
+			FAIL(-EINVAL, "member %s: belongs to array %s, not %s (from %s)",
+			     paths[i], sb.uuid, a->sb.uuid, paths[0]);
+		} else if (memcmp(&sb.layout, &a->sb.layout, sizeof(sb.layout))) {
+			close(fd);
+			FAIL(-EINVAL, "member %s: geometry differs from the other members", paths[i]);
+		}
+		if (a->dirfd[sb.index] >= 0) {
+			close(fd);
+			FAIL(-EINVAL, "member %s: index %u is also claimed by %s%s", paths[i],
+			     sb.index, a->path[sb.index],
+			     strcmp(real, a->path[sb.index]) ? "" : " (same directory given twice)");
+		}
+		if (fstatat(fd, TFS_TREE_DIR, &st, AT_SYMLINK_NOFOLLOW) || !S_ISDIR(st.st_mode)) {
+			close(fd);
+			FAIL(-EINVAL, "member %s: tree directory %s/ is missing", paths[i], TFS_TREE_DIR);
+		}
+		lfd = openat(fd, TFS_SUPER_NAME, O_RDONLY | O_CLOEXEC);
+		if (lfd < 0 || flock(lfd, LOCK_EX | LOCK_NB)) {
+			int e = errno;
+			if (lfd >= 0)
+				close(lfd);
+			close(fd);
+			FAIL(-(e == EWOULDBLOCK ? EBUSY : e), "member %s: %s", paths[i],
+			     e == EWOULDBLOCK ? "in use by another tierfs (array already mounted?)"
+					      : strerror(e));
+		}
+		a->dirfd[sb.index] = fd;
+		a->lockfd[sb.index] = lfd;
+		a->path[sb.index] = strdup(real);
+	}
+	a->n = a->sb.layout.nmembers;
+	for (uint32_t i = 0; i < a->n; i++) {
+		if (a->dirfd[i] < 0)
+			FAIL(-ENODEV, "array %s: member %u of %u is missing (give all member directories)",
+			     a->sb.uuid, i, a->n);
+	}
+	if (npaths > a->n)
+		FAIL(-EINVAL, "array %s has %u members but %u directories were given", a->sb.uuid,
+		     a->n, npaths);
+	a->sb.index = 0;
+	return 0;
+
+out_fail:
+	tfs_array_release(a);
+	return rc;
+}

@@ -1,0 +1,513 @@
+/* fs.c - the FUSE front end.
+ *
+ * Owns: translating low-level FUSE requests into namespace (ns.c) and data
+ * (data.c) calls, and the handles the kernel holds.
+ *
+ * Invariants:
+ *  1. Every handler replies exactly once; helpers return 0 or -errno and the
+ *     handler turns that into fuse_reply_err(req, -rc).
+ *  2. A file handle pins its inode's open member files (tfs_ns_open) until
+ *     release, so I/O on an unlinked file keeps working.
+ *  3. Permission checks are the kernel's (default_permissions is always
+ *     on): tierfs sees only requests the kernel already allowed.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tierfs/fuse_fs.h"
+#include "tierfs/log.h"
+
+struct tfs_fh {
+	struct tfs_inode *in;
+	bool direct;
+	bool sync;		/* O_SYNC / O_DSYNC: sync after each write */
+};
+
+struct tfs_dirh {
+	DIR *dp;
+	off_t offset;
+	struct dirent *entry;
+};
+
+static struct tfs_fs *FS(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static struct tfs_inode *INO(fuse_req_t req, fuse_ino_t ino)
+{
+	return tfs_inode_get(FS(req), ino);
+}
+
+static void reply_entry(fuse_req_t req, struct tfs_entry *e, int rc)
+{
+	struct fuse_entry_param ep;
+
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	memset(&ep, 0, sizeof(ep));
+	ep.ino = tfs_inode_nodeid(FS(req), e->in);
+	ep.attr = e->st;
+	ep.attr_timeout = FS(req)->timeout;
+	ep.entry_timeout = FS(req)->timeout;
+	if (fuse_reply_entry(req, &ep) == -ENOENT)	/* interrupted: undo the lookup */
+		tfs_inode_forget(FS(req), e->in, 1);
+}
+
+static void tfs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	/* O_TRUNC arrives as a separate setattr(size=0), which carries the intent */
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	if (conn->capable & FUSE_CAP_ASYNC_DIO)
+		conn->want |= FUSE_CAP_ASYNC_DIO;
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
+	conn->time_gran = 1;
+}
+
+static void tfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct tfs_entry e;
+	int rc = tfs_ns_lookup(FS(req), INO(req, parent), name, &e);
+
+	if (rc == -ENOENT) {
+		/* negative entry: cache the absence like any other entry */
+		struct fuse_entry_param ep = { .ino = 0, .entry_timeout = FS(req)->timeout };
+
+		fuse_reply_entry(req, &ep);
+		return;
+	}
+	reply_entry(req, &e, rc);
+}
+
+static void tfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	tfs_inode_forget(FS(req), INO(req, ino), nlookup);
+	fuse_reply_none(req);
+}
+
+static void tfs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
+{
+	for (size_t i = 0; i < count; i++)
+		tfs_inode_forget(FS(req), INO(req, f[i].ino), f[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void tfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int rc = tfs_ns_getattr(FS(req), INO(req, ino), &st);
+
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, FS(req)->timeout);
+}
+
+static void tfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			struct fuse_file_info *fi)
+{
+	struct stat st;
+	int rc = tfs_ns_setattr(FS(req), INO(req, ino), attr, to_set, &st);
+
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, FS(req)->timeout);
+}
+
+static struct tfs_ctx ctx_of(fuse_req_t req)
+{
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+
+	return (struct tfs_ctx){ c->uid, c->gid };
+}
+
+static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      dev_t rdev, const char *target)
+{
+	struct tfs_ctx ctx = ctx_of(req);
+	struct tfs_entry e;
+	int rc = tfs_ns_mknod(FS(req), &ctx, INO(req, parent), name, mode, rdev, target, &e);
+
+	reply_entry(req, &e, rc);
+}
+
+static void tfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      dev_t rdev)
+{
+	make_node(req, parent, name, mode, rdev, NULL);
+}
+
+static void tfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	make_node(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL);
+}
+
+static void tfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	make_node(req, parent, name, S_IFLNK | 0777, 0, link);
+}
+
+static void tfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, -tfs_ns_remove(FS(req), INO(req, parent), name, false));
+}
+
+static void tfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, -tfs_ns_remove(FS(req), INO(req, parent), name, true));
+}
+
+static void tfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	fuse_reply_err(req, -tfs_ns_rename(FS(req), INO(req, parent), name,
+					   INO(req, newparent), newname, flags));
+}
+
+static void tfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct tfs_entry e;
+	int rc = tfs_ns_link(FS(req), INO(req, ino), INO(req, newparent), newname, &e);
+
+	reply_entry(req, &e, rc);
+}
+
+static void tfs_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char buf[PATH_MAX + 1];
+	int rc = tfs_ns_readlink(FS(req), INO(req, ino), buf, sizeof(buf) - 1);
+
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	buf[rc] = 0;
+	fuse_reply_readlink(req, buf);
+}
+
+/* ---- files ---- */
+
+static struct tfs_fh *fh_new(struct tfs_inode *in, int flags)
+{
+	struct tfs_fh *h = calloc(1, sizeof(*h));
+
+	if (h) {
+		h->in = in;
+		h->direct = (flags & O_DIRECT) != 0;
+		h->sync = (flags & (O_SYNC | O_DSYNC)) != 0;
+	}
+	return h;
+}
+
+static void fi_setup(struct fuse_file_info *fi, struct tfs_fh *h)
+{
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fi->direct_io = h->direct;
+}
+
+static void tfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct tfs_inode *in = INO(req, ino);
+	struct tfs_fh *h = fh_new(in, fi->flags);
+	int rc = h ? tfs_ns_open(FS(req), in, h->direct) : -ENOMEM;
+
+	if (rc == 0 && (fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
+		rc = tfs_ns_truncate(FS(req), in, 0);
+		if (rc)
+			tfs_ns_release(FS(req), in);
+	}
+	if (rc) {
+		free(h);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi_setup(fi, h);
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		tfs_ns_release(FS(req), in);
+		free(h);
+	}
+}
+
+static void tfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		       struct fuse_file_info *fi)
+{
+	struct tfs_ctx ctx = ctx_of(req);
+	struct tfs_entry e;
+	struct fuse_entry_param ep;
+	struct tfs_fh *h;
+	int rc = tfs_ns_create(FS(req), &ctx, INO(req, parent), name, mode, fi->flags, &e);
+
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	h = fh_new(e.in, fi->flags);
+	if (!h) {
+		tfs_ns_release(FS(req), e.in);
+		tfs_inode_forget(FS(req), e.in, 1);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fi_setup(fi, h);
+	memset(&ep, 0, sizeof(ep));
+	ep.ino = tfs_inode_nodeid(FS(req), e.in);
+	ep.attr = e.st;
+	ep.attr_timeout = ep.entry_timeout = FS(req)->timeout;
+	if (fuse_reply_create(req, &ep, fi) == -ENOENT) {
+		tfs_ns_release(FS(req), e.in);
+		tfs_inode_forget(FS(req), e.in, 1);
+		free(h);
+	}
+}
+
+static struct tfs_fh *FH(struct fuse_file_info *fi)
+{
+	return (struct tfs_fh *)(uintptr_t)fi->fh;
+}
+
+static void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct tfs_fh *h = FH(fi);
+	void *buf = tfs_iobuf(size);
+	ssize_t n = buf ? tfs_data_read(FS(req), h->in, h->direct, buf, size, (uint64_t)off)
+			: -ENOMEM;
+
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
+static void tfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+		      off_t off, struct fuse_file_info *fi)
+{
+	struct tfs_fh *h = FH(fi);
+	ssize_t n = tfs_data_write(FS(req), h->in, h->direct, buf, size, (uint64_t)off);
+
+	if (n >= 0 && h->sync) {
+		int rc = tfs_data_fsync(FS(req), h->in, true);
+
+		if (rc)
+			n = rc;
+	}
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+static void tfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}
+
+static void tfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct tfs_fh *h = FH(fi);
+
+	tfs_ns_release(FS(req), h->in);
+	free(h);
+	fuse_reply_err(req, 0);
+}
+
+static void tfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, -tfs_data_fsync(FS(req), FH(fi)->in, datasync != 0));
+}
+
+static void tfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			  struct fuse_file_info *fi)
+{
+	if (off < 0 || len <= 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	fuse_reply_err(req, -tfs_data_fallocate(FS(req), FH(fi)->in, mode, (uint64_t)off,
+						(uint64_t)len));
+}
+
+/* ---- directories ---- */
+
+static void tfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct tfs_dirh *d = calloc(1, sizeof(*d));
+	int fd, rc = d ? tfs_ns_opendir(FS(req), INO(req, ino), &fd) : -ENOMEM;
+
+	if (rc == 0) {
+		d->dp = fdopendir(fd);
+		if (!d->dp) {
+			rc = -errno;
+			close(fd);
+		}
+	}
+	if (rc) {
+		free(d);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)d;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		closedir(d->dp);
+		free(d);
+	}
+}
+
+static void tfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+			struct fuse_file_info *fi)
+{
+	struct tfs_dirh *d = (struct tfs_dirh *)(uintptr_t)fi->fh;
+	char *buf = malloc(size), *p = buf;
+	size_t rem = size;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (offset != d->offset) {
+		seekdir(d->dp, offset);
+		d->entry = NULL;
+		d->offset = offset;
+	}
+	for (;;) {
+		struct stat st;
+		size_t len;
+
+		if (!d->entry) {
+			errno = 0;
+			d->entry = readdir(d->dp);
+			if (!d->entry) {
+				if (errno && rem == size) {
+					int e = errno;
+
+					free(buf);
+					fuse_reply_err(req, e);
+					return;
+				}
+				break;
+			}
+		}
+		memset(&st, 0, sizeof(st));
+		st.st_ino = d->entry->d_ino;
+		st.st_mode = (mode_t)d->entry->d_type << 12;
+		len = fuse_add_direntry(req, p, rem, d->entry->d_name, &st, d->entry->d_off);
+		if (len > rem)
+			break;
+		p += len;
+		rem -= len;
+		d->offset = d->entry->d_off;
+		d->entry = NULL;
+	}
+	fuse_reply_buf(req, buf, size - rem);
+	free(buf);
+}
+
+static void tfs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct tfs_dirh *d = (struct tfs_dirh *)(uintptr_t)fi->fh;
+
+	closedir(d->dp);
+	free(d);
+	fuse_reply_err(req, 0);
+}
+
+static void tfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, -tfs_ns_fsyncdir(FS(req), INO(req, ino)));
+}
+
+static void tfs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+	int rc = tfs_ns_statfs(FS(req), &sv);
+
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_statfs(req, &sv);
+}
+
+/* ---- xattrs ---- */
+
+static void tfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			 size_t size, int flags)
+{
+	fuse_reply_err(req, -tfs_ns_setxattr(FS(req), INO(req, ino), name, value, size, flags));
+}
+
+static void reply_xattr(fuse_req_t req, char *buf, size_t size, int rc)
+{
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)rc);
+	else
+		fuse_reply_buf(req, buf, (size_t)rc);
+}
+
+static void tfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+	int rc = (size && !buf) ? -ENOMEM
+				: tfs_ns_getxattr(FS(req), INO(req, ino), name, buf, size);
+
+	reply_xattr(req, buf, size, rc);
+	free(buf);
+}
+
+static void tfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+	int rc = (size && !buf) ? -ENOMEM : tfs_ns_listxattr(FS(req), INO(req, ino), buf, size);
+
+	reply_xattr(req, buf, size, rc);
+	free(buf);
+}
+
+static void tfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	fuse_reply_err(req, -tfs_ns_removexattr(FS(req), INO(req, ino), name));
+}
+
+const struct fuse_lowlevel_ops tfs_fuse_ops = {
+	.init = tfs_init,
+	.lookup = tfs_lookup,
+	.forget = tfs_forget,
+	.forget_multi = tfs_forget_multi,
+	.getattr = tfs_getattr,
+	.setattr = tfs_setattr,
+	.readlink = tfs_readlink,
+	.mknod = tfs_mknod,
+	.mkdir = tfs_mkdir,
+	.symlink = tfs_symlink,
+	.unlink = tfs_unlink,
+	.rmdir = tfs_rmdir,
+	.rename = tfs_rename,
+	.link = tfs_link,
+	.open = tfs_open,
+	.create = tfs_create,
+	.read = tfs_read,
+	.write = tfs_write,
+	.flush = tfs_flush,
+	.release = tfs_release,
+	.fsync = tfs_fsync,
+	.fallocate = tfs_fallocate,
+	.opendir = tfs_opendir,
+	.readdir = tfs_readdir,
+	.releasedir = tfs_releasedir,
+	.fsyncdir = tfs_fsyncdir,
+	.statfs = tfs_statfs,
+	.setxattr = tfs_setxattr,
+	.getxattr = tfs_getxattr,
+	.listxattr = tfs_listxattr,
+	.removexattr = tfs_removexattr,
+};

@@ -1,0 +1,221 @@
+/* mkfs.c - mkfs.tierfs: format member directories into one array.
+ *
+ * Refuses, with a one-line reason and exit 1, anything that could lose data
+ * or cannot work: a member that is not an empty directory or already belongs
+ * to an array (unless --force), a member of a mounted array (even with
+ * --force), the same directory twice, a member count or chunk size the level
+ * cannot use, a filesystem without user xattrs.
+ */
+#include <dirent.h>
+#include <stdarg.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tierfs/layout.h"
+#include "tierfs/parse.h"
+#include "tierfs/super.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: mkfs.tierfs --level jbod|raid0|raid1|raid10 [--chunk SIZE] [--force] DIR...\n"
+		   "  --level   RAID level (required)\n"
+		   "  --chunk   stripe unit, a power of two from 4K to 16M (default 512K)\n"
+		   "  --force   reformat members that already belong to an array\n");
+}
+
+static int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("mkfs.tierfs: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return 1;
+}
+
+static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	return remove(p) ? -1 : 0;
+}
+
+/* Is the directory empty (ignoring nothing)? 1 yes, 0 no, -errno. */
+static int dir_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int empty = 1;
+
+	if (!d)
+		return -errno;
+	while ((e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+			empty = 0;
+			break;
+		}
+	}
+	closedir(d);
+	return empty;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "level", required_argument, NULL, 'l' },
+		{ "chunk", required_argument, NULL, 'c' },
+		{ "force", no_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct tfs_super sb = { .version = TFS_SUPER_VERSION };
+	const char *why;
+	char *real[TFS_MAX_MEMBERS], buf[32], buf2[32];
+	uint64_t chunk = TFS_CHUNK_DEFAULT, minavail = UINT64_MAX, sumavail = 0;
+	int force = 0, have_level = 0, c, n;
+
+	while ((c = getopt_long(argc, argv, "l:c:fh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			if (tfs_level_parse(optarg, &sb.layout.level))
+				return die("unknown level '%s' (jbod, raid0, raid1, raid10)", optarg);
+			have_level = 1;
+			break;
+		case 'c':
+			if (tfs_parse_size(optarg, &chunk) || chunk > UINT32_MAX)
+				return die("bad chunk size '%s'", optarg);
+			break;
+		case 'f':
+			force = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!have_level) {
+		usage(stderr);
+		return die("--level is required");
+	}
+	n = argc - optind;
+	if (n <= 0)
+		return die("no member directories given");
+	if (n > TFS_MAX_MEMBERS)
+		return die("too many members (%d, at most %d)", n, TFS_MAX_MEMBERS);
+	sb.layout.nmembers = (uint32_t)n;
+	sb.layout.chunk = (uint32_t)chunk;
+	if (tfs_layout_check(&sb.layout, &why))
+		return die("%s %s with %d member%s: %s", tfs_level_name(sb.layout.level),
+			   "array", n, n == 1 ? "" : "s", why);
+
+	/* check everything before writing anything */
+	for (int i = 0; i < n; i++) {
+		const char *p = argv[optind + i];
+		struct tfs_super old;
+		struct statvfs sv;
+		struct stat st;
+		int fd, e;
+
+		real[i] = realpath(p, NULL);
+		if (!real[i])
+			return die("member %s: %s", p, strerror(errno));
+		if (stat(real[i], &st) || !S_ISDIR(st.st_mode))
+			return die("member %s: not a directory", p);
+		for (int j = 0; j < i; j++)
+			if (strcmp(real[i], real[j]) == 0)
+				return die("member %s: the same directory is given twice", p);
+		fd = open(real[i], O_PATH | O_DIRECTORY);
+		if (fd < 0)
+			return die("member %s: %s", p, strerror(errno));
+		e = tfs_super_read(fd, &old, &why);
+		if (e == 0) {
+			int lfd = openat(fd, TFS_SUPER_NAME, O_RDONLY);
+
+			if (lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) && errno == EWOULDBLOCK)
+				return die("member %s: belongs to array %s, which is mounted", p, old.uuid);
+			if (lfd >= 0)
+				close(lfd);
+			if (!force)
+				return die("member %s: already belongs to array %s (use --force to reformat)",
+					   p, old.uuid);
+		} else if (e != -ENOENT && !force) {
+			return die("member %s: has a damaged tierfs superblock (use --force to reformat)", p);
+		} else {
+			int empty = dir_empty(real[i]);
+
+			if (empty < 0)
+				return die("member %s: %s", p, strerror(-empty));
+			if (!empty && !force)
+				return die("member %s: directory is not empty (use --force to use it anyway)", p);
+		}
+		close(fd);
+		if (setxattr(real[i], "user.tierfs.probe", "1", 1, 0) && errno != EEXIST)
+			return die("member %s: the filesystem does not support user xattrs (%s)", p,
+				   strerror(errno));
+		removexattr(real[i], "user.tierfs.probe");
+		if (statvfs(real[i], &sv) == 0) {
+			uint64_t avail = (uint64_t)sv.f_blocks * sv.f_frsize;
+
+			sumavail += avail;
+			if (avail < minavail)
+				minavail = avail;
+		}
+	}
+
+	tfs_uuid_generate(sb.uuid);
+	sb.created = (int64_t)time(NULL);
+	for (int i = 0; i < n; i++) {
+		char path[PATH_MAX];
+		int fd, rc;
+
+		if (force) {
+			snprintf(path, sizeof(path), "%s/%s", real[i], TFS_META_DIR);
+			nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+			snprintf(path, sizeof(path), "%s/%s", real[i], TFS_TREE_DIR);
+			nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+		}
+		fd = open(real[i], O_PATH | O_DIRECTORY);
+		if (fd < 0)
+			return die("member %s: %s", real[i], strerror(errno));
+		if (mkdirat(fd, TFS_TREE_DIR, 0755) && errno != EEXIST)
+			return die("member %s: cannot create %s/: %s", real[i], TFS_TREE_DIR,
+				   strerror(errno));
+		sb.index = (uint32_t)i;
+		rc = tfs_super_write(fd, &sb);
+		if (rc)
+			return die("member %s: cannot write the superblock: %s", real[i], strerror(-rc));
+		close(fd);
+	}
+	{
+		const struct tfs_level_ops *ops = tfs_level_ops(sb.layout.level);
+		uint64_t usable = sb.layout.level == TFS_JBOD ? sumavail
+							     : ops->usable(&sb.layout, minavail);
+
+		printf("tierfs: created %s array %s\n"
+		       "  members: %d, chunk %s\n"
+		       "  usable capacity: %s\n"
+		       "  member failures tolerated: %u\n",
+		       tfs_level_name(sb.layout.level), sb.uuid, n,
+		       tfs_fmt_size(sb.layout.chunk, buf, sizeof(buf)),
+		       tfs_fmt_size(usable, buf2, sizeof(buf2)), ops->tolerates(&sb.layout));
+		for (int i = 0; i < n; i++)
+			printf("  member %d: %s\n", i, real[i]);
+	}
+	return 0;
+}

@@ -1,0 +1,366 @@
+/* inode.c - the inode table: FUSE node ids, names, lifetimes.
+ *
+ * Owns: every struct tfs_inode and its aliases.
+ *
+ * Invariants (all under fs->ilock):
+ *  1. A hashed inode is the only hashed inode with its member-0 st_ino.
+ *     An inode whose object is gone (last link removed) is unhashed, so a
+ *     new object that reuses the number gets a new inode.
+ *  2. Every alias holds a reference (refs) on its parent, so the chain from
+ *     any inode to the root stays walkable.  Directories have at most one
+ *     alias.
+ *  3. An inode is freed when nlookup == 0 and refs == 0; freeing drops its
+ *     aliases, which may free its parents in turn.
+ *
+ * Lifetime:
+ *   (new) --tfs_inode_bind--> live --forget/unref to 0/0--> freed
+ *   live --tfs_inode_unhash (object removed)--> orphan --0/0--> freed
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tierfs/log.h"
+#include "tierfs/ns.h"
+
+#include <fuse_lowlevel.h>
+
+static size_t hslot(struct tfs_fs *fs, uint64_t ino)
+{
+	return (size_t)((ino * 0x9E3779B97F4A7C15ull) >> 20) & (fs->hsize - 1);
+}
+
+int tfs_fs_init(struct tfs_fs *fs)
+{
+	pthread_mutex_init(&fs->ilock, NULL);
+	pthread_mutex_init(&fs->fid_lock, NULL);
+	fs->hsize = 1 << 16;
+	fs->htab = calloc(fs->hsize, sizeof(*fs->htab));
+	if (!fs->htab)
+		return -ENOMEM;
+	memset(&fs->root, 0, sizeof(fs->root));
+	pthread_mutex_init(&fs->root.lock, NULL);
+	fs->root.type = S_IFDIR;
+	fs->root.nlookup = 2;		/* never forgotten */
+	fs->root.fid_valid = true;	/* fid 0 */
+	return 0;
+}
+
+static void inode_free(struct tfs_fs *fs, struct tfs_inode *in);
+
+static void alias_free_all(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	struct tfs_alias *a = in->aliases, *next;
+
+	in->aliases = NULL;
+	for (; a; a = next) {
+		struct tfs_inode *p = a->parent;
+
+		next = a->next;
+		free(a);
+		if (--p->refs == 0 && p->nlookup == 0 && p != &fs->root)
+			inode_free(fs, p);
+	}
+}
+
+static void unhash_locked(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	struct tfs_inode **pp;
+
+	if (!in->hashed)
+		return;
+	for (pp = &fs->htab[hslot(fs, in->ino)]; *pp; pp = &(*pp)->hnext) {
+		if (*pp == in) {
+			*pp = in->hnext;
+			break;
+		}
+	}
+	in->hashed = false;
+	fs->icount--;
+}
+
+static void inode_free(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	unhash_locked(fs, in);
+	alias_free_all(fs, in);
+	if (in->of)
+		tfs_warn("inode %llu freed with open member files", (unsigned long long)in->ino);
+	pthread_mutex_destroy(&in->lock);
+	free(in);
+}
+
+void tfs_fs_destroy(struct tfs_fs *fs)
+{
+	for (size_t i = 0; i < fs->hsize; i++) {
+		struct tfs_inode *in = fs->htab[i], *next;
+
+		for (; in; in = next) {
+			struct tfs_alias *a, *an;
+
+			next = in->hnext;
+			for (a = in->aliases; a; a = an) {
+				an = a->next;
+				free(a);
+			}
+			pthread_mutex_destroy(&in->lock);
+			free(in);
+		}
+	}
+	free(fs->htab);
+	fs->htab = NULL;
+}
+
+struct tfs_inode *tfs_inode_get(struct tfs_fs *fs, uint64_t nodeid)
+{
+	return nodeid == FUSE_ROOT_ID ? &fs->root : (struct tfs_inode *)(uintptr_t)nodeid;
+}
+
+uint64_t tfs_inode_nodeid(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	return in == &fs->root ? FUSE_ROOT_ID : (uint64_t)(uintptr_t)in;
+}
+
+static struct tfs_alias *alias_find(struct tfs_inode *in, struct tfs_inode *parent,
+				    const char *name)
+{
+	for (struct tfs_alias *a = in->aliases; a; a = a->next)
+		if (a->parent == parent && strcmp(a->name, name) == 0)
+			return a;
+	return NULL;
+}
+
+static int alias_add(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode *parent,
+		     const char *name)
+{
+	size_t l = strlen(name) + 1;
+	struct tfs_alias *a;
+
+	if (alias_find(in, parent, name))
+		return 0;
+	a = malloc(sizeof(*a) + l);
+	if (!a)
+		return -ENOMEM;
+	memcpy(a->name, name, l);
+	a->parent = parent;
+	parent->refs++;
+	if (S_ISDIR(in->type) && in->aliases) {
+		/* a directory has one name: the newest one wins */
+		struct tfs_alias *old = in->aliases;
+
+		struct tfs_inode *op = old->parent;
+
+		in->aliases = NULL;
+		free(old);
+		if (--op->refs == 0 && op->nlookup == 0 && op != &fs->root)
+			inode_free(fs, op);
+	}
+	a->next = in->aliases;
+	in->aliases = a;
+	return 0;
+}
+
+struct tfs_inode *tfs_inode_find(struct tfs_fs *fs, uint64_t ino)
+{
+	struct tfs_inode *in;
+
+	for (in = fs->htab[hslot(fs, ino)]; in; in = in->hnext)
+		if (in->ino == ino)
+			return in;
+	return NULL;
+}
+
+struct tfs_inode *tfs_inode_bind(struct tfs_fs *fs, struct tfs_inode *parent,
+				 const char *name, const struct stat *st)
+{
+	struct tfs_inode *in;
+
+	pthread_mutex_lock(&fs->ilock);
+	in = tfs_inode_find(fs, st->st_ino);
+	if (in && (in->type != (st->st_mode & S_IFMT))) {
+		unhash_locked(fs, in);	/* the number was reused by another object */
+		in = NULL;
+	}
+	if (!in) {
+		in = calloc(1, sizeof(*in));
+		if (!in) {
+			pthread_mutex_unlock(&fs->ilock);
+			return NULL;
+		}
+		pthread_mutex_init(&in->lock, NULL);
+		in->ino = st->st_ino;
+		in->type = st->st_mode & S_IFMT;
+		in->hashed = true;
+		in->hnext = fs->htab[hslot(fs, in->ino)];
+		fs->htab[hslot(fs, in->ino)] = in;
+		fs->icount++;
+	}
+	if (alias_add(fs, in, parent, name)) {
+		if (in->nlookup == 0 && in->refs == 0)
+			inode_free(fs, in);
+		pthread_mutex_unlock(&fs->ilock);
+		return NULL;
+	}
+	in->nlookup++;
+	pthread_mutex_unlock(&fs->ilock);
+	return in;
+}
+
+void tfs_inode_forget(struct tfs_fs *fs, struct tfs_inode *in, uint64_t n)
+{
+	if (in == &fs->root)
+		return;
+	pthread_mutex_lock(&fs->ilock);
+	in->nlookup = n > in->nlookup ? 0 : in->nlookup - n;
+	if (in->nlookup == 0 && in->refs == 0)
+		inode_free(fs, in);
+	pthread_mutex_unlock(&fs->ilock);
+}
+
+void tfs_inode_ref(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	pthread_mutex_lock(&fs->ilock);
+	in->refs++;
+	pthread_mutex_unlock(&fs->ilock);
+}
+
+void tfs_inode_unref(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	pthread_mutex_lock(&fs->ilock);
+	if (--in->refs == 0 && in->nlookup == 0 && in != &fs->root)
+		inode_free(fs, in);
+	pthread_mutex_unlock(&fs->ilock);
+}
+
+static void alias_unlink(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_alias *a)
+{
+	struct tfs_alias **pp;
+
+	for (pp = &in->aliases; *pp; pp = &(*pp)->next) {
+		if (*pp == a) {
+			*pp = a->next;
+			break;
+		}
+	}
+}
+
+void tfs_inode_alias_drop(struct tfs_fs *fs, struct tfs_inode *in,
+			  struct tfs_inode *parent, const char *name)
+{
+	struct tfs_alias *a;
+
+	pthread_mutex_lock(&fs->ilock);
+	a = alias_find(in, parent, name);
+	if (a) {
+		alias_unlink(fs, in, a);
+		free(a);
+		if (--parent->refs == 0 && parent->nlookup == 0 && parent != &fs->root)
+			inode_free(fs, parent);
+	}
+	pthread_mutex_unlock(&fs->ilock);
+}
+
+void tfs_inode_alias_move(struct tfs_fs *fs, struct tfs_inode *in,
+			  struct tfs_inode *oparent, const char *oname,
+			  struct tfs_inode *nparent, const char *nname)
+{
+	struct tfs_alias *a;
+	size_t l = strlen(nname) + 1;
+
+	pthread_mutex_lock(&fs->ilock);
+	a = alias_find(in, oparent, oname);
+	if (a) {
+		struct tfs_alias *na = realloc(a, sizeof(*a) + l);
+
+		if (na) {
+			/* realloc may move it: relink */
+			struct tfs_alias **pp;
+
+			for (pp = &in->aliases; *pp; pp = &(*pp)->next)
+				if (*pp == a)
+					break;
+			if (*pp)
+				*pp = na;
+			a = na;
+			memcpy(a->name, nname, l);
+			if (a->parent != nparent) {
+				nparent->refs++;
+				a->parent = nparent;
+				if (--oparent->refs == 0 && oparent->nlookup == 0 &&
+				    oparent != &fs->root)
+					inode_free(fs, oparent);
+			}
+		}
+	}
+	pthread_mutex_unlock(&fs->ilock);
+}
+
+void tfs_inode_unhash(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	pthread_mutex_lock(&fs->ilock);
+	unhash_locked(fs, in);
+	pthread_mutex_unlock(&fs->ilock);
+}
+
+/* Build "a/b/c" for in into buf (the root is ""). */
+static int path_locked(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len)
+{
+	const char *comp[PATH_MAX / 2];
+	size_t depth = 0, pos = 0;
+
+	for (; in != &fs->root; in = in->aliases->parent) {
+		if (!in->aliases)
+			return -ENOENT;
+		if (depth == sizeof(comp) / sizeof(comp[0]))
+			return -ENAMETOOLONG;
+		comp[depth++] = in->aliases->name;
+	}
+	buf[0] = 0;
+	while (depth--) {
+		size_t l = strlen(comp[depth]);
+
+		if (pos + l + 2 > len)
+			return -ENAMETOOLONG;
+		if (pos)
+			buf[pos++] = '/';
+		memcpy(buf + pos, comp[depth], l + 1);
+		pos += l;
+	}
+	return 0;
+}
+
+int tfs_inode_loc(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_loc *loc)
+{
+	int rc;
+
+	if (in == &fs->root) {
+		loc->dir[0] = 0;
+		strcpy(loc->name, ".");
+		return 0;
+	}
+	pthread_mutex_lock(&fs->ilock);
+	if (!in->aliases) {
+		rc = -ENOENT;
+	} else {
+		rc = path_locked(fs, in->aliases->parent, loc->dir, sizeof(loc->dir));
+		if (rc == 0)
+			snprintf(loc->name, sizeof(loc->name), "%s", in->aliases->name);
+	}
+	pthread_mutex_unlock(&fs->ilock);
+	return rc;
+}
+
+int tfs_inode_child_loc(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
+			struct tfs_loc *loc)
+{
+	int rc;
+
+	if (strlen(name) > NAME_MAX)
+		return -ENAMETOOLONG;
+	pthread_mutex_lock(&fs->ilock);
+	rc = path_locked(fs, parent, loc->dir, sizeof(loc->dir));
+	pthread_mutex_unlock(&fs->ilock);
+	if (rc == 0)
+		strcpy(loc->name, name);
+	return rc;
+}

@@ -1,0 +1,1164 @@
+/* ns.c - namespace operations applied to every member.
+ *
+ * Owns: the rules for changing the tree on N members, and the intent log
+ * records that make those changes crash-safe.
+ *
+ * Invariants:
+ *  1. Member 0 is the reference: every change is applied to member 0 first,
+ *     then to members 1..n-1 in order.  If member 0 refuses (EEXIST,
+ *     ENOTEMPTY, ...), nothing has changed and the error is returned.
+ *  2. On arrays of more than one member, a change that touches several
+ *     members is bracketed by an intent record in LMDB: added before member
+ *     0 is touched, deleted after the last member is done and before the
+ *     reply.  So an intent exists only for a change that may be half done,
+ *     and replay.c can finish it by making members 1..n-1 agree with member
+ *     0 at the recorded paths.
+ *  3. Objects are created as the daemon and then given the caller's
+ *     fsuid/fsgid (the parent's gid when the parent is setgid), the way the
+ *     kernel's own filesystems own new files.
+ *  4. Regular files and directories carry their file identity in the
+ *     TFS_XATTR_FID xattr on every member; it never changes (rename keeps it).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <fuse_lowlevel.h>
+
+#include "tierfs/log.h"
+#include "tierfs/meta.h"
+#include "tierfs/ns.h"
+#include "tierfs/super.h"
+
+#define OPS(fs) ((fs)->be->ops)
+#define BE(fs)  ((fs)->be)
+
+/* ------------------------------------------------------------------ */
+/* Intent records                                                      */
+/* ------------------------------------------------------------------ */
+
+struct intent_hdr {
+	uint32_t op, flags;
+	uint64_t arg;
+	uint16_t len1, len2;
+};
+
+int tfs_intent_encode(const struct tfs_intent *it, void *buf, size_t len)
+{
+	struct intent_hdr h = { it->op, it->flags, it->arg, 0, 0 };
+	size_t l1 = strlen(it->path), l2 = it->path2 ? strlen(it->path2) : 0;
+
+	if (sizeof(h) + l1 + l2 > len || l1 > UINT16_MAX || l2 > UINT16_MAX)
+		return -ENAMETOOLONG;
+	h.len1 = (uint16_t)l1;
+	h.len2 = (uint16_t)l2;
+	memcpy(buf, &h, sizeof(h));
+	memcpy((char *)buf + sizeof(h), it->path, l1);
+	if (l2)
+		memcpy((char *)buf + sizeof(h) + l1, it->path2, l2);
+	return (int)(sizeof(h) + l1 + l2);
+}
+
+int tfs_intent_decode(const void *buf, size_t len, struct tfs_intent *it, char *p1, char *p2)
+{
+	struct intent_hdr h;
+
+	if (len < sizeof(h))
+		return -EINVAL;
+	memcpy(&h, buf, sizeof(h));
+	if (sizeof(h) + h.len1 + h.len2 != len || h.len1 >= PATH_MAX || h.len2 >= PATH_MAX)
+		return -EINVAL;
+	memcpy(p1, (const char *)buf + sizeof(h), h.len1);
+	p1[h.len1] = 0;
+	memcpy(p2, (const char *)buf + sizeof(h) + h.len1, h.len2);
+	p2[h.len2] = 0;
+	it->op = h.op;
+	it->flags = h.flags;
+	it->arg = h.arg;
+	it->path = p1;
+	it->path2 = p2;
+	return 0;
+}
+
+static void loc_path(const struct tfs_loc *l, char *buf, size_t len)
+{
+	if (l->dir[0])
+		snprintf(buf, len, "%s/%s", l->dir, l->name);
+	else
+		snprintf(buf, len, "%s", l->name);
+}
+
+/* Record a change before touching member 0; *seq = 0 means "no record". */
+static int intent_begin(struct tfs_fs *fs, uint32_t op, const struct tfs_loc *a,
+			const struct tfs_loc *b, const char *extra, uint32_t flags,
+			uint64_t arg, uint64_t *seq)
+{
+	char p1[PATH_MAX], p2[PATH_MAX], rec[sizeof(struct intent_hdr) + 2 * PATH_MAX];
+	struct tfs_intent it = { op, flags, arg, p1, NULL };
+	int len;
+
+	*seq = 0;
+	if (fs->n == 1)
+		return 0;
+	loc_path(a, p1, sizeof(p1));
+	if (b) {
+		loc_path(b, p2, sizeof(p2));
+		it.path2 = p2;
+	} else if (extra) {
+		it.path2 = extra;
+	}
+	len = tfs_intent_encode(&it, rec, sizeof(rec));
+	if (len < 0)
+		return len;
+	return tfs_meta_intent_add(fs->meta, rec, (size_t)len, seq);
+}
+
+static void intent_end(struct tfs_fs *fs, uint64_t seq)
+{
+	int rc;
+
+	if (seq && (rc = tfs_meta_intent_del(fs->meta, seq)))
+		tfs_err("intent %" PRIu64 ": cannot retire it: %s", seq, strerror(-rc));
+}
+
+/* A member other than member 0 failed a change member 0 made. */
+static void member_diverged(struct tfs_fs *fs, uint32_t m, const char *what,
+			    const struct tfs_loc *l, int rc)
+{
+	tfs_err("member %u: %s of '%s/%s' failed: %s; the member now differs from member 0",
+		m, what, l->dir, l->name, strerror(-rc));
+}
+
+/* ------------------------------------------------------------------ */
+/* File identities                                                     */
+/* ------------------------------------------------------------------ */
+
+#define FID_BATCH 4096
+
+static int fid_alloc(struct tfs_fs *fs, uint64_t *fid)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&fs->fid_lock);
+	if (fs->fid_next == fs->fid_end) {
+		uint64_t first;
+
+		rc = tfs_meta_counter_reserve(fs->meta, "fid", FID_BATCH, &first);
+		if (rc == 0) {
+			fs->fid_next = first;
+			fs->fid_end = first + FID_BATCH;
+		}
+	}
+	if (rc == 0)
+		*fid = fs->fid_next++;
+	pthread_mutex_unlock(&fs->fid_lock);
+	return rc;
+}
+
+static int fid_set(struct tfs_fs *fs, uint32_t m, int fd, uint64_t fid)
+{
+	char v[24];
+	int l = snprintf(v, sizeof(v), "%" PRIu64, fid);
+
+	return OPS(fs)->setxattr(BE(fs), m, fd, TFS_XATTR_FID, v, (size_t)l, 0);
+}
+
+static int fid_get(struct tfs_fs *fs, uint32_t m, int fd, uint64_t *fid)
+{
+	char v[24];
+	int l = OPS(fs)->getxattr(BE(fs), m, fd, TFS_XATTR_FID, v, sizeof(v) - 1);
+
+	if (l < 0)
+		return l;
+	v[l] = 0;
+	*fid = strtoull(v, NULL, 10);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Open member files                                                   */
+/* ------------------------------------------------------------------ */
+
+static void ofile_close(struct tfs_fs *fs, struct tfs_ofile *of)
+{
+	for (uint32_t k = 0; k < fs->n; k++) {
+		if (of->fd[k] >= 0)
+			close(of->fd[k]);
+		if (of->dfd[k] >= 0)
+			close(of->dfd[k]);
+	}
+	free(of);
+}
+
+static struct tfs_ofile *ofile_new(struct tfs_fs *fs)
+{
+	struct tfs_ofile *of = calloc(1, sizeof(*of));
+
+	if (of)
+		for (uint32_t k = 0; k < TFS_MAX_MEMBERS; k++)
+			of->fd[k] = of->dfd[k] = -1;
+	return of;
+}
+
+/* Reopen with O_DIRECT through /proc (works for unlinked files too). */
+static int ofile_direct(struct tfs_fs *fs, struct tfs_ofile *of)
+{
+	char p[64];
+
+	for (uint32_t k = 0; k < fs->n; k++) {
+		if (of->dfd[k] >= 0)
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/fd/%d", of->fd[k]);
+		of->dfd[k] = open(p, (fs->readonly ? O_RDONLY : O_RDWR) | O_DIRECT | O_CLOEXEC);
+		if (of->dfd[k] < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+/* Pin the inode's open member files, opening them by path if needed.
+ * Caller holds in->lock. */
+static int ofile_get_locked(struct tfs_fs *fs, struct tfs_inode *in, bool direct)
+{
+	struct tfs_ofile *of = in->of;
+	struct tfs_loc loc;
+	int rc = 0;
+
+	if (!of) {
+		rc = tfs_inode_loc(fs, in, &loc);
+		if (rc)
+			return rc;
+		of = ofile_new(fs);
+		if (!of)
+			return -ENOMEM;
+		for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
+			int dfd = OPS(fs)->open_dir(BE(fs), k, loc.dir);
+
+			if (dfd < 0) {
+				rc = dfd;
+				break;
+			}
+			rc = OPS(fs)->openat(BE(fs), k, dfd, loc.name,
+					     fs->readonly ? O_RDONLY : O_RDWR, 0);
+			close(dfd);
+			if (rc >= 0) {
+				of->fd[k] = rc;
+				rc = 0;
+			}
+		}
+		if (rc) {
+			ofile_close(fs, of);
+			return rc;
+		}
+		in->of = of;
+	}
+	if (direct && (rc = ofile_direct(fs, of)))
+		return rc;
+	of->users++;
+	return 0;
+}
+
+static void ofile_put_locked(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	if (in->of && --in->of->users == 0) {
+		ofile_close(fs, in->of);
+		in->of = NULL;
+	}
+}
+
+int tfs_ns_open(struct tfs_fs *fs, struct tfs_inode *in, bool direct)
+{
+	int rc;
+
+	pthread_mutex_lock(&in->lock);
+	rc = ofile_get_locked(fs, in, direct);
+	pthread_mutex_unlock(&in->lock);
+	if (rc == 0)
+		tfs_inode_ref(fs, in);
+	return rc;
+}
+
+void tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	pthread_mutex_lock(&in->lock);
+	ofile_put_locked(fs, in);
+	pthread_mutex_unlock(&in->lock);
+	tfs_inode_unref(fs, in);
+}
+
+/* ------------------------------------------------------------------ */
+/* Targets: how to reach an inode on every member                     */
+/* ------------------------------------------------------------------ */
+
+/* Either the open member files of the inode (name ""), or per-member
+ * directory fds plus a name. */
+struct target {
+	int fd[TFS_MAX_MEMBERS];
+	const char *name;
+	bool pinned;		/* fds belong to in->of */
+	bool has_loc;		/* loc names the object (it may be unlinked) */
+	struct tfs_loc loc;
+};
+
+static void target_close(struct tfs_fs *fs, struct tfs_inode *in, struct target *t)
+{
+	if (t->pinned) {
+		pthread_mutex_lock(&in->lock);
+		ofile_put_locked(fs, in);
+		pthread_mutex_unlock(&in->lock);
+		return;
+	}
+	for (uint32_t k = 0; k < fs->n; k++)
+		if (t->fd[k] >= 0)
+			close(t->fd[k]);
+}
+
+/* Open dir fds for members [0, upto) for loc. */
+static int dirs_open(struct tfs_fs *fs, const char *dir, int *fd, uint32_t upto)
+{
+	for (uint32_t k = 0; k < TFS_MAX_MEMBERS; k++)
+		fd[k] = -1;
+	for (uint32_t k = 0; k < upto; k++) {
+		fd[k] = OPS(fs)->open_dir(BE(fs), k, dir);
+		if (fd[k] < 0) {
+			int rc = fd[k];
+
+			for (uint32_t j = 0; j < k; j++)
+				close(fd[j]);
+			fd[k] = -1;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static int target_open(struct tfs_fs *fs, struct tfs_inode *in, struct target *t,
+		       uint32_t upto)
+{
+	int rc;
+
+	t->pinned = false;
+	t->has_loc = tfs_inode_loc(fs, in, &t->loc) == 0;
+	pthread_mutex_lock(&in->lock);
+	if (in->of) {
+		rc = ofile_get_locked(fs, in, false);
+		if (rc == 0) {
+			memcpy(t->fd, in->of->fd, sizeof(t->fd));
+			t->pinned = true;
+			t->name = "";
+		}
+		pthread_mutex_unlock(&in->lock);
+		return rc;
+	}
+	pthread_mutex_unlock(&in->lock);
+	if (!t->has_loc)
+		return -ENOENT;
+	t->name = t->loc.name;
+	return dirs_open(fs, t->loc.dir, t->fd, upto);
+}
+
+/* ------------------------------------------------------------------ */
+/* Attributes                                                          */
+/* ------------------------------------------------------------------ */
+
+static void ts_max(struct timespec *a, const struct timespec *b)
+{
+	if (b->tv_sec > a->tv_sec || (b->tv_sec == a->tv_sec && b->tv_nsec > a->tv_nsec))
+		*a = *b;
+}
+
+/* Stat the object through t; for regular files fold in every member:
+ * logical size, blocks, newest times.  Loads fid and size on first use. */
+static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t,
+		       struct stat *st)
+{
+	uint64_t size = 0, blocks = 0;
+	int rc = OPS(fs)->fstatat(BE(fs), 0, t->fd[0], t->name, st);
+
+	if (rc || !S_ISREG(st->st_mode))
+		return rc;
+	pthread_mutex_lock(&in->lock);
+	if (!in->fid_valid) {
+		int fd = t->pinned ? t->fd[0]
+				   : OPS(fs)->openat(BE(fs), 0, t->fd[0], t->name, O_PATH, 0);
+		uint64_t fid = 0;
+
+		rc = fd < 0 ? fd : fid_get(fs, 0, fd, &fid);
+		if (fd >= 0 && !t->pinned)
+			close(fd);
+		if (rc)
+			tfs_warn("file %s/%s has no identity on member 0 (%s); using 0",
+				 t->loc.dir, t->loc.name, strerror(-rc));
+		in->fid = fid;
+		in->rot = tfs_layout_rot(&fs->layout, fid);
+		in->fid_valid = true;
+		rc = 0;
+	}
+	for (uint32_t k = 0; k < fs->n; k++) {
+		struct stat sk;
+
+		if (k == 0) {
+			sk = *st;
+		} else {
+			rc = OPS(fs)->fstatat(BE(fs), k, t->fd[k], t->name, &sk);
+			if (rc)
+				break;
+			ts_max(&st->st_atim, &sk.st_atim);
+			ts_max(&st->st_mtim, &sk.st_mtim);
+			ts_max(&st->st_ctim, &sk.st_ctim);
+		}
+		blocks += (uint64_t)sk.st_blocks;
+		uint64_t l = tfs_layout_size_from_member(&fs->layout, in->rot, k,
+							 (uint64_t)sk.st_size);
+		if (l > size)
+			size = l;
+	}
+	if (rc == 0) {
+		if (!in->size_valid) {
+			in->size = size;
+			in->size_valid = true;
+		}
+		st->st_size = (off_t)in->size;
+		st->st_blocks = (blkcnt_t)(blocks / tfs_layout_copies(&fs->layout));
+	}
+	pthread_mutex_unlock(&in->lock);
+	return rc;
+}
+
+int tfs_ns_getattr(struct tfs_fs *fs, struct tfs_inode *in, struct stat *st)
+{
+	struct target t;
+	int rc = target_open(fs, in, &t, S_ISREG(in->type) ? fs->n : 1);
+
+	if (rc)
+		return rc;
+	rc = target_stat(fs, in, &t, st);
+	target_close(fs, in, &t);
+	return rc;
+}
+
+int tfs_ns_load_file(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	struct stat st;
+	bool known;
+
+	pthread_mutex_lock(&in->lock);
+	known = in->fid_valid && in->size_valid;
+	pthread_mutex_unlock(&in->lock);
+	return known ? 0 : tfs_ns_getattr(fs, in, &st);
+}
+
+int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
+		  struct tfs_entry *e)
+{
+	struct tfs_loc loc;
+	int dfd, rc;
+
+	rc = tfs_inode_child_loc(fs, parent, name, &loc);
+	if (rc)
+		return rc;
+	dfd = OPS(fs)->open_dir(BE(fs), 0, loc.dir);
+	if (dfd < 0)
+		return dfd;
+	rc = OPS(fs)->fstatat(BE(fs), 0, dfd, name, &e->st);
+	close(dfd);
+	if (rc)
+		return rc;
+	e->in = tfs_inode_bind(fs, parent, name, &e->st);
+	if (!e->in)
+		return -ENOMEM;
+	if (S_ISREG(e->st.st_mode)) {
+		rc = tfs_ns_getattr(fs, e->in, &e->st);
+		if (rc) {
+			tfs_inode_forget(fs, e->in, 1);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static int set_times(struct tfs_fs *fs, struct target *t, const struct stat *attr, int to_set)
+{
+	struct timespec ts[2] = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } };
+	int rc = 0;
+
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		ts[0].tv_nsec = UTIME_NOW;
+	else if (to_set & FUSE_SET_ATTR_ATIME)
+		ts[0] = attr->st_atim;
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		ts[1].tv_nsec = UTIME_NOW;
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		ts[1] = attr->st_mtim;
+	for (uint32_t k = 0; k < fs->n; k++) {
+		int r = OPS(fs)->utimensat(BE(fs), k, t->fd[k], t->name, ts);
+
+		if (k == 0 && r)
+			return r;
+		if (r)
+			rc = r;
+	}
+	return rc;
+}
+
+int tfs_ns_setattr(struct tfs_fs *fs, struct tfs_inode *in, const struct stat *attr,
+		   int to_set, struct stat *out)
+{
+	struct target t;
+	uint64_t seq = 0;
+	int rc;
+
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		if (!S_ISREG(in->type))
+			return S_ISDIR(in->type) ? -EISDIR : -EINVAL;
+		rc = tfs_ns_truncate(fs, in, (uint64_t)attr->st_size);
+		if (rc)
+			return rc;
+	}
+	rc = target_open(fs, in, &t, fs->n);
+	if (rc)
+		return rc;
+	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
+		      FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
+		if (t.has_loc)	/* an unlinked file has no path to repair */
+			rc = intent_begin(fs, TFS_I_ATTR, &t.loc, NULL, NULL, 0, 0, &seq);
+	}
+	if (rc == 0 && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
+		uid_t u = (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
+		gid_t g = (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
+
+		for (uint32_t k = 0; k < fs->n && rc == 0; k++)
+			rc = OPS(fs)->fchownat(BE(fs), k, t.fd[k], t.name, u, g);
+	}
+	if (rc == 0 && (to_set & FUSE_SET_ATTR_MODE) && !S_ISLNK(in->type)) {
+		for (uint32_t k = 0; k < fs->n && rc == 0; k++)
+			rc = OPS(fs)->fchmodat(BE(fs), k, t.fd[k], t.name, attr->st_mode & 07777);
+	}
+	if (rc == 0 && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+				  FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW)))
+		rc = set_times(fs, &t, attr, to_set);
+	intent_end(fs, seq);
+	if (rc == 0)
+		rc = target_stat(fs, in, &t, out);
+	target_close(fs, in, &t);
+	return rc;
+}
+
+int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
+{
+	struct tfs_loc loc;
+	uint64_t seq = 0;
+	int rc;
+
+	rc = tfs_ns_load_file(fs, in);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&in->lock);
+	rc = ofile_get_locked(fs, in, false);
+	if (rc) {
+		pthread_mutex_unlock(&in->lock);
+		return rc;
+	}
+	if (fs->n > 1 && tfs_inode_loc(fs, in, &loc) == 0)
+		rc = intent_begin(fs, TFS_I_TRUNCATE, &loc, NULL, NULL, 0, len, &seq);
+	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
+		uint64_t share = tfs_layout_share(&fs->layout, in->rot, k, len);
+
+		rc = OPS(fs)->ftruncate(BE(fs), k, in->of->fd[k], share);
+	}
+	if (rc == 0)
+		in->size = len;
+	intent_end(fs, seq);
+	ofile_put_locked(fs, in);
+	pthread_mutex_unlock(&in->lock);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Creation                                                            */
+/* ------------------------------------------------------------------ */
+
+/* Make the object on member m in directory dfd. Returns an fd for regular
+ * files, 0 otherwise, or -errno. */
+static int make_one(struct tfs_fs *fs, uint32_t m, int dfd, const char *name, mode_t mode,
+		    dev_t rdev, const char *target, uint64_t fid, bool excl)
+{
+	int rc, fd;
+
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+		fd = OPS(fs)->openat(BE(fs), m, dfd, name,
+				     O_RDWR | O_CREAT | (excl ? O_EXCL : O_TRUNC), mode & 07777);
+		if (fd < 0)
+			return fd;
+		rc = fid_set(fs, m, fd, fid);
+		if (rc) {
+			close(fd);
+			return rc;
+		}
+		return fd;
+	case S_IFDIR:
+		rc = OPS(fs)->mkdirat(BE(fs), m, dfd, name, mode & 07777);
+		if (rc)
+			return rc;
+		fd = OPS(fs)->openat(BE(fs), m, dfd, name, O_PATH | O_DIRECTORY, 0);
+		if (fd < 0)
+			return fd;
+		rc = fid_set(fs, m, fd, fid);
+		close(fd);
+		return rc;
+	case S_IFLNK:
+		return OPS(fs)->symlinkat(BE(fs), m, target, dfd, name);
+	default:
+		return OPS(fs)->mknodat(BE(fs), m, dfd, name, mode, rdev);
+	}
+}
+
+/* Give the new object the caller's identity (kernel semantics). */
+static int own_one(struct tfs_fs *fs, uint32_t m, int dfd, const char *name, mode_t mode,
+		   const struct tfs_ctx *ctx, bool parent_sgid)
+{
+	int rc;
+
+	if (!fs->chown_ok)
+		return 0;
+	rc = OPS(fs)->fchownat(BE(fs), m, dfd, name, ctx->uid,
+			       parent_sgid ? (gid_t)-1 : ctx->gid);
+	/* chown clears set-id bits of non-directories: put them back */
+	if (rc == 0 && !S_ISDIR(mode) && !S_ISLNK(mode) && (mode & (S_ISUID | S_ISGID)))
+		rc = OPS(fs)->fchmodat(BE(fs), m, dfd, name, mode & 07777);
+	return rc;
+}
+
+static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *parent,
+		const char *name, mode_t mode, dev_t rdev, const char *target,
+		struct tfs_entry *e, int *fds)
+{
+	struct tfs_loc loc;
+	struct stat pst;
+	uint64_t fid = 0, seq = 0;
+	int dfd[TFS_MAX_MEMBERS], rc;
+	bool sgid;
+
+	rc = tfs_inode_child_loc(fs, parent, name, &loc);
+	if (rc)
+		return rc;
+	if ((S_ISREG(mode) || S_ISDIR(mode)) && (rc = fid_alloc(fs, &fid)))
+		return rc;
+	rc = dirs_open(fs, loc.dir, dfd, fs->n);
+	if (rc)
+		return rc;
+	rc = OPS(fs)->fstatat(BE(fs), 0, dfd[0], "", &pst);
+	if (rc)
+		goto out;
+	sgid = (pst.st_mode & S_ISGID) != 0;
+	rc = intent_begin(fs, TFS_I_CREATE, &loc, NULL, NULL, 0, 0, &seq);
+	if (rc)
+		goto out;
+	for (uint32_t k = 0; k < fs->n; k++) {
+		int r = make_one(fs, k, dfd[k], name, mode, rdev, target, fid, k == 0);
+
+		if (r >= 0 && fds)
+			fds[k] = r;
+		if (r >= 0)
+			r = own_one(fs, k, dfd[k], name, mode, ctx, sgid);
+		if (r < 0 && k == 0) {
+			if (r != -EEXIST && fds && fds[0] >= 0) {
+				/* made but could not be set up: take it back */
+				close(fds[0]);
+				fds[0] = -1;
+				OPS(fs)->unlinkat(BE(fs), 0, dfd[0], name, 0);
+			} else if (r != -EEXIST && S_ISDIR(mode)) {
+				OPS(fs)->unlinkat(BE(fs), 0, dfd[0], name, AT_REMOVEDIR);
+			}
+			rc = r;
+			break;
+		}
+		if (r < 0)
+			member_diverged(fs, k, "create", &loc, r);
+	}
+	intent_end(fs, seq);
+	if (rc)
+		goto out;
+	rc = OPS(fs)->fstatat(BE(fs), 0, dfd[0], name, &e->st);
+	if (rc)
+		goto out;
+	e->in = tfs_inode_bind(fs, parent, name, &e->st);
+	if (!e->in) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (S_ISREG(mode)) {
+		pthread_mutex_lock(&e->in->lock);
+		e->in->fid = fid;
+		e->in->rot = tfs_layout_rot(&fs->layout, fid);
+		e->in->fid_valid = true;
+		e->in->size = 0;
+		e->in->size_valid = true;
+		pthread_mutex_unlock(&e->in->lock);
+	}
+out:
+	for (uint32_t k = 0; k < fs->n; k++)
+		close(dfd[k]);
+	return rc;
+}
+
+int tfs_ns_mknod(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *parent,
+		 const char *name, mode_t mode, dev_t rdev, const char *target,
+		 struct tfs_entry *e)
+{
+	int fds[TFS_MAX_MEMBERS], rc;
+
+	for (uint32_t k = 0; k < TFS_MAX_MEMBERS; k++)
+		fds[k] = -1;
+	rc = make(fs, ctx, parent, name, mode, rdev, target, e, S_ISREG(mode) ? fds : NULL);
+	for (uint32_t k = 0; k < fs->n; k++)
+		if (fds[k] >= 0)
+			close(fds[k]);
+	return rc;
+}
+
+int tfs_ns_create(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *parent,
+		  const char *name, mode_t mode, int flags, struct tfs_entry *e)
+{
+	struct tfs_ofile *of = ofile_new(fs);
+	int rc;
+
+	if (!of)
+		return -ENOMEM;
+	rc = make(fs, ctx, parent, name, S_IFREG | (mode & 07777), 0, NULL, e, of->fd);
+	if (rc) {
+		ofile_close(fs, of);
+		return rc;
+	}
+	pthread_mutex_lock(&e->in->lock);
+	if (e->in->of) {
+		/* cannot happen for a new object, but never leak fds */
+		ofile_close(fs, of);
+		of = e->in->of;
+	}
+	e->in->of = of;
+	of->users++;
+	rc = (flags & O_DIRECT) ? ofile_direct(fs, of) : 0;
+	if (rc)
+		ofile_put_locked(fs, e->in);
+	pthread_mutex_unlock(&e->in->lock);
+	if (rc) {
+		tfs_inode_forget(fs, e->in, 1);
+		return rc;
+	}
+	tfs_inode_ref(fs, e->in);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Removal, rename, link                                               */
+/* ------------------------------------------------------------------ */
+
+int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name, bool dir)
+{
+	struct tfs_loc loc;
+	struct tfs_inode *in;
+	struct stat st;
+	uint64_t seq = 0;
+	int dfd[TFS_MAX_MEMBERS], rc;
+
+	rc = tfs_inode_child_loc(fs, parent, name, &loc);
+	if (rc)
+		return rc;
+	rc = dirs_open(fs, loc.dir, dfd, fs->n);
+	if (rc)
+		return rc;
+	rc = OPS(fs)->fstatat(BE(fs), 0, dfd[0], name, &st);
+	if (rc == 0)
+		rc = intent_begin(fs, TFS_I_REMOVE, &loc, NULL, NULL, 0, 0, &seq);
+	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
+		int r = OPS(fs)->unlinkat(BE(fs), k, dfd[k], name, dir ? AT_REMOVEDIR : 0);
+
+		if (r && k == 0)
+			rc = r;
+		else if (r)
+			member_diverged(fs, k, "remove", &loc, r);
+	}
+	intent_end(fs, seq);
+	for (uint32_t k = 0; k < fs->n; k++)
+		close(dfd[k]);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&fs->ilock);
+	in = tfs_inode_find(fs, st.st_ino);
+	if (in)
+		in->refs++;
+	pthread_mutex_unlock(&fs->ilock);
+	if (in) {
+		tfs_inode_alias_drop(fs, in, parent, name);
+		if (dir || st.st_nlink <= 1)
+			tfs_inode_unhash(fs, in);
+		tfs_inode_unref(fs, in);
+	}
+	return 0;
+}
+
+/* Pin the hashed inode of member-0 object number ino, if any. */
+static struct tfs_inode *pin_ino(struct tfs_fs *fs, uint64_t ino)
+{
+	struct tfs_inode *in;
+
+	pthread_mutex_lock(&fs->ilock);
+	in = tfs_inode_find(fs, ino);
+	if (in)
+		in->refs++;
+	pthread_mutex_unlock(&fs->ilock);
+	return in;
+}
+
+int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
+		  struct tfs_inode *np, const char *nname, unsigned flags)
+{
+	struct tfs_loc ol, nl;
+	struct stat so, sn;
+	struct tfs_inode *oin = NULL, *nin = NULL;
+	uint64_t seq = 0;
+	int od[TFS_MAX_MEMBERS], nd[TFS_MAX_MEMBERS], rc, nrc;
+
+	if ((rc = tfs_inode_child_loc(fs, op, oname, &ol)) ||
+	    (rc = tfs_inode_child_loc(fs, np, nname, &nl)))
+		return rc;
+	rc = dirs_open(fs, ol.dir, od, fs->n);
+	if (rc)
+		return rc;
+	rc = dirs_open(fs, nl.dir, nd, fs->n);
+	if (rc) {
+		for (uint32_t k = 0; k < fs->n; k++)
+			close(od[k]);
+		return rc;
+	}
+	rc = OPS(fs)->fstatat(BE(fs), 0, od[0], oname, &so);
+	nrc = OPS(fs)->fstatat(BE(fs), 0, nd[0], nname, &sn);
+	if (rc == 0)
+		rc = intent_begin(fs, TFS_I_RENAME, &ol, &nl, NULL, flags, 0, &seq);
+	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
+		int r = OPS(fs)->renameat2(BE(fs), k, od[k], oname, nd[k], nname, flags);
+
+		if (r && k == 0)
+			rc = r;
+		else if (r)
+			member_diverged(fs, k, "rename", &ol, r);
+	}
+	intent_end(fs, seq);
+	for (uint32_t k = 0; k < fs->n; k++) {
+		close(od[k]);
+		close(nd[k]);
+	}
+	if (rc)
+		return rc;
+	oin = pin_ino(fs, so.st_ino);
+	nin = nrc == 0 ? pin_ino(fs, sn.st_ino) : NULL;
+	if (flags & RENAME_EXCHANGE) {
+		if (oin)
+			tfs_inode_alias_move(fs, oin, op, oname, np, "\x01tierfs-xchg");
+		if (nin)
+			tfs_inode_alias_move(fs, nin, np, nname, op, oname);
+		if (oin)
+			tfs_inode_alias_move(fs, oin, np, "\x01tierfs-xchg", np, nname);
+	} else if (!(nin && nin == oin)) {
+		if (nin) {
+			tfs_inode_alias_drop(fs, nin, np, nname);
+			if (S_ISDIR(sn.st_mode) || sn.st_nlink <= 1)
+				tfs_inode_unhash(fs, nin);
+		}
+		if (oin)
+			tfs_inode_alias_move(fs, oin, op, oname, np, nname);
+	}
+	if (oin)
+		tfs_inode_unref(fs, oin);
+	if (nin)
+		tfs_inode_unref(fs, nin);
+	return 0;
+}
+
+int tfs_ns_link(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode *np,
+		const char *nname, struct tfs_entry *e)
+{
+	struct tfs_loc ol, nl;
+	uint64_t seq = 0;
+	int od[TFS_MAX_MEMBERS], nd[TFS_MAX_MEMBERS], rc;
+
+	if ((rc = tfs_inode_loc(fs, in, &ol)) || (rc = tfs_inode_child_loc(fs, np, nname, &nl)))
+		return rc;
+	rc = dirs_open(fs, ol.dir, od, fs->n);
+	if (rc)
+		return rc;
+	rc = dirs_open(fs, nl.dir, nd, fs->n);
+	if (rc) {
+		for (uint32_t k = 0; k < fs->n; k++)
+			close(od[k]);
+		return rc;
+	}
+	rc = intent_begin(fs, TFS_I_LINK, &ol, &nl, NULL, 0, 0, &seq);
+	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
+		int r = OPS(fs)->linkat(BE(fs), k, od[k], ol.name, nd[k], nname);
+
+		if (r && k == 0)
+			rc = r;
+		else if (r)
+			member_diverged(fs, k, "link", &nl, r);
+	}
+	intent_end(fs, seq);
+	if (rc == 0)
+		rc = OPS(fs)->fstatat(BE(fs), 0, nd[0], nname, &e->st);
+	for (uint32_t k = 0; k < fs->n; k++) {
+		close(od[k]);
+		close(nd[k]);
+	}
+	if (rc)
+		return rc;
+	e->in = tfs_inode_bind(fs, np, nname, &e->st);
+	if (!e->in)
+		return -ENOMEM;
+	return tfs_ns_getattr(fs, e->in, &e->st);
+}
+
+int tfs_ns_readlink(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len)
+{
+	struct target t;
+	int rc = target_open(fs, in, &t, 1);
+
+	if (rc)
+		return rc;
+	rc = OPS(fs)->readlinkat(BE(fs), 0, t.fd[0], t.name, buf, len);
+	target_close(fs, in, &t);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Directories, statfs                                                 */
+/* ------------------------------------------------------------------ */
+
+int tfs_ns_opendir(struct tfs_fs *fs, struct tfs_inode *in, int *fd)
+{
+	struct target t;
+	int rc = target_open(fs, in, &t, 1);
+
+	if (rc)
+		return rc;
+	rc = OPS(fs)->openat(BE(fs), 0, t.fd[0], t.name, O_RDONLY | O_DIRECTORY, 0);
+	target_close(fs, in, &t);
+	if (rc < 0)
+		return rc;
+	*fd = rc;
+	return 0;
+}
+
+int tfs_ns_fsyncdir(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	struct tfs_mio v[TFS_MAX_MEMBERS];
+	struct target t;
+	int rc = target_open(fs, in, &t, fs->n);
+	uint32_t k;
+
+	if (rc)
+		return rc;
+	for (k = 0; k < fs->n && rc == 0; k++) {
+		int fd = OPS(fs)->openat(BE(fs), k, t.fd[k], t.name, O_RDONLY | O_DIRECTORY, 0);
+
+		if (fd < 0) {
+			rc = fd;
+			break;
+		}
+		v[k] = (struct tfs_mio){ .member = k, .op = TFS_MIO_FSYNC, .fd = fd };
+	}
+	target_close(fs, in, &t);
+	if (rc == 0)
+		rc = OPS(fs)->submit(BE(fs), v, fs->n);
+	for (uint32_t j = 0; j < k; j++) {
+		if (rc == 0 && v[j].res < 0)
+			rc = (int)v[j].res;
+		close(v[j].fd);
+	}
+	return rc;
+}
+
+int tfs_ns_statfs(struct tfs_fs *fs, struct statvfs *out)
+{
+	const struct tfs_level_ops *lo = tfs_level_ops(fs->layout.level);
+	uint64_t minb = UINT64_MAX, minf = UINT64_MAX, mina = UINT64_MAX;
+	uint64_t sumb = 0, sumf = 0, suma = 0, files = UINT64_MAX, ffree = UINT64_MAX;
+	struct statvfs sv;
+
+	for (uint32_t k = 0; k < fs->n; k++) {
+		int rc = OPS(fs)->statvfs(BE(fs), k, &sv);
+		uint64_t unit = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
+		uint64_t b = sv.f_blocks * unit, f = sv.f_bfree * unit, a = sv.f_bavail * unit;
+
+		if (rc)
+			return rc;
+		if (k == 0)
+			*out = sv;
+		sumb += b, sumf += f, suma += a;
+		if (b < minb) minb = b;
+		if (f < minf) minf = f;
+		if (a < mina) mina = a;
+		if (sv.f_files < files) files = sv.f_files;
+		if (sv.f_ffree < ffree) ffree = sv.f_ffree;
+	}
+	out->f_bsize = 4096;
+	out->f_frsize = 4096;
+	if (fs->layout.level == TFS_JBOD) {
+		out->f_blocks = sumb / 4096;
+		out->f_bfree = sumf / 4096;
+		out->f_bavail = suma / 4096;
+	} else {
+		out->f_blocks = lo->usable(&fs->layout, minb) / 4096;
+		out->f_bfree = lo->usable(&fs->layout, minf) / 4096;
+		out->f_bavail = lo->usable(&fs->layout, mina) / 4096;
+	}
+	out->f_files = files;
+	out->f_ffree = ffree;
+	out->f_favail = ffree;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Extended attributes                                                 */
+/* ------------------------------------------------------------------ */
+
+/* tierfs's own names never pass through */
+static bool xattr_reserved(const char *name)
+{
+	return strncmp(name, "user.tierfs.", 12) == 0;
+}
+
+/* O_PATH fd of the object on member k (or the pinned open file). */
+static int obj_fd(struct tfs_fs *fs, uint32_t k, struct target *t, bool *owned)
+{
+	*owned = !t->pinned;
+	if (t->pinned)
+		return t->fd[k];
+	return OPS(fs)->openat(BE(fs), k, t->fd[k], t->name, O_PATH, 0);
+}
+
+static int xattr_all(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
+		     const void *val, size_t len, int flags, bool remove)
+{
+	struct target t;
+	uint64_t seq = 0;
+	int rc = target_open(fs, in, &t, fs->n);
+
+	if (rc)
+		return rc;
+	if (t.has_loc)
+		rc = intent_begin(fs, TFS_I_XATTR, &t.loc, NULL, name, 0, 0, &seq);
+	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
+		bool owned;
+		int fd = obj_fd(fs, k, &t, &owned), r;
+
+		if (fd < 0) {
+			r = fd;
+		} else {
+			r = remove ? OPS(fs)->removexattr(BE(fs), k, fd, name)
+				   : OPS(fs)->setxattr(BE(fs), k, fd, name, val, len, flags);
+			if (owned)
+				close(fd);
+		}
+		if (r && k == 0)
+			rc = r;
+		else if (r)
+			member_diverged(fs, k, "xattr", &t.loc, r);
+	}
+	intent_end(fs, seq);
+	target_close(fs, in, &t);
+	return rc;
+}
+
+int tfs_ns_setxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
+		    const void *val, size_t len, int flags)
+{
+	if (xattr_reserved(name))
+		return -EPERM;
+	if (strcmp(name, "security.capability") == 0)
+		return -EOPNOTSUPP;	/* see getxattr: capabilities are not kept */
+	return xattr_all(fs, in, name, val, len, flags, false);
+}
+
+int tfs_ns_removexattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name)
+{
+	if (xattr_reserved(name))
+		return -EPERM;
+	return xattr_all(fs, in, name, NULL, 0, 0, true);
+}
+
+int tfs_ns_getxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
+		    void *buf, size_t len)
+{
+	struct target t;
+	bool owned;
+	int rc, fd;
+
+	/* The kernel asks for security.capability before every write; answer
+	 * without touching a member (tierfs does not store capabilities). */
+	if (xattr_reserved(name) || strcmp(name, "security.capability") == 0)
+		return -ENODATA;
+	rc = target_open(fs, in, &t, 1);
+	if (rc)
+		return rc;
+	fd = obj_fd(fs, 0, &t, &owned);
+	if (fd < 0) {
+		rc = fd;
+	} else {
+		rc = OPS(fs)->getxattr(BE(fs), 0, fd, name, buf, len);
+		if (owned)
+			close(fd);
+	}
+	target_close(fs, in, &t);
+	return rc;
+}
+
+int tfs_ns_listxattr(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len)
+{
+	struct target t;
+	char *all = NULL;
+	bool owned;
+	int rc, fd, n = 0;
+
+	rc = target_open(fs, in, &t, 1);
+	if (rc)
+		return rc;
+	fd = obj_fd(fs, 0, &t, &owned);
+	if (fd < 0) {
+		rc = fd;
+		goto out;
+	}
+	rc = OPS(fs)->listxattr(BE(fs), 0, fd, NULL, 0);
+	if (rc > 0) {
+		all = malloc((size_t)rc + 1);
+		rc = all ? OPS(fs)->listxattr(BE(fs), 0, fd, all, (size_t)rc) : -ENOMEM;
+	}
+	if (owned)
+		close(fd);
+	for (int i = 0; rc > 0 && i < rc; i += (int)strlen(all + i) + 1) {
+		size_t l = strlen(all + i) + 1;
+
+		if (xattr_reserved(all + i))
+			continue;
+		if (len) {
+			if ((size_t)n + l > len) {
+				n = -ERANGE;
+				break;
+			}
+			memcpy(buf + n, all + i, l);
+		}
+		n += (int)l;
+	}
+	if (rc >= 0)
+		rc = n;
+out:
+	free(all);
+	target_close(fs, in, &t);
+	return rc;
+}

@@ -206,7 +206,9 @@ int main(int argc, char *argv[])
 	cfg = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_clone_fd(cfg, cl.clone_fd);
 	fuse_loop_cfg_set_idle_threads(cfg, cl.max_idle_threads);
-	fuse_loop_cfg_set_max_threads(cfg, cl.max_threads);
+	/* libfuse 3.14 leaves max_threads at UINT_MAX unless -o max_threads= */
+	fuse_loop_cfg_set_max_threads(cfg, cl.max_threads > 0 && cl.max_threads <= 1024
+					   ? cl.max_threads : 16);
 	rc = cl.singlethread ? fuse_session_loop(se) : fuse_session_loop_mt(se, cfg);
 	ret = rc ? 1 : 0;
 	fuse_loop_cfg_destroy(cfg);

@@ -97,6 +97,7 @@ int tfs_meta_open(const char *dir, struct tfs_meta **out)
 	rc = mdb_cursor_open(txn, mt->intent, &cur);
 	if (rc)
 		goto out_txn;
+	mt->next_seq = 1;	/* 0 means "no record" to callers */
 	if (mdb_cursor_get(cur, &k, &v, MDB_LAST) == 0 && k.mv_size == 8)
 		mt->next_seq = from_be64(k.mv_data) + 1;
 	mdb_cursor_close(cur);

@@ -335,8 +335,33 @@ def test_mount_unknown_option(tmp_path, two_arrays):
     a, _ = two_arrays
     r = try_mount(a, tmp_path / "mnt", opts=["frobnicate"])
     assert r.returncode != 0
-    assert "frobnicate" in r.stderr or "option" in r.stderr
+    assert "frobnicate" in r.stderr, r.stderr       # the offending option is named
     assert msg_lines(r.stderr, "tierfs"), r.stderr
+    r = try_mount(a, tmp_path / "mnt", opts=["entry_timeout=soon"])
+    assert r.returncode != 0
+    assert "entry_timeout" in r.stderr, r.stderr
+    # the array is not left locked: a good mount works afterwards
+    m = Mount(a, tmp_path / "mnt").start()
+    m.stop()
+
+
+def test_mount_bad_mountpoint(tmp_path, two_arrays):
+    a, _ = two_arrays
+    r = try_mount(a, tmp_path / "nomnt" / "x")
+    assert r.returncode != 0
+    assert str(tmp_path / "nomnt" / "x") in r.stderr, r.stderr
+
+
+def test_mount_refusal_in_background_mode(tmp_path, two_arrays):
+    """Without -f a refusal still reaches the terminal and no daemon stays."""
+    a, _ = two_arrays
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run([str(TIERFS), f"{a[0]}:{a[1]}", str(mnt)], capture_output=True,
+                       text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert_refused(r, "tierfs", "missing")
+    assert not mounted(mnt)
+    assert daemon_pids(mnt) == []
 
 
 def test_mount_already_mounted(tmp_path, two_arrays):

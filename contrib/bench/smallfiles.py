@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """smallfiles.py - small-file metadata benchmark (used by peers.sh).
 
-    smallfiles.py DIR [--files N] [--size BYTES] [--settle SECONDS]
+    smallfiles.py DIR [--files N] [--size BYTES] [--settle SECONDS] [--cpu-pid PID]
 
 Makes DIR/sf.<pid>/ and, timing each phase on its own:
   create  open(O_CREAT|O_EXCL|O_WRONLY) + write SIZE bytes + close, N files
@@ -13,8 +13,10 @@ then removes the directory.  Between phases it sleeps --settle seconds
 expired and the stat phase really asks the daemon (a plain directory keeps
 its dentries, which is part of what the comparison shows).
 
-Prints one line per phase, "PHASE files_per_s seconds", and exits non-zero
-with a message on the first error.  Files are spread over subdirectories of
+Prints one line per phase, "PHASE files_per_s seconds daemon_cpu_seconds"
+(the last is the user+sys CPU that process PID, e.g. the FUSE daemon, used
+during the phase, or "-" without --cpu-pid), and exits non-zero with a
+message on the first error.  Files are spread over subdirectories of
 1000 to keep the directories ordinary.
 """
 import argparse
@@ -23,6 +25,16 @@ import sys
 import time
 
 PER_DIR = 1000
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process, all threads, in seconds (None if no pid)."""
+    if not pid:
+        return None
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def main():
@@ -31,6 +43,7 @@ def main():
     ap.add_argument("--files", type=int, default=50000)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--settle", type=float, default=1.5)
+    ap.add_argument("--cpu-pid", type=int, default=0)
     a = ap.parse_args()
 
     top = os.path.join(a.dir, "sf.%d" % os.getpid())
@@ -46,11 +59,14 @@ def main():
     results = []
 
     def phase(label, fn):
+        c0 = cpu_seconds(a.cpu_pid)
         t0 = time.monotonic()
         fn()
         dt = time.monotonic() - t0
-        results.append((label, a.files / dt if dt > 0 else 0.0, dt))
-        print("%s %.1f %.3f" % results[-1], flush=True)
+        c1 = cpu_seconds(a.cpu_pid)
+        cpu = "-" if c0 is None else "%.2f" % (c1 - c0)
+        results.append((label, a.files / dt if dt > 0 else 0.0, dt, cpu))
+        print("%s %.1f %.3f %s" % results[-1], flush=True)
 
     def create():
         for n in names:

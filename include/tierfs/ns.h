@@ -45,6 +45,11 @@ struct tfs_inode {
 	struct tfs_alias *aliases;
 	struct tfs_inode *hnext;
 
+	/* directory fd cache (directories only), under fs->ilock */
+	int *dfd;			/* O_PATH fd per member, or NULL */
+	unsigned dusers;		/* threads using dfd right now */
+	struct tfs_inode *lru_prev, *lru_next;
+
 	pthread_mutex_t lock;		/* protects everything below */
 	bool fid_valid, size_valid;
 	uint64_t fid;			/* file identity (xattr on the members) */
@@ -66,9 +71,11 @@ struct tfs_fs {
 	pthread_mutex_t fid_lock;
 	uint64_t fid_next, fid_end;
 
-	pthread_mutex_t ilock;		/* inode table, aliases, nlookup, refs */
+	pthread_mutex_t ilock;		/* inode table, aliases, nlookup, refs, dir fds */
 	struct tfs_inode **htab;
 	size_t hsize, icount;
+	struct tfs_inode lru;		/* list head of directories with cached fds */
+	unsigned dcount, dmax;
 	struct tfs_inode root;
 };
 
@@ -78,9 +85,11 @@ struct tfs_ctx {
 	gid_t gid;
 };
 
-/* Location of an object on the members: parent dir path and one name.
- * The root is (dir "", name "."). */
+/* Location of an object on the members: its parent directory (pinned by a
+ * reference until tfs_loc_put) and its path, and one name.  The root is
+ * (parent root, dir "", name "."). */
 struct tfs_loc {
+	struct tfs_inode *parent;
 	char dir[PATH_MAX];
 	char name[NAME_MAX + 1];
 };
@@ -108,6 +117,11 @@ void tfs_inode_unhash(struct tfs_fs *fs, struct tfs_inode *in);
 int tfs_inode_loc(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_loc *loc);
 int tfs_inode_child_loc(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 			struct tfs_loc *loc);
+void tfs_loc_put(struct tfs_fs *fs, struct tfs_loc *loc);
+/* Member directory fds of loc->parent for members [0, fs->n), from the
+ * directory fd cache; valid until tfs_dir_fds_put. */
+int tfs_dir_fds(struct tfs_fs *fs, struct tfs_inode *dir, int *fds);
+void tfs_dir_fds_put(struct tfs_fs *fs, struct tfs_inode *dir);
 
 /* ---- ns.c: namespace operations over all members ---- */
 struct tfs_entry {

@@ -10,7 +10,8 @@
  *
  * Invariants:
  *  1. Writers are serialised by wlock; the environment is opened with
- *     MDB_NOSYNC, so a commit costs no fsync but survives the daemon's death
+ *     MDB_NOSYNC | MDB_WRITEMAP, so a commit is stores into a shared file
+ *     mapping: no system call, no fsync, yet it survives the daemon's death
  *     (the pages are in the kernel's page cache).  tfs_meta_sync() is the
  *     durability point for power loss.
  *  2. A full map is grown (doubled) under wlock and the transaction retried;
@@ -84,7 +85,7 @@ int tfs_meta_open(const char *dir, struct tfs_meta **out)
 		goto out_free_mdb;
 	mdb_env_set_maxdbs(mt->env, 8);
 	mdb_env_set_mapsize(mt->env, mt->mapsize);
-	rc = mdb_env_open(mt->env, dir, MDB_NOSYNC | MDB_NOTLS, 0600);
+	rc = mdb_env_open(mt->env, dir, MDB_NOSYNC | MDB_WRITEMAP | MDB_NOTLS, 0600);
 	if (rc)
 		goto out_env;
 	rc = mdb_txn_begin(mt->env, NULL, 0, &txn);

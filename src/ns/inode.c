@@ -11,6 +11,11 @@
  *     alias.
  *  3. An inode is freed when nlookup == 0 and refs == 0; freeing drops its
  *     aliases, which may free its parents in turn.
+ *  4. Directory fd cache: a directory may hold one O_PATH fd per member,
+ *     opened by path once and then reused.  An fd follows its directory
+ *     object, so renames never make it stale; at most dmax directories keep
+ *     fds (least recently used ones are closed when dusers == 0), so
+ *     descriptors stay bounded however many inodes the kernel knows.
  *
  * Lifetime:
  *   (new) --tfs_inode_bind--> live --forget/unref to 0/0--> freed
@@ -20,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tierfs/log.h"
 #include "tierfs/ns.h"
@@ -44,6 +50,8 @@ int tfs_fs_init(struct tfs_fs *fs)
 	fs->root.type = S_IFDIR;
 	fs->root.nlookup = 2;		/* never forgotten */
 	fs->root.fid_valid = true;	/* fid 0 */
+	fs->lru.lru_next = fs->lru.lru_prev = &fs->lru;
+	fs->dmax = 1024;
 	return 0;
 }
 
@@ -80,8 +88,25 @@ static void unhash_locked(struct tfs_fs *fs, struct tfs_inode *in)
 	fs->icount--;
 }
 
+static void dfd_drop_locked(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	if (!in->dfd)
+		return;
+	for (uint32_t k = 0; k < fs->n; k++)
+		close(in->dfd[k]);
+	free(in->dfd);
+	in->dfd = NULL;
+	if (in->lru_next) {
+		in->lru_prev->lru_next = in->lru_next;
+		in->lru_next->lru_prev = in->lru_prev;
+		in->lru_next = in->lru_prev = NULL;
+	}
+	fs->dcount--;
+}
+
 static void inode_free(struct tfs_fs *fs, struct tfs_inode *in)
 {
+	dfd_drop_locked(fs, in);
 	unhash_locked(fs, in);
 	alias_free_all(fs, in);
 	if (in->of)
@@ -99,6 +124,7 @@ void tfs_fs_destroy(struct tfs_fs *fs)
 			struct tfs_alias *a, *an;
 
 			next = in->hnext;
+			dfd_drop_locked(fs, in);
 			for (a = in->aliases; a; a = an) {
 				an = a->next;
 				free(a);
@@ -107,6 +133,7 @@ void tfs_fs_destroy(struct tfs_fs *fs)
 			free(in);
 		}
 	}
+	dfd_drop_locked(fs, &fs->root);
 	free(fs->htab);
 	fs->htab = NULL;
 }
@@ -333,7 +360,9 @@ int tfs_inode_loc(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_loc *loc)
 {
 	int rc;
 
+	loc->parent = NULL;
 	if (in == &fs->root) {
+		loc->parent = &fs->root;
 		loc->dir[0] = 0;
 		strcpy(loc->name, ".");
 		return 0;
@@ -343,8 +372,12 @@ int tfs_inode_loc(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_loc *loc)
 		rc = -ENOENT;
 	} else {
 		rc = path_locked(fs, in->aliases->parent, loc->dir, sizeof(loc->dir));
-		if (rc == 0)
+		if (rc == 0) {
 			snprintf(loc->name, sizeof(loc->name), "%s", in->aliases->name);
+			loc->parent = in->aliases->parent;
+			if (loc->parent != &fs->root)
+				loc->parent->refs++;
+		}
 	}
 	pthread_mutex_unlock(&fs->ilock);
 	return rc;
@@ -355,12 +388,121 @@ int tfs_inode_child_loc(struct tfs_fs *fs, struct tfs_inode *parent, const char 
 {
 	int rc;
 
+	loc->parent = NULL;
 	if (strlen(name) > NAME_MAX)
 		return -ENAMETOOLONG;
 	pthread_mutex_lock(&fs->ilock);
 	rc = path_locked(fs, parent, loc->dir, sizeof(loc->dir));
+	if (rc == 0) {
+		loc->parent = parent;
+		if (parent != &fs->root)
+			parent->refs++;
+	}
 	pthread_mutex_unlock(&fs->ilock);
 	if (rc == 0)
 		strcpy(loc->name, name);
 	return rc;
+}
+
+void tfs_loc_put(struct tfs_fs *fs, struct tfs_loc *loc)
+{
+	if (loc->parent && loc->parent != &fs->root)
+		tfs_inode_unref(fs, loc->parent);
+	loc->parent = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Directory fd cache                                                  */
+/* ------------------------------------------------------------------ */
+
+static void lru_front_locked(struct tfs_fs *fs, struct tfs_inode *dir)
+{
+	if (dir == &fs->root)
+		return;		/* the root keeps its fds for the whole mount */
+	if (dir->lru_next) {
+		dir->lru_prev->lru_next = dir->lru_next;
+		dir->lru_next->lru_prev = dir->lru_prev;
+	}
+	dir->lru_next = fs->lru.lru_next;
+	dir->lru_prev = &fs->lru;
+	fs->lru.lru_next->lru_prev = dir;
+	fs->lru.lru_next = dir;
+}
+
+static void lru_trim_locked(struct tfs_fs *fs)
+{
+	struct tfs_inode *in = fs->lru.lru_prev, *prev;
+
+	for (; fs->dcount > fs->dmax && in != &fs->root && in != &fs->lru; in = prev) {
+		prev = in->lru_prev;
+		if (in->dusers == 0)
+			dfd_drop_locked(fs, in);
+	}
+}
+
+int tfs_dir_fds(struct tfs_fs *fs, struct tfs_inode *dir, int *fds)
+{
+	char path[PATH_MAX];
+	int *mine, rc;
+
+	pthread_mutex_lock(&fs->ilock);
+	if (dir->dfd)
+		goto out_hit;
+	rc = path_locked(fs, dir, path, sizeof(path));
+	pthread_mutex_unlock(&fs->ilock);
+	if (rc)
+		return rc;
+
+	mine = malloc(fs->n * sizeof(int));
+	if (!mine)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < fs->n; k++) {
+		mine[k] = fs->be->ops->open_dir(fs->be, k, path);
+		if (mine[k] < 0) {
+			rc = mine[k];
+			while (k--)
+				close(mine[k]);
+			free(mine);
+			return rc;
+		}
+	}
+	if (dir != &fs->root) {
+		/* the path was read before opening: make sure it still named
+		 * this directory on member 0 (a concurrent rename may move it) */
+		struct stat st;
+
+		if (fs->be->ops->fstat(fs->be, 0, mine[0], &st) || st.st_ino != dir->ino) {
+			for (uint32_t k = 0; k < fs->n; k++)
+				close(mine[k]);
+			free(mine);
+			return -ENOENT;
+		}
+	}
+	pthread_mutex_lock(&fs->ilock);
+	if (dir->dfd) {
+		for (uint32_t k = 0; k < fs->n; k++)
+			close(mine[k]);
+		free(mine);
+		goto out_hit;
+	}
+	dir->dfd = mine;
+	dir->dusers++;		/* before trimming, so it cannot trim this one */
+	fs->dcount++;
+	lru_front_locked(fs, dir);
+	lru_trim_locked(fs);
+	goto out_copy;
+out_hit:
+	dir->dusers++;
+	lru_front_locked(fs, dir);
+out_copy:
+	memcpy(fds, dir->dfd, fs->n * sizeof(int));
+	pthread_mutex_unlock(&fs->ilock);
+	return 0;
+}
+
+void tfs_dir_fds_put(struct tfs_fs *fs, struct tfs_inode *dir)
+{
+	pthread_mutex_lock(&fs->ilock);
+	dir->dusers--;
+	pthread_mutex_unlock(&fs->ilock);
 }

@@ -230,29 +230,28 @@ static int ofile_get_locked(struct tfs_fs *fs, struct tfs_inode *in, bool direct
 	int rc = 0;
 
 	if (!of) {
+		int dfd[TFS_MAX_MEMBERS];
+
 		rc = tfs_inode_loc(fs, in, &loc);
 		if (rc)
 			return rc;
 		of = ofile_new(fs);
-		if (!of)
-			return -ENOMEM;
-		for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
-			int dfd = OPS(fs)->open_dir(BE(fs), k, loc.dir);
-
-			if (dfd < 0) {
-				rc = dfd;
-				break;
+		rc = of ? tfs_dir_fds(fs, loc.parent, dfd) : -ENOMEM;
+		if (rc == 0) {
+			for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
+				rc = OPS(fs)->openat(BE(fs), k, dfd[k], loc.name,
+						     fs->readonly ? O_RDONLY : O_RDWR, 0);
+				if (rc >= 0) {
+					of->fd[k] = rc;
+					rc = 0;
+				}
 			}
-			rc = OPS(fs)->openat(BE(fs), k, dfd, loc.name,
-					     fs->readonly ? O_RDONLY : O_RDWR, 0);
-			close(dfd);
-			if (rc >= 0) {
-				of->fd[k] = rc;
-				rc = 0;
-			}
+			tfs_dir_fds_put(fs, loc.parent);
 		}
+		tfs_loc_put(fs, &loc);
 		if (rc) {
-			ofile_close(fs, of);
+			if (of)
+				ofile_close(fs, of);
 			return rc;
 		}
 		in->of = of;
@@ -295,13 +294,25 @@ void tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in)
 /* Targets: how to reach an inode on every member                     */
 /* ------------------------------------------------------------------ */
 
-/* Either the open member files of the inode (name ""), or per-member
- * directory fds plus a name. */
+/* Member directory fds of loc's parent (cached, see inode.c). */
+static int dirs_open(struct tfs_fs *fs, struct tfs_loc *loc, int *fd)
+{
+	return tfs_dir_fds(fs, loc->parent, fd);
+}
+
+static void dirs_close(struct tfs_fs *fs, struct tfs_loc *loc)
+{
+	tfs_dir_fds_put(fs, loc->parent);
+}
+
+/* Either the open member files of the inode (name ""), or the cached
+ * member directory fds of its parent plus a name. */
 struct target {
 	int fd[TFS_MAX_MEMBERS];
 	const char *name;
 	bool pinned;		/* fds belong to in->of */
 	bool has_loc;		/* loc names the object (it may be unlinked) */
+	bool dirs;		/* fds are the parent's cached directory fds */
 	struct tfs_loc loc;
 };
 
@@ -311,38 +322,18 @@ static void target_close(struct tfs_fs *fs, struct tfs_inode *in, struct target 
 		pthread_mutex_lock(&in->lock);
 		ofile_put_locked(fs, in);
 		pthread_mutex_unlock(&in->lock);
-		return;
 	}
-	for (uint32_t k = 0; k < fs->n; k++)
-		if (t->fd[k] >= 0)
-			close(t->fd[k]);
+	if (t->dirs)
+		tfs_dir_fds_put(fs, t->loc.parent);
+	if (t->has_loc)
+		tfs_loc_put(fs, &t->loc);
 }
 
-/* Open dir fds for members [0, upto) for loc. */
-static int dirs_open(struct tfs_fs *fs, const char *dir, int *fd, uint32_t upto)
-{
-	for (uint32_t k = 0; k < TFS_MAX_MEMBERS; k++)
-		fd[k] = -1;
-	for (uint32_t k = 0; k < upto; k++) {
-		fd[k] = OPS(fs)->open_dir(BE(fs), k, dir);
-		if (fd[k] < 0) {
-			int rc = fd[k];
-
-			for (uint32_t j = 0; j < k; j++)
-				close(fd[j]);
-			fd[k] = -1;
-			return rc;
-		}
-	}
-	return 0;
-}
-
-static int target_open(struct tfs_fs *fs, struct tfs_inode *in, struct target *t,
-		       uint32_t upto)
+static int target_open(struct tfs_fs *fs, struct tfs_inode *in, struct target *t)
 {
 	int rc;
 
-	t->pinned = false;
+	t->pinned = t->dirs = false;
 	t->has_loc = tfs_inode_loc(fs, in, &t->loc) == 0;
 	pthread_mutex_lock(&in->lock);
 	if (in->of) {
@@ -353,13 +344,21 @@ static int target_open(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 			t->name = "";
 		}
 		pthread_mutex_unlock(&in->lock);
+		if (rc && t->has_loc)
+			tfs_loc_put(fs, &t->loc);
 		return rc;
 	}
 	pthread_mutex_unlock(&in->lock);
 	if (!t->has_loc)
 		return -ENOENT;
 	t->name = t->loc.name;
-	return dirs_open(fs, t->loc.dir, t->fd, upto);
+	rc = tfs_dir_fds(fs, t->loc.parent, t->fd);
+	if (rc) {
+		tfs_loc_put(fs, &t->loc);
+		return rc;
+	}
+	t->dirs = true;
+	return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -433,7 +432,7 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 int tfs_ns_getattr(struct tfs_fs *fs, struct tfs_inode *in, struct stat *st)
 {
 	struct target t;
-	int rc = target_open(fs, in, &t, S_ISREG(in->type) ? fs->n : 1);
+	int rc = target_open(fs, in, &t);
 
 	if (rc)
 		return rc;
@@ -457,16 +456,17 @@ int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		  struct tfs_entry *e)
 {
 	struct tfs_loc loc;
-	int dfd, rc;
+	int dfd[TFS_MAX_MEMBERS], rc;
 
 	rc = tfs_inode_child_loc(fs, parent, name, &loc);
 	if (rc)
 		return rc;
-	dfd = OPS(fs)->open_dir(BE(fs), 0, loc.dir);
-	if (dfd < 0)
-		return dfd;
-	rc = OPS(fs)->fstatat(BE(fs), 0, dfd, name, &e->st);
-	close(dfd);
+	rc = dirs_open(fs, &loc, dfd);
+	if (rc == 0) {
+		rc = OPS(fs)->fstatat(BE(fs), 0, dfd[0], name, &e->st);
+		dirs_close(fs, &loc);
+	}
+	tfs_loc_put(fs, &loc);
 	if (rc)
 		return rc;
 	e->in = tfs_inode_bind(fs, parent, name, &e->st);
@@ -520,7 +520,7 @@ int tfs_ns_setattr(struct tfs_fs *fs, struct tfs_inode *in, const struct stat *a
 		if (rc)
 			return rc;
 	}
-	rc = target_open(fs, in, &t, fs->n);
+	rc = target_open(fs, in, &t);
 	if (rc)
 		return rc;
 	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
@@ -564,8 +564,10 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 		pthread_mutex_unlock(&in->lock);
 		return rc;
 	}
-	if (fs->n > 1 && tfs_inode_loc(fs, in, &loc) == 0)
+	if (fs->n > 1 && tfs_inode_loc(fs, in, &loc) == 0) {
 		rc = intent_begin(fs, TFS_I_TRUNCATE, &loc, NULL, NULL, 0, len, &seq);
+		tfs_loc_put(fs, &loc);
+	}
 	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
 		uint64_t share = tfs_layout_share(&fs->layout, in->rot, k, len);
 
@@ -645,14 +647,16 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 	int dfd[TFS_MAX_MEMBERS], rc;
 	bool sgid;
 
+	if ((S_ISREG(mode) || S_ISDIR(mode)) && (rc = fid_alloc(fs, &fid)))
+		return rc;
 	rc = tfs_inode_child_loc(fs, parent, name, &loc);
 	if (rc)
 		return rc;
-	if ((S_ISREG(mode) || S_ISDIR(mode)) && (rc = fid_alloc(fs, &fid)))
+	rc = dirs_open(fs, &loc, dfd);
+	if (rc) {
+		tfs_loc_put(fs, &loc);
 		return rc;
-	rc = dirs_open(fs, loc.dir, dfd, fs->n);
-	if (rc)
-		return rc;
+	}
 	rc = OPS(fs)->fstatat(BE(fs), 0, dfd[0], "", &pst);
 	if (rc)
 		goto out;
@@ -703,8 +707,8 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 		pthread_mutex_unlock(&e->in->lock);
 	}
 out:
-	for (uint32_t k = 0; k < fs->n; k++)
-		close(dfd[k]);
+	dirs_close(fs, &loc);
+	tfs_loc_put(fs, &loc);
 	return rc;
 }
 
@@ -771,9 +775,11 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	rc = tfs_inode_child_loc(fs, parent, name, &loc);
 	if (rc)
 		return rc;
-	rc = dirs_open(fs, loc.dir, dfd, fs->n);
-	if (rc)
+	rc = dirs_open(fs, &loc, dfd);
+	if (rc) {
+		tfs_loc_put(fs, &loc);
 		return rc;
+	}
 	rc = OPS(fs)->fstatat(BE(fs), 0, dfd[0], name, &st);
 	if (rc == 0)
 		rc = intent_begin(fs, TFS_I_REMOVE, &loc, NULL, NULL, 0, 0, &seq);
@@ -786,8 +792,8 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 			member_diverged(fs, k, "remove", &loc, r);
 	}
 	intent_end(fs, seq);
-	for (uint32_t k = 0; k < fs->n; k++)
-		close(dfd[k]);
+	dirs_close(fs, &loc);
+	tfs_loc_put(fs, &loc);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&fs->ilock);
@@ -802,6 +808,29 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		tfs_inode_unref(fs, in);
 	}
 	return 0;
+}
+
+/* Directory fds for a change that names two entries (rename, link). */
+static int pair_open(struct tfs_fs *fs, struct tfs_loc *a, struct tfs_loc *b, int *ad, int *bd)
+{
+	int rc = dirs_open(fs, a, ad);
+
+	if (rc)
+		return rc;
+	rc = dirs_open(fs, b, bd);
+	if (rc)
+		dirs_close(fs, a);
+	return rc;
+}
+
+static void pair_close(struct tfs_fs *fs, struct tfs_loc *a, struct tfs_loc *b, bool opened)
+{
+	if (opened) {
+		dirs_close(fs, a);
+		dirs_close(fs, b);
+	}
+	tfs_loc_put(fs, a);
+	tfs_loc_put(fs, b);
 }
 
 /* Pin the hashed inode of member-0 object number ino, if any. */
@@ -826,16 +855,11 @@ int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 	uint64_t seq = 0;
 	int od[TFS_MAX_MEMBERS], nd[TFS_MAX_MEMBERS], rc, nrc;
 
+	ol.parent = nl.parent = NULL;
 	if ((rc = tfs_inode_child_loc(fs, op, oname, &ol)) ||
-	    (rc = tfs_inode_child_loc(fs, np, nname, &nl)))
-		return rc;
-	rc = dirs_open(fs, ol.dir, od, fs->n);
-	if (rc)
-		return rc;
-	rc = dirs_open(fs, nl.dir, nd, fs->n);
-	if (rc) {
-		for (uint32_t k = 0; k < fs->n; k++)
-			close(od[k]);
+	    (rc = tfs_inode_child_loc(fs, np, nname, &nl)) ||
+	    (rc = pair_open(fs, &ol, &nl, od, nd))) {
+		pair_close(fs, &ol, &nl, false);
 		return rc;
 	}
 	rc = OPS(fs)->fstatat(BE(fs), 0, od[0], oname, &so);
@@ -851,10 +875,7 @@ int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 			member_diverged(fs, k, "rename", &ol, r);
 	}
 	intent_end(fs, seq);
-	for (uint32_t k = 0; k < fs->n; k++) {
-		close(od[k]);
-		close(nd[k]);
-	}
+	pair_close(fs, &ol, &nl, true);
 	if (rc)
 		return rc;
 	oin = pin_ino(fs, so.st_ino);
@@ -889,15 +910,10 @@ int tfs_ns_link(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode *np,
 	uint64_t seq = 0;
 	int od[TFS_MAX_MEMBERS], nd[TFS_MAX_MEMBERS], rc;
 
-	if ((rc = tfs_inode_loc(fs, in, &ol)) || (rc = tfs_inode_child_loc(fs, np, nname, &nl)))
-		return rc;
-	rc = dirs_open(fs, ol.dir, od, fs->n);
-	if (rc)
-		return rc;
-	rc = dirs_open(fs, nl.dir, nd, fs->n);
-	if (rc) {
-		for (uint32_t k = 0; k < fs->n; k++)
-			close(od[k]);
+	ol.parent = nl.parent = NULL;
+	if ((rc = tfs_inode_loc(fs, in, &ol)) || (rc = tfs_inode_child_loc(fs, np, nname, &nl)) ||
+	    (rc = pair_open(fs, &ol, &nl, od, nd))) {
+		pair_close(fs, &ol, &nl, false);
 		return rc;
 	}
 	rc = intent_begin(fs, TFS_I_LINK, &ol, &nl, NULL, 0, 0, &seq);
@@ -912,10 +928,7 @@ int tfs_ns_link(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode *np,
 	intent_end(fs, seq);
 	if (rc == 0)
 		rc = OPS(fs)->fstatat(BE(fs), 0, nd[0], nname, &e->st);
-	for (uint32_t k = 0; k < fs->n; k++) {
-		close(od[k]);
-		close(nd[k]);
-	}
+	pair_close(fs, &ol, &nl, true);
 	if (rc)
 		return rc;
 	e->in = tfs_inode_bind(fs, np, nname, &e->st);
@@ -927,7 +940,7 @@ int tfs_ns_link(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode *np,
 int tfs_ns_readlink(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len)
 {
 	struct target t;
-	int rc = target_open(fs, in, &t, 1);
+	int rc = target_open(fs, in, &t);
 
 	if (rc)
 		return rc;
@@ -943,7 +956,7 @@ int tfs_ns_readlink(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t l
 int tfs_ns_opendir(struct tfs_fs *fs, struct tfs_inode *in, int *fd)
 {
 	struct target t;
-	int rc = target_open(fs, in, &t, 1);
+	int rc = target_open(fs, in, &t);
 
 	if (rc)
 		return rc;
@@ -959,7 +972,7 @@ int tfs_ns_fsyncdir(struct tfs_fs *fs, struct tfs_inode *in)
 {
 	struct tfs_mio v[TFS_MAX_MEMBERS];
 	struct target t;
-	int rc = target_open(fs, in, &t, fs->n);
+	int rc = target_open(fs, in, &t);
 	uint32_t k;
 
 	if (rc)
@@ -1048,7 +1061,7 @@ static int xattr_all(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 {
 	struct target t;
 	uint64_t seq = 0;
-	int rc = target_open(fs, in, &t, fs->n);
+	int rc = target_open(fs, in, &t);
 
 	if (rc)
 		return rc;
@@ -1104,7 +1117,7 @@ int tfs_ns_getxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 	 * without touching a member (tierfs does not store capabilities). */
 	if (xattr_reserved(name) || strcmp(name, "security.capability") == 0)
 		return -ENODATA;
-	rc = target_open(fs, in, &t, 1);
+	rc = target_open(fs, in, &t);
 	if (rc)
 		return rc;
 	fd = obj_fd(fs, 0, &t, &owned);
@@ -1126,7 +1139,7 @@ int tfs_ns_listxattr(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t 
 	bool owned;
 	int rc, fd, n = 0;
 
-	rc = target_open(fs, in, &t, 1);
+	rc = target_open(fs, in, &t);
 	if (rc)
 		return rc;
 	fd = obj_fd(fs, 0, &t, &owned);

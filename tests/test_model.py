@@ -1,0 +1,872 @@
+"""Model-checked random workloads, one per RAID level / member count / chunk.
+
+Each case runs a seeded random mix of file and namespace operations through
+the mount and checks every result against an in-memory model:
+
+  pwrite (random offsets and lengths that cross chunk and stripe boundaries,
+  writes far past EOF that leave holes), pread (holes read zeros), ftruncate
+  grow/shrink, truncate by path, O_TRUNC, O_APPEND writes, rename of files
+  (same dir, across dirs, over existing files) and of directories, hard links
+  (st_ino and st_nlink), unlink of files that stay open (I/O continues on the
+  open fd), mkdir/rmdir (and the EEXIST/ENOTEMPTY refusals).
+
+Halfway through, and at the end, the array is unmounted and mounted again and
+everything is verified anew.  At the end the members themselves are checked
+with an independent Python implementation of the layout: each member file
+holds exactly its chunks (and is no larger than its share); RAID1 members hold
+the whole file; every member has the same tree; hard links are hard links on
+every member; file identities agree across members.  statfs on the mount must
+report the capacity the level implies.
+
+A failure names the case and its seed.  Reproduce with
+    TIERFS_MODEL_SEED=<seed> TIERFS_MODEL_OPS=<n> pytest tests/test_model.py -k <case>
+"""
+import collections
+import errno
+import os
+import random
+import stat
+import zlib
+
+import pytest
+
+FID_XATTR = "user.tierfs.fid"
+NOPS = int(os.environ.get("TIERFS_MODEL_OPS", "2000"))
+
+K = 1024
+M = 1024 * 1024
+
+# (level, members, chunk)
+CASES = [
+    ("jbod", 1, 4 * K),
+    ("jbod", 3, 64 * K),
+    ("raid0", 2, 4 * K),
+    ("raid0", 2, 1 * M),
+    ("raid0", 4, 64 * K),
+    ("raid0", 4, 4 * K),
+    ("raid1", 2, 64 * K),
+    ("raid1", 3, 4 * K),
+    ("raid10", 4, 4 * K),
+    ("raid10", 4, 64 * K),
+    ("raid10", 4, 1 * M),
+]
+
+
+def chunk_name(c):
+    return f"{c // M}M" if c % M == 0 else f"{c // K}K"
+
+
+def case_id(c):
+    return f"{c[0]}-{c[1]}-{chunk_name(c[2])}"
+
+
+def case_seed(c):
+    env = os.environ.get("TIERFS_MODEL_SEED")
+    return int(env) if env else zlib.crc32(case_id(c).encode())
+
+
+# ---------------------------------------------------------------------------
+# Independent layout: which member bytes hold which logical bytes
+# ---------------------------------------------------------------------------
+
+class PyLayout:
+    """Written from the specification, not from layout.c:
+    jbod   - the whole file on member fid % n, at the same offsets
+    raid1  - the whole file on every member
+    raid0  - chunk c on member (c + fid) % n, at row c // n
+    raid10 - md "near 2": chunk c's copies are slots 2c and 2c+1; slot s is on
+             member (s + fid) % n at row s // n
+    """
+
+    def __init__(self, level, n, chunk):
+        self.level, self.n, self.chunk = level, n, chunk
+        self.copies = {"jbod": 1, "raid0": 1, "raid1": n, "raid10": 2}[level]
+
+    def images(self, data, fid):
+        """The exact contents each member file should have if every byte of
+        the file had been written (len == the member's share)."""
+        n, rot = self.n, fid % self.n
+        if self.level == "raid1":
+            return [bytes(data)] * n
+        if self.level == "jbod":
+            return [bytes(data) if k == rot else b"" for k in range(n)]
+        ch, cp = self.chunk, self.copies
+        imgs = [bytearray() for _ in range(n)]
+        nchunks = (len(data) + ch - 1) // ch
+        for c in range(nchunks):
+            piece = data[c * ch:(c + 1) * ch]
+            for k in range(cp):
+                s = c * cp + k
+                m, row = (s + rot) % n, s // n
+                img = imgs[m]
+                # slots of one member come in row order, each full but the last
+                assert len(img) == row * ch, "python layout model broken"
+                img += piece
+        return [bytes(i) for i in imgs]
+
+    def last_byte_members(self, size, fid):
+        """Members holding logical byte size-1: each has exactly its share."""
+        if size == 0:
+            return set()
+        n, rot = self.n, fid % self.n
+        if self.level == "raid1":
+            return set(range(n))
+        if self.level == "jbod":
+            return {rot}
+        c = (size - 1) // self.chunk
+        return {(c * self.copies + k + rot) % n for k in range(self.copies)}
+
+    def usable_factor(self):
+        return {"jbod": self.n, "raid0": self.n, "raid1": 1, "raid10": self.n / 2}[self.level]
+
+
+def first_diff(a, b):
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    step = 4096
+    for i in range(0, n, step):
+        if a[i:i + step] != b[i:i + step]:
+            for j in range(i, min(i + step, n)):
+                if a[j] != b[j]:
+                    return j
+    return n
+
+
+def describe_diff(what, got, want):
+    d = first_diff(got, want)
+    return (f"{what}: got {len(got)} bytes, want {len(want)}; first difference at "
+            f"byte {d} (got {got[d:d + 8].hex() or '<eof>'}, want {want[d:d + 8].hex() or '<eof>'})")
+
+
+# ---------------------------------------------------------------------------
+# The model
+# ---------------------------------------------------------------------------
+
+class MFile:
+    def __init__(self, ident):
+        self.ident = ident
+        self.data = bytearray()
+        self.nlink = 1
+
+    def write(self, off, buf):
+        if off > len(self.data):
+            self.data.extend(bytes(off - len(self.data)))
+        self.data[off:off + len(buf)] = buf
+
+    def resize(self, size):
+        if size < len(self.data):
+            del self.data[size:]
+        else:
+            self.data.extend(bytes(size - len(self.data)))
+
+
+class MDir:
+    def __init__(self):
+        self.children = {}
+
+
+class OFd:
+    def __init__(self, fd, f, readable, writable, append, path):
+        self.fd, self.file = fd, f
+        self.readable, self.writable, self.append = readable, writable, append
+        self.path = path    # at open time, for messages only
+
+
+def join(d, name):
+    return f"{d}/{name}" if d else name
+
+
+class Workload:
+    MAX_FILES = 24
+    MAX_FDS = 12
+
+    def __init__(self, mnt, layout, seed):
+        self.mnt = str(mnt)
+        self.lay = layout
+        self.rng = random.Random(seed)
+        self.root = MDir()
+        self.fds = []
+        self.hist = collections.deque(maxlen=40)
+        self.idents = 0
+        self.names = 0
+        ch, n = layout.chunk, layout.n
+        if layout.level == "raid0":
+            self.stripe = ch * n
+        elif layout.level == "raid10":
+            self.stripe = ch * n // 2
+        else:
+            self.stripe = ch * 2
+        self.max_size = max(512 * K, min(12 * M, 24 * self.stripe))
+        self.max_io = min(3 * M, max(4 * self.stripe, 64 * K))
+
+    # ---- helpers ----
+
+    def m(self, p):
+        return os.path.join(self.mnt, p) if p else self.mnt
+
+    def note(self, s):
+        self.hist.append(s)
+
+    def newname(self, prefix):
+        self.names += 1
+        return f"{prefix}{self.names}"
+
+    def node(self, path):
+        n = self.root
+        for c in path.split("/") if path else []:
+            n = n.children[c]
+        return n
+
+    def parent_of(self, path):
+        d, _, name = path.rpartition("/")
+        return self.node(d), name
+
+    def walk(self):
+        """Sorted [(path, node)] of everything under the root (not the root)."""
+        out = []
+
+        def rec(d, prefix):
+            for name in sorted(d.children):
+                c = d.children[name]
+                p = join(prefix, name)
+                out.append((p, c))
+                if isinstance(c, MDir):
+                    rec(c, p)
+        rec(self.root, "")
+        return out
+
+    def files(self):
+        return [(p, n) for p, n in self.walk() if isinstance(n, MFile)]
+
+    def dirs(self):
+        return [("", self.root)] + [(p, n) for p, n in self.walk() if isinstance(n, MDir)]
+
+    def depth(self, path):
+        return len(path.split("/")) if path else 0
+
+    def pick_dir(self, maxdepth=4):
+        ds = [p for p, _ in self.dirs() if self.depth(p) < maxdepth]
+        return self.rng.choice(ds)
+
+    def pick_len(self):
+        r, ch = self.rng.random(), self.lay.chunk
+        if r < 0.3:
+            ln = self.rng.randint(1, 600)
+        elif r < 0.55:
+            ln = ch + self.rng.randint(-100, 100)
+        elif r < 0.8:
+            ln = self.rng.randint(1, 2 * self.stripe)
+        else:
+            ln = self.rng.randint(1, 4 * ch)
+        return max(1, min(ln, self.max_io))
+
+    def pick_off(self, size):
+        r, ch = self.rng.random(), self.lay.chunk
+        if r < 0.25:
+            off = self.rng.randint(0, size)
+        elif r < 0.55:      # near a chunk boundary
+            off = self.rng.randint(0, size // ch + 2) * ch + self.rng.randint(-70, 70)
+        elif r < 0.7:       # at EOF
+            off = size
+        elif r < 0.85:      # far past EOF: leaves a hole
+            off = size + self.rng.randint(ch, 3 * self.stripe)
+        else:
+            off = self.rng.randint(0, 2 * size + ch)
+        return max(0, off)
+
+    def pick_size(self, size):
+        """A new size for truncate: shrink or grow, often at a boundary."""
+        r, ch = self.rng.random(), self.lay.chunk
+        if r < 0.35:
+            new = self.rng.randint(0, size)
+        elif r < 0.55:
+            new = self.rng.randint(0, size // ch + 3) * ch + self.rng.choice([0, 0, -1, 1])
+        elif r < 0.65:
+            new = 0
+        else:
+            new = size + self.rng.randint(1, 3 * self.stripe)
+        return max(0, min(new, self.max_size))
+
+    def read_full(self, fd, length, off):
+        out = bytearray()
+        while len(out) < length:
+            b = os.pread(fd, length - len(out), off + len(out))
+            if not b:
+                break
+            out += b
+        return bytes(out)
+
+    def check_read(self, fd, f, off, length, what):
+        got = self.read_full(fd, length, off)
+        want = bytes(f.data[off:off + length])
+        assert got == want, describe_diff(f"{what} pread({off}, {length})", got, want)
+
+    def check_fstat(self, o):
+        st = os.fstat(o.fd)
+        assert st.st_size == len(o.file.data), \
+            f"fstat({o.path}) size {st.st_size}, model {len(o.file.data)}"
+        assert st.st_nlink == o.file.nlink, \
+            f"fstat({o.path}) nlink {st.st_nlink}, model {o.file.nlink}"
+
+    def open_path(self, path, flags, readable, writable, append, keep):
+        f = self.node(path)
+        fd = os.open(self.m(path), flags)
+        o = OFd(fd, f, readable, writable, append, path)
+        if keep:
+            self.fds.append(o)
+        return o
+
+    def done(self, o, keep):
+        if not keep:
+            os.close(o.fd)
+
+    def pick_fd(self, pred):
+        c = [o for o in self.fds if pred(o)]
+        return self.rng.choice(c) if c else None
+
+    def close_all(self):
+        for o in self.fds:
+            os.close(o.fd)
+        self.fds = []
+
+    # ---- operations ----
+
+    def op_create(self):
+        if len(self.files()) >= self.MAX_FILES:
+            return self.op_unlink()
+        d = self.pick_dir()
+        dn = self.node(d)
+        if dn.children and self.rng.random() < 0.1:
+            name = self.rng.choice(sorted(dn.children))
+            self.note(f"create-excl existing {join(d, name)} (expect EEXIST)")
+            with pytest.raises(OSError) as ei:
+                os.open(self.m(join(d, name)), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            assert ei.value.errno == errno.EEXIST
+            return
+        p = join(d, self.newname("f"))
+        self.note(f"create {p}")
+        fd = os.open(self.m(p), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        self.idents += 1
+        f = MFile(self.idents)
+        dn.children[p.rpartition("/")[2]] = f
+        o = OFd(fd, f, True, True, False, p)
+        if len(self.fds) < self.MAX_FDS and self.rng.random() < 0.6:
+            self.fds.append(o)
+        else:
+            os.close(fd)
+
+    def op_open(self):
+        fs = self.files()
+        if not fs:
+            return self.op_create()
+        if len(self.fds) >= self.MAX_FDS:
+            return self.op_close()
+        p, f = self.rng.choice(fs)
+        r = self.rng.random()
+        if r < 0.15:
+            self.note(f"open O_TRUNC {p}")
+            self.open_path(p, os.O_RDWR | os.O_TRUNC, True, True, False, True)
+            f.resize(0)
+        elif r < 0.35:
+            self.note(f"open O_RDONLY {p}")
+            self.open_path(p, os.O_RDONLY, True, False, False, True)
+        else:
+            self.note(f"open O_RDWR {p}")
+            self.open_path(p, os.O_RDWR, True, True, False, True)
+
+    def writable_target(self):
+        """(OFd, keep): an open non-append fd (maybe of an unlinked file) or a
+        path opened for this one operation."""
+        o = self.pick_fd(lambda o: o.writable and not o.append)
+        if o and self.rng.random() < 0.6:
+            return o, True
+        fs = self.files()
+        if not fs:
+            return None, False
+        p, _ = self.rng.choice(fs)
+        return self.open_path(p, os.O_RDWR, True, True, False, False), False
+
+    def op_write(self):
+        o, keep = self.writable_target()
+        if not o:
+            return self.op_create()
+        f = o.file
+        off = self.pick_off(len(f.data))
+        ln = self.pick_len()
+        if off >= self.max_size:
+            off = self.rng.randint(0, self.max_size - 1)
+        ln = max(1, min(ln, self.max_size - off))
+        buf = self.rng.randbytes(ln)
+        self.note(f"pwrite {o.path}#{f.ident} off={off} len={ln} (size {len(f.data)}, "
+                  f"nlink {f.nlink})")
+        n = os.pwrite(o.fd, buf, off)
+        assert n == ln, f"pwrite returned {n}, wanted {ln}"
+        f.write(off, buf)
+        if self.rng.random() < 0.3:
+            self.check_fstat(o)
+        if self.rng.random() < 0.3:     # read the write back, with some context
+            a = max(0, off - self.rng.randint(0, self.lay.chunk))
+            self.check_read(o.fd, f, a, ln + (off - a) + self.rng.randint(0, 200),
+                            f"{o.path}#{f.ident} after write")
+        self.done(o, keep)
+
+    def op_append(self):
+        o = self.pick_fd(lambda o: o.append)
+        keep = True
+        if not o or self.rng.random() < 0.4:
+            fs = self.files()
+            if not fs:
+                return self.op_create()
+            p, _ = self.rng.choice(fs)
+            keep = len(self.fds) < self.MAX_FDS and self.rng.random() < 0.5
+            flags = os.O_APPEND | (os.O_RDWR if self.rng.random() < 0.5 else os.O_WRONLY)
+            o = self.open_path(p, flags, flags & os.O_RDWR != 0, True, True, keep)
+        f = o.file
+        ln = max(1, min(self.pick_len(), self.max_size - len(f.data)))
+        if len(f.data) + ln > self.max_size:
+            self.done(o, keep)
+            return
+        buf = self.rng.randbytes(ln)
+        self.note(f"append {o.path}#{f.ident} len={ln} (size {len(f.data)})")
+        n = os.write(o.fd, buf)
+        assert n == ln, f"append write returned {n}, wanted {ln}"
+        f.write(len(f.data), buf)
+        self.check_fstat(o)
+        if o.readable:
+            self.check_read(o.fd, f, max(0, len(f.data) - ln - 50), ln + 100,
+                            f"{o.path}#{f.ident} after append")
+        self.done(o, keep)
+
+    def op_read(self):
+        o = self.pick_fd(lambda o: o.readable)
+        keep = True
+        if not o or self.rng.random() < 0.4:
+            fs = self.files()
+            if not fs:
+                return self.op_create()
+            p, _ = self.rng.choice(fs)
+            o, keep = self.open_path(p, os.O_RDONLY, True, False, False, False), False
+        f = o.file
+        size = len(f.data)
+        r = self.rng.random()
+        if r < 0.1:
+            off, ln = 0, size + self.lay.chunk
+        elif r < 0.2:
+            off, ln = size + self.rng.randint(0, self.lay.chunk), self.rng.randint(1, 4096)
+        else:
+            off, ln = self.rng.randint(0, size + 10), self.pick_len()
+            if self.rng.random() < 0.4:
+                ch = self.lay.chunk
+                off = max(0, self.rng.randint(0, size // ch + 1) * ch + self.rng.randint(-70, 70))
+        self.note(f"pread {o.path}#{f.ident} off={off} len={ln} (size {size})")
+        self.check_read(o.fd, f, off, ln, f"{o.path}#{f.ident}")
+        self.done(o, keep)
+
+    def op_ftruncate(self):
+        o = self.pick_fd(lambda o: o.writable)
+        if not o:
+            return self.op_truncate()
+        f = o.file
+        new = self.pick_size(len(f.data))
+        self.note(f"ftruncate {o.path}#{f.ident} {len(f.data)} -> {new} (nlink {f.nlink})")
+        os.ftruncate(o.fd, new)
+        f.resize(new)
+        self.check_fstat(o)
+        if o.readable and self.rng.random() < 0.5:
+            a = max(0, min(new, len(f.data)) - self.rng.randint(0, 2 * self.lay.chunk))
+            self.check_read(o.fd, f, a, 3 * self.lay.chunk, f"{o.path}#{f.ident} after ftruncate")
+
+    def op_truncate(self):
+        fs = self.files()
+        if not fs:
+            return self.op_create()
+        p, f = self.rng.choice(fs)
+        new = self.pick_size(len(f.data))
+        self.note(f"truncate {p}#{f.ident} {len(f.data)} -> {new}")
+        os.truncate(self.m(p), new)
+        f.resize(new)
+        st = os.stat(self.m(p))
+        assert st.st_size == new, f"stat({p}) size {st.st_size} after truncate to {new}"
+
+    def op_rename_file(self):
+        fs = self.files()
+        if not fs:
+            return self.op_create()
+        src, f = self.rng.choice(fs)
+        r = self.rng.random()
+        if r < 0.3:
+            dst = join(src.rpartition("/")[0], self.newname("r"))
+        elif r < 0.6:
+            dst = join(self.pick_dir(), self.newname("r"))
+        else:
+            others = [p for p, _ in fs if p != src]
+            if not others:
+                return
+            dst = self.rng.choice(others)
+        g = self.node(dst) if self.exists(dst) else None
+        self.note(f"rename {src}#{f.ident} -> {dst}" + (f" (over #{g.ident})" if g else ""))
+        os.rename(self.m(src), self.m(dst))
+        if g is f:      # two links of one file: rename does nothing
+            assert os.path.lexists(self.m(src)) and os.path.lexists(self.m(dst))
+            return
+        if g is not None:
+            g.nlink -= 1
+        sp, sn = self.parent_of(src)
+        dp, dn = self.parent_of(dst)
+        del sp.children[sn]
+        dp.children[dn] = f
+        assert not os.path.lexists(self.m(src)), f"{src} still exists after rename"
+        st = os.stat(self.m(dst))
+        assert st.st_size == len(f.data) and st.st_nlink == f.nlink, \
+            f"stat({dst}) after rename: size {st.st_size} nlink {st.st_nlink}, " \
+            f"model {len(f.data)} {f.nlink}"
+
+    def exists(self, path):
+        try:
+            self.node(path)
+            return True
+        except KeyError:
+            return False
+
+    def op_rename_dir(self):
+        ds = [p for p, _ in self.dirs() if p]
+        if not ds:
+            return self.op_mkdir()
+        src = self.rng.choice(ds)
+        targets = [p for p, _ in self.dirs() if p != src and not p.startswith(src + "/")
+                   and self.depth(p) < 4]
+        dparent = self.rng.choice(targets)
+        r = self.rng.random()
+        if r < 0.75:
+            dst = join(dparent, self.newname("rd"))
+        else:
+            cand = [join(dparent, n) for n, c in sorted(self.node(dparent).children.items())
+                    if isinstance(c, MDir) and join(dparent, n) != src]
+            if not cand:
+                return
+            dst = self.rng.choice(cand)
+        if self.exists(dst):
+            if self.node(dst).children:
+                self.note(f"rename dir {src} -> non-empty {dst} (expect ENOTEMPTY)")
+                with pytest.raises(OSError) as ei:
+                    os.rename(self.m(src), self.m(dst))
+                assert ei.value.errno in (errno.ENOTEMPTY, errno.EEXIST)
+                return
+            self.note(f"rename dir {src} -> over empty {dst}")
+        else:
+            self.note(f"rename dir {src} -> {dst}")
+        os.rename(self.m(src), self.m(dst))
+        sp, sn = self.parent_of(src)
+        d = sp.children.pop(sn)
+        dp, dn = self.parent_of(dst)
+        dp.children[dn] = d
+        assert not os.path.lexists(self.m(src))
+        assert sorted(os.listdir(self.m(dst))) == sorted(d.children), f"listdir({dst})"
+
+    def op_link(self):
+        fs = self.files()
+        if not fs or len(fs) >= self.MAX_FILES + 8:
+            return self.op_unlink()
+        src, f = self.rng.choice(fs)
+        d = self.pick_dir()
+        dn = self.node(d)
+        if dn.children and self.rng.random() < 0.1:
+            dst = join(d, self.rng.choice(sorted(dn.children)))
+            self.note(f"link {src} -> existing {dst} (expect EEXIST)")
+            with pytest.raises(OSError) as ei:
+                os.link(self.m(src), self.m(dst))
+            assert ei.value.errno == errno.EEXIST
+            return
+        dst = join(d, self.newname("l"))
+        self.note(f"link {src}#{f.ident} -> {dst} (nlink {f.nlink})")
+        os.link(self.m(src), self.m(dst))
+        f.nlink += 1
+        dn.children[dst.rpartition("/")[2]] = f
+        a, b = os.stat(self.m(src)), os.stat(self.m(dst))
+        assert a.st_ino == b.st_ino, f"link {src} -> {dst}: st_ino {a.st_ino} != {b.st_ino}"
+        assert a.st_nlink == f.nlink and b.st_nlink == f.nlink, \
+            f"link {src} -> {dst}: st_nlink {a.st_nlink}/{b.st_nlink}, model {f.nlink}"
+        assert b.st_size == len(f.data)
+
+    def op_unlink(self):
+        fs = self.files()
+        if not fs:
+            return self.op_create()
+        opened = {id(o.file) for o in self.fds}
+        pref = [(p, f) for p, f in fs if id(f) in opened]
+        p, f = self.rng.choice(pref if pref and self.rng.random() < 0.5 else fs)
+        self.note(f"unlink {p}#{f.ident} (nlink {f.nlink}, open {id(f) in opened})")
+        os.unlink(self.m(p))
+        f.nlink -= 1
+        dp, dn = self.parent_of(p)
+        del dp.children[dn]
+        assert not os.path.lexists(self.m(p))
+        for o in self.fds:
+            if o.file is f:     # still usable through the open fd
+                self.check_fstat(o)
+                if o.readable:
+                    self.check_read(o.fd, f, 0, len(f.data) + 10, f"unlinked {p}#{f.ident}")
+                break
+
+    def op_mkdir(self):
+        d = self.pick_dir(maxdepth=3)
+        dn = self.node(d)
+        if dn.children and self.rng.random() < 0.1:
+            p = join(d, self.rng.choice(sorted(dn.children)))
+            self.note(f"mkdir existing {p} (expect EEXIST)")
+            with pytest.raises(OSError) as ei:
+                os.mkdir(self.m(p))
+            assert ei.value.errno == errno.EEXIST
+            return
+        p = join(d, self.newname("d"))
+        self.note(f"mkdir {p}")
+        os.mkdir(self.m(p))
+        dn.children[p.rpartition("/")[2]] = MDir()
+        assert stat.S_ISDIR(os.stat(self.m(p)).st_mode)
+
+    def op_rmdir(self):
+        ds = [(p, d) for p, d in self.dirs() if p]
+        empty = [p for p, d in ds if not d.children]
+        full = [p for p, d in ds if d.children]
+        if full and (not empty or self.rng.random() < 0.2):
+            p = self.rng.choice(full)
+            self.note(f"rmdir non-empty {p} (expect ENOTEMPTY)")
+            with pytest.raises(OSError) as ei:
+                os.rmdir(self.m(p))
+            assert ei.value.errno in (errno.ENOTEMPTY, errno.EEXIST)
+            return
+        if not empty:
+            return self.op_mkdir()
+        p = self.rng.choice(empty)
+        self.note(f"rmdir {p}")
+        os.rmdir(self.m(p))
+        dp, dn = self.parent_of(p)
+        del dp.children[dn]
+        assert not os.path.lexists(self.m(p))
+
+    def op_close(self):
+        if not self.fds:
+            return self.op_open()
+        o = self.fds.pop(self.rng.randrange(len(self.fds)))
+        self.note(f"close {o.path}#{o.file.ident}")
+        os.close(o.fd)
+
+    def op_stat(self):
+        fs = self.files()
+        if fs and self.rng.random() < 0.6:
+            p, f = self.rng.choice(fs)
+            self.note(f"stat {p}#{f.ident}")
+            st = os.stat(self.m(p))
+            assert stat.S_ISREG(st.st_mode), f"{p} is not a regular file"
+            assert st.st_size == len(f.data), f"stat({p}) size {st.st_size}, model {len(f.data)}"
+            assert st.st_nlink == f.nlink, f"stat({p}) nlink {st.st_nlink}, model {f.nlink}"
+        elif self.fds:
+            o = self.rng.choice(self.fds)
+            self.note(f"fstat {o.path}#{o.file.ident}")
+            self.check_fstat(o)
+
+    def op_listdir(self):
+        p, d = self.rng.choice(self.dirs())
+        self.note(f"listdir {p!r}")
+        got = {e.name: e.is_dir(follow_symlinks=False) for e in os.scandir(self.m(p))}
+        want = {n: isinstance(c, MDir) for n, c in d.children.items()}
+        assert got == want, f"listdir({p!r}): got {sorted(got.items())}, want {sorted(want.items())}"
+
+    def op_verify_file(self):
+        fs = self.files()
+        if not fs:
+            return
+        p, f = self.rng.choice(fs)
+        self.note(f"verify {p}#{f.ident}")
+        with open(self.m(p), "rb") as fh:
+            got = fh.read()
+        assert got == bytes(f.data), describe_diff(f"content of {p}", got, bytes(f.data))
+
+    def op_fsync(self):
+        o = self.pick_fd(lambda o: True)
+        if o:
+            self.note(f"fsync {o.path}#{o.file.ident}")
+            (os.fdatasync if self.rng.random() < 0.5 else os.fsync)(o.fd)
+
+    OPS = [
+        ("op_create", 7), ("op_open", 4), ("op_write", 22), ("op_append", 5),
+        ("op_read", 18), ("op_ftruncate", 5), ("op_truncate", 4),
+        ("op_rename_file", 6), ("op_rename_dir", 2), ("op_link", 4), ("op_unlink", 5),
+        ("op_mkdir", 3), ("op_rmdir", 2), ("op_close", 5), ("op_stat", 5),
+        ("op_listdir", 2), ("op_verify_file", 2), ("op_fsync", 1),
+    ]
+
+    def run(self, nops, start=0):
+        names, weights = zip(*self.OPS)
+        for i in range(start, start + nops):
+            self.opno = i
+            getattr(self, self.rng.choices(names, weights)[0])()
+
+    # ---- full verification ----
+
+    def verify_mount(self, when):
+        self.note(f"verify mount ({when})")
+        want = {p: isinstance(n, MDir) for p, n in self.walk()}
+        got = {}
+        for dirpath, dnames, fnames in os.walk(self.mnt):
+            rel = os.path.relpath(dirpath, self.mnt)
+            rel = "" if rel == "." else rel
+            for n in dnames:
+                got[join(rel, n)] = True
+            for n in fnames:
+                got[join(rel, n)] = False
+        assert got == want, (f"tree through the mount ({when}) differs from the model: "
+                             f"extra {sorted(set(got.items()) - set(want.items()))}, "
+                             f"missing {sorted(set(want.items()) - set(got.items()))}")
+        inos = {}
+        for p, f in self.files():
+            st = os.stat(self.m(p))
+            assert stat.S_ISREG(st.st_mode)
+            assert st.st_size == len(f.data), \
+                f"stat({p}) size {st.st_size}, model {len(f.data)} ({when})"
+            assert st.st_nlink == f.nlink, \
+                f"stat({p}) nlink {st.st_nlink}, model {f.nlink} ({when})"
+            inos.setdefault(id(f), set()).add(st.st_ino)
+            with open(self.m(p), "rb") as fh:
+                got_data = fh.read()
+            assert got_data == bytes(f.data), \
+                describe_diff(f"content of {p}#{f.ident} ({when})", got_data, bytes(f.data))
+        for s in inos.values():
+            assert len(s) == 1, f"hard links of one file report different st_ino {s} ({when})"
+        assert len({next(iter(s)) for s in inos.values()}) == len(inos), \
+            f"distinct files share an st_ino ({when})"
+        for o in self.fds:
+            self.check_fstat(o)
+            if o.readable:
+                self.check_read(o.fd, o.file, 0, len(o.file.data) + 1,
+                                f"open {o.path}#{o.file.ident} ({when})")
+
+    def verify_members(self, members, when):
+        """Needs every fd closed (unlinked-open files would still be on the
+        members' disks, though not in their trees)."""
+        self.note(f"verify members ({when})")
+        lay = self.lay
+        want = {p: isinstance(n, MDir) for p, n in self.walk()}
+        roots = [os.path.join(str(m), "root") for m in members]
+        for k, r in enumerate(roots):
+            got = {}
+            for dirpath, dnames, fnames in os.walk(r):
+                rel = os.path.relpath(dirpath, r)
+                rel = "" if rel == "." else rel
+                for n in dnames:
+                    got[join(rel, n)] = True
+                for n in fnames:
+                    got[join(rel, n)] = False
+            assert got == want, (f"member {k} tree ({when}) differs from the model: "
+                                 f"extra {sorted(set(got.items()) - set(want.items()))}, "
+                                 f"missing {sorted(set(want.items()) - set(got.items()))}")
+        seen_fids = {}
+        for p, d in self.dirs():
+            if not p:
+                continue
+            fids = [os.getxattr(os.path.join(r, p), FID_XATTR, follow_symlinks=False)
+                    for r in roots]
+            assert len(set(fids)) == 1, f"dir {p}: identities differ across members: {fids}"
+        groups = {}
+        for p, f in self.files():
+            groups.setdefault(id(f), (f, []))[1].append(p)
+        for f, paths in groups.values():
+            fids = set()
+            for k, r in enumerate(roots):
+                sts = [os.stat(os.path.join(r, p), follow_symlinks=False) for p in paths]
+                assert len({s.st_ino for s in sts}) == 1, \
+                    f"member {k}: names {paths} of one file are not hard links"
+                assert all(s.st_nlink == f.nlink for s in sts), \
+                    f"member {k}: {paths} st_nlink {[s.st_nlink for s in sts]}, model {f.nlink}"
+                for p in paths:
+                    fids.add(os.getxattr(os.path.join(r, p), FID_XATTR, follow_symlinks=False))
+            assert len(fids) == 1, f"{paths}: identities differ across members/names: {fids}"
+            fid = int(fids.pop().decode())
+            assert fid not in seen_fids, \
+                f"{paths} and {seen_fids[fid]} share identity {fid}"
+            seen_fids[fid] = paths
+            imgs = lay.images(bytes(f.data), fid)
+            p = paths[0]
+            for k, r in enumerate(roots):
+                with open(os.path.join(r, p), "rb") as fh:
+                    mb = fh.read()
+                img = imgs[k]
+                where = (f"member {k} file {p}#{f.ident} (fid {fid}, rot {fid % lay.n}, "
+                         f"logical size {len(f.data)}) ({when})")
+                if lay.level == "raid1":
+                    assert mb == img, describe_diff(where + ": not the whole file", mb, img)
+                    continue
+                if k in lay.last_byte_members(len(f.data), fid):
+                    assert len(mb) == len(img), \
+                        (f"{where}: holds the last logical byte but is {len(mb)} bytes, "
+                         f"not its share {len(img)} (size would not survive a remount)")
+                assert len(mb) <= len(img), \
+                    f"{where}: {len(mb)} bytes, larger than its share {len(img)}"
+                assert mb == img[:len(mb)], describe_diff(where, mb, img[:len(mb)])
+                tail = img[len(mb):]
+                assert tail.count(0) == len(tail), \
+                    (f"{where}: member file ends at {len(mb)} but its share is {len(img)} "
+                     f"and logical data past that is not zero")
+
+
+def check_statfs(a, lay):
+    sv = os.statvfs(a.mnt)
+    ms = [os.statvfs(m) for m in a.members]
+    unit = sv.f_frsize or sv.f_bsize
+    factor = lay.usable_factor()
+    if lay.level == "jbod":
+        cap = sum(s.f_blocks * (s.f_frsize or s.f_bsize) for s in ms)
+        avail = sum(s.f_bavail * (s.f_frsize or s.f_bsize) for s in ms)
+    else:
+        cap = factor * min(s.f_blocks * (s.f_frsize or s.f_bsize) for s in ms)
+        avail = factor * min(s.f_bavail * (s.f_frsize or s.f_bsize) for s in ms)
+    got_cap, got_avail = sv.f_blocks * unit, sv.f_bavail * unit
+    assert abs(got_cap - cap) <= max(lay.n * 4096, cap * 0.001), \
+        f"statfs capacity {got_cap}, level {lay.level} x{lay.n} implies {cap}"
+    assert abs(got_avail - avail) <= max(64 * M, avail * 0.02), \
+        f"statfs available {got_avail}, level {lay.level} x{lay.n} implies about {avail}"
+    assert sv.f_bavail <= sv.f_bfree <= sv.f_blocks
+    # and the capacity relative to one member, as a user would reason
+    one = ms[0].f_blocks * (ms[0].f_frsize or ms[0].f_bsize)
+    assert abs(got_cap / one - factor) < 0.01, \
+        f"statfs capacity is {got_cap / one:.3f} x one member, level implies {factor}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
+def test_model(make_array, case):
+    level, n, chunk = case
+    seed = case_seed(case)
+    lay = PyLayout(level, n, chunk)
+    a = make_array(level, n, chunk_name(chunk))
+    mnt = a.mount()
+    w = Workload(a.mnt, lay, seed)
+    w.opno = -1
+    stage = "statfs"
+    try:
+        check_statfs(a, lay)
+        stage = "workload, first half"
+        w.run(NOPS // 2)
+        stage = "remount halfway"
+        w.close_all()
+        mnt.remount()
+        w.verify_mount("after remount halfway")
+        stage = "workload, second half"
+        w.run(NOPS - NOPS // 2, NOPS // 2)
+        stage = "final checks"
+        w.verify_mount("end, fds open")
+        w.close_all()
+        w.verify_mount("end, fds closed")
+        w.verify_members(a.members, "end")
+        stage = "final remount"
+        mnt.remount()
+        w.verify_mount("after final remount")
+        w.verify_members(a.members, "after final remount")
+        check_statfs(a, lay)
+    except (Exception, pytest.fail.Exception) as e:
+        hist = "\n  ".join(w.hist)
+        raise AssertionError(
+            f"[{case_id(case)} seed={seed} ops={NOPS}] {stage}, op #{w.opno}: "
+            f"{type(e).__name__}: {e}\nreproduce: TIERFS_MODEL_SEED={seed} "
+            f"TIERFS_MODEL_OPS={NOPS} pytest tests/test_model.py -k {case_id(case)}\n"
+            f"last operations:\n  {hist}") from e

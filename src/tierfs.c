@@ -144,6 +144,7 @@ int main(int argc, char *argv[])
 	fs.n = array.n;
 	fs.timeout = o.timeout;
 	fs.chown_ok = geteuid() == 0;
+	fs.root_group = getegid() == 0;
 	for (uint32_t k = 0; k < fs.n; k++) {
 		rootfd[k] = openat(array.dirfd[k], TFS_TREE_DIR, O_PATH | O_DIRECTORY | O_NOFOLLOW |
 				   O_CLOEXEC);

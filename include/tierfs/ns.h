@@ -66,6 +66,7 @@ struct tfs_fs {
 	struct tfs_meta *meta;
 	bool readonly;
 	bool chown_ok;			/* daemon may chown (runs as root) */
+	bool root_group;		/* daemon creates with gid 0 */
 	double timeout;			/* entry/attr timeout given to the kernel */
 
 	pthread_mutex_t fid_lock;

@@ -629,6 +629,9 @@ static int own_one(struct tfs_fs *fs, uint32_t m, int dfd, const char *name, mod
 
 	if (!fs->chown_ok)
 		return 0;
+	/* the daemon (root) already owns it: nothing to change for root callers */
+	if (ctx->uid == 0 && (parent_sgid || (ctx->gid == 0 && fs->root_group)))
+		return 0;
 	rc = OPS(fs)->fchownat(BE(fs), m, dfd, name, ctx->uid,
 			       parent_sgid ? (gid_t)-1 : ctx->gid);
 	/* chown clears set-id bits of non-directories: put them back */
@@ -1089,10 +1092,12 @@ static int xattr_all(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 	return rc;
 }
 
+/* Symlinks: xattrs go through /proc/self/fd, which must never be asked to
+ * resolve a symlink; ext4 refuses user xattrs on symlinks anyway (EPERM). */
 int tfs_ns_setxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 		    const void *val, size_t len, int flags)
 {
-	if (xattr_reserved(name))
+	if (xattr_reserved(name) || S_ISLNK(in->type))
 		return -EPERM;
 	if (strcmp(name, "security.capability") == 0)
 		return -EOPNOTSUPP;	/* see getxattr: capabilities are not kept */
@@ -1101,7 +1106,7 @@ int tfs_ns_setxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 
 int tfs_ns_removexattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name)
 {
-	if (xattr_reserved(name))
+	if (xattr_reserved(name) || S_ISLNK(in->type))
 		return -EPERM;
 	return xattr_all(fs, in, name, NULL, 0, 0, true);
 }
@@ -1115,7 +1120,8 @@ int tfs_ns_getxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 
 	/* The kernel asks for security.capability before every write; answer
 	 * without touching a member (tierfs does not store capabilities). */
-	if (xattr_reserved(name) || strcmp(name, "security.capability") == 0)
+	if (xattr_reserved(name) || strcmp(name, "security.capability") == 0 ||
+	    S_ISLNK(in->type))
 		return -ENODATA;
 	rc = target_open(fs, in, &t);
 	if (rc)
@@ -1139,6 +1145,8 @@ int tfs_ns_listxattr(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t 
 	bool owned;
 	int rc, fd, n = 0;
 
+	if (S_ISLNK(in->type))
+		return 0;
 	rc = target_open(fs, in, &t);
 	if (rc)
 		return rc;

@@ -22,18 +22,18 @@ static struct {
 	const char *name;
 	uint64_t pass, fail;
 } groups[G_COUNT] = {
-	[G_CHECK] = { "layout_check" },
-	[G_NAMES] = { "names/parse/rot" },
-	[G_REF] = { "reference self-check" },
-	[G_MAP] = { "map/unmap vs reference, round trip" },
-	[G_COPIES] = { "copies on distinct members" },
-	[G_JBOD] = { "jbod: only member rot" },
-	[G_EXTENT] = { "extent" },
-	[G_WINDOW] = { "window: injective, prefix, byte-exact share" },
-	[G_SHARE] = { "share vs reference, monotone, prefix" },
-	[G_SIZE] = { "size_from_member after truncate" },
-	[G_WRITE] = { "size_from_member after a write" },
-	[G_LEVEL] = { "copies/tolerates/usable/min_members" },
+	[G_CHECK] = { .name = "layout_check" },
+	[G_NAMES] = { .name = "names/parse/rot" },
+	[G_REF] = { .name = "reference self-check" },
+	[G_MAP] = { .name = "map/unmap vs reference, round trip" },
+	[G_COPIES] = { .name = "copies on distinct members" },
+	[G_JBOD] = { .name = "jbod: only member rot" },
+	[G_EXTENT] = { .name = "extent" },
+	[G_WINDOW] = { .name = "window: injective, prefix, byte-exact share" },
+	[G_SHARE] = { .name = "share vs reference, monotone, prefix" },
+	[G_SIZE] = { .name = "size_from_member after truncate" },
+	[G_WRITE] = { .name = "size_from_member after a write" },
+	[G_LEVEL] = { .name = "copies/tolerates/usable/min_members" },
 };
 
 #define MAX_REPORTED 8
@@ -367,7 +367,6 @@ static void test_level_props(enum tfs_level lv, uint32_t n)
 	} else {
 		uint64_t lo = 0, hi = m * n + 1;	/* fits(lo), !fits(hi) */
 
-		ref_build(&r, lv, n, chunk, 0);
 		while (hi - lo > 1) {
 			uint64_t mid = lo + (hi - lo) / 2;
 			int fits = 1;

@@ -68,10 +68,11 @@ def mkdirs(tmp, n, prefix="m"):
     return out
 
 
-def try_mount(members, mnt, opts=(), timeout=15):
+def try_mount(members, mnt, opts=(), timeout=15, create=True):
     """Run the daemon in the foreground expecting a refusal. If it mounts
     instead, unmount it and fail."""
-    os.makedirs(mnt, exist_ok=True)
+    if create:
+        os.makedirs(mnt, exist_ok=True)
     args = [str(TIERFS), "-f"]
     for o in opts:
         args += ["-o", o]
@@ -347,7 +348,7 @@ def test_mount_unknown_option(tmp_path, two_arrays):
 
 def test_mount_bad_mountpoint(tmp_path, two_arrays):
     a, _ = two_arrays
-    r = try_mount(a, tmp_path / "nomnt" / "x")
+    r = try_mount(a, tmp_path / "nomnt" / "x", create=False)
     assert r.returncode != 0
     assert str(tmp_path / "nomnt" / "x") in r.stderr, r.stderr
 

@@ -305,6 +305,20 @@ static void dirs_close(struct tfs_fs *fs, struct tfs_loc *loc)
 	tfs_dir_fds_put(fs, loc->parent);
 }
 
+/* Locate (parent, name) and get the parent's member directory fds. */
+static int child_open(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
+		      struct tfs_loc *loc, int *fd)
+{
+	int rc = tfs_inode_child_loc(fs, parent, name, loc);
+
+	if (rc)
+		return rc;
+	rc = dirs_open(fs, loc, fd);
+	if (rc)
+		tfs_loc_put(fs, loc);
+	return rc;
+}
+
 /* Either the open member files of the inode (name ""), or the cached
  * member directory fds of its parent plus a name. */
 struct target {
@@ -458,14 +472,11 @@ int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	struct tfs_loc loc;
 	int dfd[TFS_MAX_MEMBERS], rc;
 
-	rc = tfs_inode_child_loc(fs, parent, name, &loc);
+	rc = child_open(fs, parent, name, &loc, dfd);
 	if (rc)
 		return rc;
-	rc = dirs_open(fs, &loc, dfd);
-	if (rc == 0) {
-		rc = OPS(fs)->fstatat(BE(fs), 0, dfd[0], name, &e->st);
-		dirs_close(fs, &loc);
-	}
+	rc = OPS(fs)->fstatat(BE(fs), 0, dfd[0], name, &e->st);
+	dirs_close(fs, &loc);
 	tfs_loc_put(fs, &loc);
 	if (rc)
 		return rc;
@@ -652,14 +663,9 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 
 	if ((S_ISREG(mode) || S_ISDIR(mode)) && (rc = fid_alloc(fs, &fid)))
 		return rc;
-	rc = tfs_inode_child_loc(fs, parent, name, &loc);
+	rc = child_open(fs, parent, name, &loc, dfd);
 	if (rc)
 		return rc;
-	rc = dirs_open(fs, &loc, dfd);
-	if (rc) {
-		tfs_loc_put(fs, &loc);
-		return rc;
-	}
 	rc = OPS(fs)->fstatat(BE(fs), 0, dfd[0], "", &pst);
 	if (rc)
 		goto out;
@@ -775,14 +781,9 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	uint64_t seq = 0;
 	int dfd[TFS_MAX_MEMBERS], rc;
 
-	rc = tfs_inode_child_loc(fs, parent, name, &loc);
+	rc = child_open(fs, parent, name, &loc, dfd);
 	if (rc)
 		return rc;
-	rc = dirs_open(fs, &loc, dfd);
-	if (rc) {
-		tfs_loc_put(fs, &loc);
-		return rc;
-	}
 	rc = OPS(fs)->fstatat(BE(fs), 0, dfd[0], name, &st);
 	if (rc == 0)
 		rc = intent_begin(fs, TFS_I_REMOVE, &loc, NULL, NULL, 0, 0, &seq);

@@ -105,6 +105,20 @@ static int redo_buffered(struct tfs_fs *fs, struct tfs_ofile *of, struct tfs_mio
 	return 0;
 }
 
+/* Submit a batch; returns the first error of the batch or of any request. */
+static int run_batch(struct tfs_fs *fs, struct tfs_ofile *of, struct tfs_mio *v, unsigned n,
+		     bool direct)
+{
+	int rc = OPS(fs)->submit(BE(fs), v, n);
+
+	if (rc == 0 && direct)
+		rc = redo_buffered(fs, of, v, n);
+	for (unsigned i = 0; i < n && rc == 0; i++)
+		if (v[i].res < 0)
+			rc = (int)v[i].res;
+	return rc;
+}
+
 ssize_t tfs_data_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
 		      size_t len, uint64_t off)
 {
@@ -141,15 +155,9 @@ ssize_t tfs_data_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void
 		};
 		pos += ext;
 	}
-	rc = OPS(fs)->submit(BE(fs), v, n);
-	if (rc == 0 && direct)
-		rc = redo_buffered(fs, of, v, n);
+	rc = run_batch(fs, of, v, n, direct);
 	if (rc)
 		return rc;
-	for (unsigned i = 0; i < n; i++) {
-		if (v[i].res < 0)
-			return v[i].res;
-	}
 	/* holes: zero what the members did not have */
 	for (unsigned i = 0; i < n; i++) {
 		if ((uint64_t)v[i].res < v[i].len)
@@ -205,15 +213,9 @@ ssize_t tfs_data_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, con
 		}
 		pos += ext;
 	}
-	rc = OPS(fs)->submit(BE(fs), v, n);
-	if (rc == 0 && direct)
-		rc = redo_buffered(fs, of, v, n);
+	rc = run_batch(fs, of, v, n, direct);
 	if (rc)
 		return rc;
-	for (unsigned i = 0; i < n; i++) {
-		if (v[i].res < 0)
-			return v[i].res;
-	}
 	pthread_mutex_lock(&in->lock);
 	if (end > in->size)
 		in->size = end;

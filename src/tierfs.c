@@ -9,6 +9,7 @@
  *   -> unmount on SIGTERM/SIGINT/SIGHUP or fusermount3 -u.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -90,6 +91,81 @@ static int journal_open(struct tfs_array *a, struct tfs_meta **mt)
 	return rc;
 }
 
+/* libfuse's messages become ours: one line, one prefix, syslog when
+ * daemonized.  libfuse sometimes builds a line from several calls, so
+ * pieces are collected until the newline. */
+static void fuse_log_to_tfs(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	static __thread char line[1024];
+	size_t l = strlen(line);
+
+	vsnprintf(line + l, sizeof(line) - l, fmt, ap);
+	l = strlen(line);
+	if (l && line[l - 1] != '\n' && l < sizeof(line) - 1)
+		return;
+	while (l && line[l - 1] == '\n')
+		line[--l] = 0;
+	tfs_log((int)level, "%s", line);
+	line[0] = 0;
+}
+
+/* Add our fixed mount options; libfuse validates all of them. */
+static int add_mount_args(struct fuse_args *args, const char *members)
+{
+	char fsname[PATH_MAX + 16];
+
+	snprintf(fsname, sizeof(fsname), "-ofsname=%s", members);
+	for (char *p = fsname + 3; *p; p++)	/* ',' would split the option */
+		if (*p == ',')
+			*p = '_';
+	return fuse_opt_add_arg(args, fsname) || fuse_opt_add_arg(args, "-osubtype=tierfs") ||
+	       fuse_opt_add_arg(args, "-odefault_permissions");
+}
+
+/* Build the namespace over the assembled members: backend, inode table,
+ * journal, and recovery of interrupted changes. */
+static int fs_setup(struct tfs_fs *fs, struct tfs_array *array, const struct opts *o)
+{
+	const char *fault = getenv("TIERFS_FAULT");
+	int rootfd[TFS_MAX_MEMBERS], rc;
+	struct stat rst;
+
+	fs->array = array;
+	fs->layout = array->sb.layout;
+	fs->n = array->n;
+	fs->timeout = o->timeout;
+	fs->readonly = o->ro;
+	fs->chown_ok = geteuid() == 0;
+	fs->root_group = getegid() == 0;
+	for (uint32_t k = 0; k < fs->n; k++) {
+		rootfd[k] = openat(array->dirfd[k], TFS_TREE_DIR,
+				   O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (rootfd[k] < 0) {
+			rc = -errno;
+			tfs_err("member %s: %s/: %s", array->path[k], TFS_TREE_DIR, strerror(errno));
+			return rc;
+		}
+	}
+	fs->be = tfs_posix_backend(rootfd, fs->n);
+	if (fs->be && fault && *fault)
+		fs->be = tfs_fault_backend(fs->be, fault);
+	if (!fs->be || (rc = tfs_fs_init(fs)))
+		return -ENOMEM;
+	if (fstat(rootfd[0], &rst))
+		return -errno;
+	fs->root.ino = rst.st_ino;
+	rc = journal_open(array, &fs->meta);
+	if (rc)
+		return rc;
+	rc = tfs_replay(fs);
+	if (rc)
+		tfs_err("recovery of interrupted changes failed: %s", strerror(-rc));
+	/* LMDB environments must not cross fork(): reopened after daemonizing */
+	tfs_meta_close(fs->meta);
+	fs->meta = NULL;
+	return rc;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -98,14 +174,16 @@ int main(int argc, char *argv[])
 	struct tfs_array array;
 	struct tfs_fs fs;
 	struct fuse_session *se = NULL;
-	struct fuse_loop_config *cfg = NULL;
-	char *paths[TFS_MAX_MEMBERS + 1], err[512], fsname[PATH_MAX + 16], *list = NULL;
-	int rootfd[TFS_MAX_MEMBERS], npaths, rc, ret = 1;
-	struct stat rst;
-	const char *fault = getenv("TIERFS_FAULT");
+	struct fuse_loop_config *cfg;
+	char *paths[TFS_MAX_MEMBERS + 1], err[512], *list = NULL;
+	int npaths, rc, ret = 1;
 
 	umask(0);
 	memset(&fs, 0, sizeof(fs));
+	memset(&array, 0, sizeof(array));
+	for (unsigned i = 0; i < TFS_MAX_MEMBERS; i++)
+		array.dirfd[i] = array.lockfd[i] = -1;
+	fuse_set_log_func(fuse_log_to_tfs);
 	if (fuse_opt_parse(&args, &o, tierfs_opts, opt_proc) == -1)
 		return 2;
 	if (fuse_parse_cmdline(&args, &cl) != 0)
@@ -126,71 +204,30 @@ int main(int argc, char *argv[])
 	if (cl.debug)
 		tfs_log_level = LOG_DEBUG;
 
+	/* options first: a typo must not touch any member */
+	if (add_mount_args(&args, o.members))
+		goto out;
+	se = fuse_session_new(&args, &tfs_fuse_ops, sizeof(tfs_fuse_ops), &fs);
+	if (!se)
+		goto out;	/* libfuse said why, through fuse_log_to_tfs */
+
 	list = strdup(o.members);
 	npaths = list ? split_members(list, paths, TFS_MAX_MEMBERS + 1) : -1;
 	if (npaths < 0) {
-		fprintf(stderr, "tierfs: too many member directories (at most %d)\n", TFS_MAX_MEMBERS);
-		return 1;
+		tfs_err("too many member directories (at most %d)", TFS_MAX_MEMBERS);
+		goto out;
 	}
 	rc = tfs_array_assemble(paths, (unsigned)npaths, &array, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "tierfs: %s\n", err);
-		return 1;
+		goto out;
 	}
-
-	/* the namespace over the members */
-	fs.array = &array;
-	fs.layout = array.sb.layout;
-	fs.n = array.n;
-	fs.timeout = o.timeout;
-	fs.chown_ok = geteuid() == 0;
-	fs.root_group = getegid() == 0;
-	for (uint32_t k = 0; k < fs.n; k++) {
-		rootfd[k] = openat(array.dirfd[k], TFS_TREE_DIR, O_PATH | O_DIRECTORY | O_NOFOLLOW |
-				   O_CLOEXEC);
-		if (rootfd[k] < 0) {
-			fprintf(stderr, "tierfs: member %s: %s/: %s\n", array.path[k], TFS_TREE_DIR,
-				strerror(errno));
-			goto out_array;
-		}
-	}
-	fs.be = tfs_posix_backend(rootfd, fs.n);
-	if (fs.be && fault && *fault)
-		fs.be = tfs_fault_backend(fs.be, fault);
-	if (!fs.be || tfs_fs_init(&fs))
-		goto out_array;
-	if (fstat(rootfd[0], &rst))
-		goto out_array;
-	fs.root.ino = rst.st_ino;
-
-	if (journal_open(&array, &fs.meta))
-		goto out_array;
-	rc = tfs_replay(&fs);
-	if (rc) {
-		fprintf(stderr, "tierfs: recovery of interrupted changes failed: %s\n", strerror(-rc));
-		goto out_meta;
-	}
-	tfs_meta_close(fs.meta);	/* reopened after fork */
-	fs.meta = NULL;
-
-	snprintf(fsname, sizeof(fsname), "-ofsname=%s", o.members);
-	for (char *p = fsname + 3; *p; p++)	/* ',' would split the option */
-		if (*p == ',')
-			*p = '_';
-	if (fuse_opt_add_arg(&args, fsname) || fuse_opt_add_arg(&args, "-osubtype=tierfs") ||
-	    fuse_opt_add_arg(&args, "-odefault_permissions"))
-		goto out_array;
-	fs.readonly = o.ro;
-
-	se = fuse_session_new(&args, &tfs_fuse_ops, sizeof(tfs_fuse_ops), &fs);
-	if (!se) {
-		fprintf(stderr, "tierfs: bad mount options (see tierfs --help)\n");
-		goto out_array;
-	}
+	if (fs_setup(&fs, &array, &o))
+		goto out;
 	if (fuse_set_signal_handlers(se))
-		goto out_session;
+		goto out;
 	if (fuse_session_mount(se, cl.mountpoint)) {
-		fprintf(stderr, "tierfs: cannot mount on %s\n", cl.mountpoint);
+		tfs_err("cannot mount on %s", cl.mountpoint);
 		goto out_signals;
 	}
 	tfs_info("array %s: %s, %u members, chunk %u, mounted on %s", array.sb.uuid,
@@ -206,10 +243,11 @@ int main(int argc, char *argv[])
 
 	cfg = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_clone_fd(cfg, cl.clone_fd);
-	fuse_loop_cfg_set_idle_threads(cfg, cl.max_idle_threads);
-	/* libfuse 3.14 leaves max_threads at UINT_MAX unless -o max_threads= */
+	/* libfuse 3.14 leaves both at UINT_MAX unless given with -o */
 	fuse_loop_cfg_set_max_threads(cfg, cl.max_threads > 0 && cl.max_threads <= 1024
 					   ? cl.max_threads : 16);
+	fuse_loop_cfg_set_idle_threads(cfg, cl.max_idle_threads <= 1024 ? cl.max_idle_threads
+									 : 16);
 	rc = cl.singlethread ? fuse_session_loop(se) : fuse_session_loop_mt(se, cfg);
 	ret = rc ? 1 : 0;
 	fuse_loop_cfg_destroy(cfg);
@@ -218,11 +256,10 @@ out_unmount:
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);
-out_session:
-	fuse_session_destroy(se);
-out_meta:
+out:
+	if (se)
+		fuse_session_destroy(se);
 	tfs_meta_close(fs.meta);
-out_array:
 	if (fs.htab)
 		tfs_fs_destroy(&fs);
 	tfs_array_release(&array);

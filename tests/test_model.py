@@ -44,11 +44,13 @@ CASES = [
     ("raid0", 2, 1 * M),
     ("raid0", 4, 64 * K),
     ("raid0", 4, 4 * K),
+    ("raid0", 3, 64 * K),
     ("raid1", 2, 64 * K),
     ("raid1", 3, 4 * K),
     ("raid10", 4, 4 * K),
     ("raid10", 4, 64 * K),
     ("raid10", 4, 1 * M),
+    ("raid10", 3, 64 * K),      # odd member count: copies straddle rows
 ]
 
 
@@ -103,6 +105,33 @@ class PyLayout:
                 assert len(img) == row * ch, "python layout model broken"
                 img += piece
         return [bytes(i) for i in imgs]
+
+    def place(self, off, copy, fid):
+        """(member, member offset) of copy `copy` of logical byte off."""
+        n, rot, ch = self.n, fid % self.n, self.chunk
+        if self.level == "raid1":
+            return copy, off
+        if self.level == "jbod":
+            return rot, off
+        s = (off // ch) * self.copies + copy
+        return (s + rot) % n, (s // n) * ch + off % ch
+
+    def share(self, size, fid, k):
+        """Length of member k's file when logical [0, size) is all written."""
+        n, rot, ch = self.n, fid % self.n, self.chunk
+        if self.level == "raid1":
+            return size
+        if self.level == "jbod":
+            return size if k == rot else 0
+        nchunks = (size + ch - 1) // ch
+        slots = nchunks * self.copies
+        j = (k - rot) % n
+        if slots <= j:
+            return 0
+        count = (slots - j + n - 1) // n
+        last_chunk = (j + n * (count - 1)) // self.copies
+        tail = size - last_chunk * ch
+        return (count - 1) * ch + min(ch, tail)
 
     def last_byte_members(self, size, fid):
         """Members holding logical byte size-1: each has exactly its share."""
@@ -253,8 +282,10 @@ class Workload:
         r, ch = self.rng.random(), self.lay.chunk
         if r < 0.3:
             ln = self.rng.randint(1, 600)
-        elif r < 0.55:
+        elif r < 0.5:
             ln = ch + self.rng.randint(-100, 100)
+        elif r < 0.6:
+            ln = ch * self.rng.randint(1, 2 * self.lay.n)
         elif r < 0.8:
             ln = self.rng.randint(1, 2 * self.stripe)
         else:
@@ -265,8 +296,10 @@ class Workload:
         r, ch = self.rng.random(), self.lay.chunk
         if r < 0.25:
             off = self.rng.randint(0, size)
-        elif r < 0.55:      # near a chunk boundary
+        elif r < 0.45:      # near a chunk boundary
             off = self.rng.randint(0, size // ch + 2) * ch + self.rng.randint(-70, 70)
+        elif r < 0.55:      # on a chunk boundary
+            off = self.rng.randint(0, size // ch + 2) * ch
         elif r < 0.7:       # at EOF
             off = size
         elif r < 0.85:      # far past EOF: leaves a hole
@@ -792,6 +825,7 @@ class Workload:
                 with open(os.path.join(r, p), "rb") as fh:
                     mb = fh.read()
                 img = imgs[k]
+                assert len(img) == lay.share(len(f.data), fid, k), "python layout model broken"
                 where = (f"member {k} file {p}#{f.ident} (fid {fid}, rot {fid % lay.n}, "
                          f"logical size {len(f.data)}) ({when})")
                 if lay.level == "raid1":
@@ -808,6 +842,81 @@ class Workload:
                 assert tail.count(0) == len(tail), \
                     (f"{where}: member file ends at {len(mb)} but its share is {len(img)} "
                      f"and logical data past that is not zero")
+
+
+def far_writes(lay, seed):
+    """Sparse writes at huge offsets: across 4 GiB, across a chunk boundary
+    past 5 GiB, and past 1 TiB (64-bit member offsets, huge holes)."""
+    rng = random.Random(seed ^ 0xFA2)
+    ch = lay.chunk
+    offs = [(1 << 32) - 100, 5 * (1 << 30) + 3 * ch - 50, (1 << 40) + 7 * ch + 1]
+    return [(o, rng.randbytes(rng.randint(200, min(2 * ch, 1 << 20)))) for o in offs]
+
+
+def sparse_expect(writes, off, ln, size):
+    ln = max(0, min(ln, size - off))
+    out = bytearray(ln)
+    for o, b in writes:
+        a, e = max(o, off), min(o + len(b), off + ln)
+        if a < e:
+            out[a - off:e - off] = b[a - o:e - o]
+    return bytes(out)
+
+
+def check_far(members, mnt, lay, seed, when, create):
+    """A sparse file far past any EOF the workload makes, checked through the
+    mount and on the members."""
+    p = os.path.join(str(mnt), "far")
+    writes = far_writes(lay, seed)
+    size = max(o + len(b) for o, b in writes)
+    if create:
+        fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            for o, b in writes:
+                assert os.pwrite(fd, b, o) == len(b)
+        finally:
+            os.close(fd)
+    st = os.stat(p)
+    assert st.st_size == size, f"far file ({when}): size {st.st_size}, want {size}"
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        probes = [(o - 300, len(b) + 600) for o, b in writes]
+        probes += [(0, 8192), ((1 << 31) - 4000, 8192), ((1 << 33) + 5, 3 * lay.chunk),
+                   (size - 10, 100)]
+        for off, ln in probes:
+            got = os.pread(fd, ln, off)
+            want = sparse_expect(writes, off, ln, size)
+            assert got == want, describe_diff(f"far file ({when}) pread({off}, {ln})", got, want)
+    finally:
+        os.close(fd)
+    roots = [os.path.join(str(m), "root") for m in members]
+    fid = int(os.getxattr(os.path.join(roots[0], "far"), FID_XATTR).decode())
+    msizes = [os.stat(os.path.join(r, "far")).st_size for r in roots]
+    last = lay.last_byte_members(size, fid)
+    for k in range(lay.n):
+        sh = lay.share(size, fid, k)
+        assert msizes[k] <= sh, \
+            f"far file ({when}): member {k} is {msizes[k]} bytes, larger than its share {sh}"
+        if k in last:
+            assert msizes[k] == sh, \
+                f"far file ({when}): member {k} holds the last byte but is {msizes[k]}, not {sh}"
+    fds = [os.open(os.path.join(r, "far"), os.O_RDONLY) for r in roots]
+    try:
+        for o, b in writes:
+            pos = o
+            while pos < o + len(b):
+                ln = min(o + len(b) - pos, lay.chunk - pos % lay.chunk)
+                for c in range(lay.copies):
+                    k, moff = lay.place(pos, c, fid)
+                    got = os.pread(fds[k], ln, moff)
+                    want = b[pos - o:pos - o + ln]
+                    assert got == want, describe_diff(
+                        f"far file ({when}): member {k} at {moff} (logical {pos}, copy {c})",
+                        got, want)
+                pos += ln
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def check_statfs(a, lay):
@@ -863,6 +972,12 @@ def test_model(make_array, case):
         w.verify_mount("after final remount")
         w.verify_members(a.members, "after final remount")
         check_statfs(a, lay)
+        stage = "far sparse file"
+        check_far(a.members, a.mnt, lay, seed, "written", True)
+        mnt.remount()
+        check_far(a.members, a.mnt, lay, seed, "after remount", False)
+        os.unlink(os.path.join(str(a.mnt), "far"))
+        w.verify_members(a.members, "after removing the far file")
     except (Exception, pytest.fail.Exception) as e:
         hist = "\n  ".join(w.hist)
         raise AssertionError(

@@ -44,7 +44,9 @@ struct tfs_member_ops {
 	 * ran (look at each res), -errno if the batch could not be issued. */
 	int (*submit)(struct tfs_backend *be, struct tfs_mio *v, unsigned n);
 
-	int (*open_dir)(struct tfs_backend *be, uint32_t m, const char *relpath);
+	/* O_PATH fd of directory relpath under dirfd (-1: the member's tree
+	 * root), resolved beneath it without following any symlink. */
+	int (*open_dir)(struct tfs_backend *be, uint32_t m, int dirfd, const char *relpath);
 	int (*openat)(struct tfs_backend *be, uint32_t m, int dirfd, const char *name,
 		      int flags, mode_t mode);
 	int (*fstatat)(struct tfs_backend *be, uint32_t m, int dirfd, const char *name,

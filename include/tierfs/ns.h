@@ -87,13 +87,15 @@ struct tfs_ctx {
 };
 
 /* Location of an object on the members: its parent directory (pinned by a
- * reference until tfs_loc_put) and its path, and one name.  The root is
- * (parent root, dir "", name "."). */
+ * reference until tfs_loc_put) and one name.  The root is (root, "."). */
 struct tfs_loc {
 	struct tfs_inode *parent;
-	char dir[PATH_MAX];
 	char name[NAME_MAX + 1];
 };
+
+/* Member-relative path of loc ("a/b/name"; the root is "."), malloc'ed;
+ * only intents and messages need one. */
+char *tfs_loc_path(struct tfs_fs *fs, const struct tfs_loc *loc);
 
 /* ---- inode.c: the inode table ---- */
 int tfs_fs_init(struct tfs_fs *fs);
@@ -119,8 +121,9 @@ int tfs_inode_loc(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_loc *loc);
 int tfs_inode_child_loc(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 			struct tfs_loc *loc);
 void tfs_loc_put(struct tfs_fs *fs, struct tfs_loc *loc);
-/* Member directory fds of loc->parent for members [0, fs->n), from the
- * directory fd cache; valid until tfs_dir_fds_put. */
+/* Member directory fds of dir for members [0, fs->n), from the directory
+ * fd cache (opened one name at a time from the nearest cached ancestor);
+ * valid until tfs_dir_fds_put. */
 int tfs_dir_fds(struct tfs_fs *fs, struct tfs_inode *dir, int *fds);
 void tfs_dir_fds_put(struct tfs_fs *fs, struct tfs_inode *dir);
 
@@ -195,6 +198,8 @@ struct tfs_intent {
 	const char *path;
 	const char *path2;
 };
+
+#define TFS_INTENT_PATH_MAX 65536	/* u16 lengths in the record, plus NUL */
 
 int tfs_intent_encode(const struct tfs_intent *it, void *buf, size_t len);
 int tfs_intent_decode(const void *buf, size_t len, struct tfs_intent *it,

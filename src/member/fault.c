@@ -72,7 +72,7 @@ static int ft_submit(struct tfs_backend *be, struct tfs_mio *v, unsigned n)
 		return rc;                                                \
 	}
 
-FWD(open_dir, (struct tfs_backend *be, uint32_t m, const char *p), p)
+FWD(open_dir, (struct tfs_backend *be, uint32_t m, int d, const char *p), d, p)
 FWD(openat, (struct tfs_backend *be, uint32_t m, int d, const char *n, int fl, mode_t mo),
     d, n, fl, mo)
 FWD(fstatat, (struct tfs_backend *be, uint32_t m, int d, const char *n, struct stat *st),

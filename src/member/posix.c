@@ -40,14 +40,15 @@ static int px_submit(struct tfs_backend *be, struct tfs_mio *v, unsigned n)
 	return tfs_uring_run(v, n);
 }
 
-static int px_open_dir(struct tfs_backend *be, uint32_t m, const char *relpath)
+static int px_open_dir(struct tfs_backend *be, uint32_t m, int dirfd, const char *relpath)
 {
 	struct open_how how = {
 		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
 			   RESOLVE_NO_XDEV,
 	};
-	long fd = syscall(SYS_openat2, px_rootfd(be, m), *relpath ? relpath : ".",
+	long fd = syscall(SYS_openat2, dirfd < 0 ? px_rootfd(be, m) : dirfd,
+			  *relpath ? relpath : ".",
 			  &how, sizeof(how));
 	RET((int)fd);
 }

@@ -84,6 +84,7 @@ int main(int argc, char **argv)
 	struct tfs_super sb = { .version = TFS_SUPER_VERSION };
 	const char *why;
 	char *real[TFS_MAX_MEMBERS], buf[32], buf2[32];
+	int was_member[TFS_MAX_MEMBERS] = { 0 };
 	uint64_t chunk = TFS_CHUNK_DEFAULT, minavail = UINT64_MAX, sumavail = 0;
 	int force = 0, have_level = 0, c, n;
 
@@ -154,15 +155,25 @@ int main(int argc, char **argv)
 			if (!force)
 				return die("member %s: already belongs to array %s (use --force to reformat)",
 					   p, old.uuid);
-		} else if (e != -ENOENT && !force) {
-			return die("member %s: has a damaged tierfs superblock (use --force to reformat)", p);
+			was_member[i] = 1;
+		} else if (e != -ENOENT) {
+			if (!force)
+				return die("member %s: has a damaged tierfs superblock (use --force to reformat)", p);
+			was_member[i] = 1;
 		} else {
+			struct stat tst;
 			int empty = dir_empty(real[i]);
 
 			if (empty < 0)
 				return die("member %s: %s", p, strerror(-empty));
 			if (!empty && !force)
 				return die("member %s: directory is not empty (use --force to use it anyway)", p);
+			/* --force on a directory that was never a member keeps what is
+			 * there: it must not hold names tierfs would take over */
+			if (fstatat(fd, TFS_TREE_DIR, &tst, AT_SYMLINK_NOFOLLOW) == 0 ||
+			    fstatat(fd, TFS_META_DIR, &tst, AT_SYMLINK_NOFOLLOW) == 0)
+				return die("member %s: holds %s/ or %s/ but is not a tierfs member; "
+					   "refusing to overwrite them", p, TFS_TREE_DIR, TFS_META_DIR);
 		}
 		close(fd);
 		if (setxattr(real[i], "user.tierfs.probe", "1", 1, 0) && errno != EEXIST)
@@ -184,7 +195,7 @@ int main(int argc, char **argv)
 		char path[PATH_MAX];
 		int fd, rc;
 
-		if (force) {
+		if (was_member[i]) {	/* --force: the old array's metadata and tree go */
 			snprintf(path, sizeof(path), "%s/%s", real[i], TFS_META_DIR);
 			nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 			snprintf(path, sizeof(path), "%s/%s", real[i], TFS_TREE_DIR);

@@ -329,41 +329,53 @@ void tfs_inode_unhash(struct tfs_fs *fs, struct tfs_inode *in)
 	pthread_mutex_unlock(&fs->ilock);
 }
 
-/* Build "a/b/c" for in into buf (the root is ""). */
-static int path_locked(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len)
+/* "a/b/c/leaf" for (in, leaf), malloc'ed; the root alone is ".". */
+static char *path_locked(struct tfs_fs *fs, struct tfs_inode *in, const char *leaf)
 {
-	const char *comp[PATH_MAX / 2];
-	size_t depth = 0, pos = 0;
+	size_t len = strlen(leaf) + 1, pos;
+	struct tfs_inode *p;
+	char *buf;
 
-	for (; in != &fs->root; in = in->aliases->parent) {
-		if (!in->aliases)
-			return -ENOENT;
-		if (depth == sizeof(comp) / sizeof(comp[0]))
-			return -ENAMETOOLONG;
-		comp[depth++] = in->aliases->name;
+	for (p = in; p != &fs->root; p = p->aliases->parent) {
+		if (!p->aliases)
+			return NULL;
+		len += strlen(p->aliases->name) + 1;
 	}
-	buf[0] = 0;
-	while (depth--) {
-		size_t l = strlen(comp[depth]);
+	buf = malloc(len + 2);
+	if (!buf)
+		return NULL;
+	pos = len - 1 - strlen(leaf);
+	strcpy(buf + pos, leaf);
+	for (p = in; p != &fs->root; p = p->aliases->parent) {
+		size_t l = strlen(p->aliases->name);
 
-		if (pos + l + 2 > len)
-			return -ENAMETOOLONG;
-		if (pos)
-			buf[pos++] = '/';
-		memcpy(buf + pos, comp[depth], l + 1);
-		pos += l;
+		buf[--pos] = '/';
+		pos -= l;
+		memcpy(buf + pos, p->aliases->name, l);
 	}
-	return 0;
+	if (!*buf)
+		strcpy(buf, ".");
+	return buf;
+}
+
+char *tfs_loc_path(struct tfs_fs *fs, const struct tfs_loc *loc)
+{
+	char *p;
+
+	pthread_mutex_lock(&fs->ilock);
+	p = path_locked(fs, loc->parent,
+			loc->parent == &fs->root && !strcmp(loc->name, ".") ? "" : loc->name);
+	pthread_mutex_unlock(&fs->ilock);
+	return p;
 }
 
 int tfs_inode_loc(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_loc *loc)
 {
-	int rc;
+	int rc = 0;
 
 	loc->parent = NULL;
 	if (in == &fs->root) {
 		loc->parent = &fs->root;
-		loc->dir[0] = 0;
 		strcpy(loc->name, ".");
 		return 0;
 	}
@@ -371,13 +383,10 @@ int tfs_inode_loc(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_loc *loc)
 	if (!in->aliases) {
 		rc = -ENOENT;
 	} else {
-		rc = path_locked(fs, in->aliases->parent, loc->dir, sizeof(loc->dir));
-		if (rc == 0) {
-			snprintf(loc->name, sizeof(loc->name), "%s", in->aliases->name);
-			loc->parent = in->aliases->parent;
-			if (loc->parent != &fs->root)
-				loc->parent->refs++;
-		}
+		snprintf(loc->name, sizeof(loc->name), "%s", in->aliases->name);
+		loc->parent = in->aliases->parent;
+		if (loc->parent != &fs->root)
+			loc->parent->refs++;
 	}
 	pthread_mutex_unlock(&fs->ilock);
 	return rc;
@@ -386,22 +395,16 @@ int tfs_inode_loc(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_loc *loc)
 int tfs_inode_child_loc(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 			struct tfs_loc *loc)
 {
-	int rc;
-
 	loc->parent = NULL;
 	if (strlen(name) > NAME_MAX)
 		return -ENAMETOOLONG;
 	pthread_mutex_lock(&fs->ilock);
-	rc = path_locked(fs, parent, loc->dir, sizeof(loc->dir));
-	if (rc == 0) {
-		loc->parent = parent;
-		if (parent != &fs->root)
-			parent->refs++;
-	}
+	loc->parent = parent;
+	if (parent != &fs->root)
+		parent->refs++;
 	pthread_mutex_unlock(&fs->ilock);
-	if (rc == 0)
-		strcpy(loc->name, name);
-	return rc;
+	strcpy(loc->name, name);
+	return 0;
 }
 
 void tfs_loc_put(struct tfs_fs *fs, struct tfs_loc *loc)
@@ -440,48 +443,69 @@ static void lru_trim_locked(struct tfs_fs *fs)
 	}
 }
 
+static void close_all(struct tfs_fs *fs, int *fd, uint32_t n)
+{
+	for (uint32_t k = 0; k < n; k++)
+		close(fd[k]);
+}
+
 int tfs_dir_fds(struct tfs_fs *fs, struct tfs_inode *dir, int *fds)
 {
-	char path[PATH_MAX];
-	int *mine, rc;
+	struct tfs_inode *parent = NULL;
+	char name[NAME_MAX + 1];
+	int pfd[TFS_MAX_MEMBERS], *mine, rc = 0;
+	uint32_t k;
 
 	pthread_mutex_lock(&fs->ilock);
 	if (dir->dfd)
 		goto out_hit;
-	rc = path_locked(fs, dir, path, sizeof(path));
+	if (dir != &fs->root) {
+		if (!dir->aliases) {
+			pthread_mutex_unlock(&fs->ilock);
+			return -ENOENT;	/* removed directory */
+		}
+		parent = dir->aliases->parent;
+		parent->refs++;
+		snprintf(name, sizeof(name), "%s", dir->aliases->name);
+	}
 	pthread_mutex_unlock(&fs->ilock);
-	if (rc)
-		return rc;
 
+	/* Open it one name below its parent (recursively for uncached
+	 * ancestors): no path is ever built, so depth has no limit. */
 	mine = malloc(fs->n * sizeof(int));
 	if (!mine)
-		return -ENOMEM;
-	for (uint32_t k = 0; k < fs->n; k++) {
-		mine[k] = fs->be->ops->open_dir(fs->be, k, path);
+		rc = -ENOMEM;
+	else if (parent)
+		rc = tfs_dir_fds(fs, parent, pfd);
+	for (k = 0; rc == 0 && k < fs->n; k++) {
+		mine[k] = fs->be->ops->open_dir(fs->be, k, parent ? pfd[k] : -1, parent ? name : "");
 		if (mine[k] < 0) {
 			rc = mine[k];
-			while (k--)
-				close(mine[k]);
-			free(mine);
-			return rc;
+			close_all(fs, mine, k);
 		}
 	}
-	if (dir != &fs->root) {
-		/* the path was read before opening: make sure it still named
+	if (parent) {
+		if (mine && k > 0)	/* the parent's fds were taken */
+			tfs_dir_fds_put(fs, parent);
+		tfs_inode_unref(fs, parent);
+	}
+	if (rc == 0 && dir != &fs->root) {
+		/* the name was read before opening: make sure it still named
 		 * this directory on member 0 (a concurrent rename may move it) */
 		struct stat st;
 
 		if (fs->be->ops->fstat(fs->be, 0, mine[0], &st) || st.st_ino != dir->ino) {
-			for (uint32_t k = 0; k < fs->n; k++)
-				close(mine[k]);
-			free(mine);
-			return -ENOENT;
+			close_all(fs, mine, fs->n);
+			rc = -ENOENT;
 		}
+	}
+	if (rc) {
+		free(mine);
+		return rc;
 	}
 	pthread_mutex_lock(&fs->ilock);
 	if (dir->dfd) {
-		for (uint32_t k = 0; k < fs->n; k++)
-			close(mine[k]);
+		close_all(fs, mine, fs->n);
 		free(mine);
 		goto out_hit;
 	}

@@ -71,7 +71,7 @@ int tfs_intent_decode(const void *buf, size_t len, struct tfs_intent *it, char *
 	if (len < sizeof(h))
 		return -EINVAL;
 	memcpy(&h, buf, sizeof(h));
-	if (sizeof(h) + h.len1 + h.len2 != len || h.len1 >= PATH_MAX || h.len2 >= PATH_MAX)
+	if (sizeof(h) + h.len1 + h.len2 != len)
 		return -EINVAL;
 	memcpy(p1, (const char *)buf + sizeof(h), h.len1);
 	p1[h.len1] = 0;
@@ -85,37 +85,38 @@ int tfs_intent_decode(const void *buf, size_t len, struct tfs_intent *it, char *
 	return 0;
 }
 
-static void loc_path(const struct tfs_loc *l, char *buf, size_t len)
-{
-	if (l->dir[0])
-		snprintf(buf, len, "%s/%s", l->dir, l->name);
-	else
-		snprintf(buf, len, "%s", l->name);
-}
-
 /* Record a change before touching member 0; *seq = 0 means "no record". */
 static int intent_begin(struct tfs_fs *fs, uint32_t op, const struct tfs_loc *a,
 			const struct tfs_loc *b, const char *extra, uint32_t flags,
 			uint64_t arg, uint64_t *seq)
 {
-	char p1[PATH_MAX], p2[PATH_MAX], rec[sizeof(struct intent_hdr) + 2 * PATH_MAX];
-	struct tfs_intent it = { op, flags, arg, p1, NULL };
+	char *p1, *p2 = NULL, *rec = NULL;
+	struct tfs_intent it = { op, flags, arg, NULL, NULL };
+	size_t cap;
 	int len;
 
 	*seq = 0;
 	if (fs->n == 1)
 		return 0;
-	loc_path(a, p1, sizeof(p1));
-	if (b) {
-		loc_path(b, p2, sizeof(p2));
-		it.path2 = p2;
-	} else if (extra) {
-		it.path2 = extra;
+	p1 = tfs_loc_path(fs, a);
+	if (b)
+		p2 = tfs_loc_path(fs, b);
+	if (!p1 || (b && !p2)) {
+		len = -ENOMEM;
+		goto out;
 	}
-	len = tfs_intent_encode(&it, rec, sizeof(rec));
-	if (len < 0)
-		return len;
-	return tfs_meta_intent_add(fs->meta, rec, (size_t)len, seq);
+	it.path = p1;
+	it.path2 = b ? p2 : extra;
+	cap = sizeof(struct intent_hdr) + strlen(p1) + (it.path2 ? strlen(it.path2) : 0);
+	rec = malloc(cap);
+	len = rec ? tfs_intent_encode(&it, rec, cap) : -ENOMEM;
+	if (len >= 0)
+		len = tfs_meta_intent_add(fs->meta, rec, (size_t)len, seq);
+out:
+	free(p1);
+	free(p2);
+	free(rec);
+	return len < 0 ? len : 0;
 }
 
 static void intent_end(struct tfs_fs *fs, uint64_t seq)
@@ -130,8 +131,11 @@ static void intent_end(struct tfs_fs *fs, uint64_t seq)
 static void member_diverged(struct tfs_fs *fs, uint32_t m, const char *what,
 			    const struct tfs_loc *l, int rc)
 {
-	tfs_err("member %u: %s of '%s/%s' failed: %s; the member now differs from member 0",
-		m, what, l->dir, l->name, strerror(-rc));
+	char *p = tfs_loc_path(fs, l);
+
+	tfs_err("member %u: %s of '%s' failed: %s; the member now differs from member 0",
+		m, what, p ? p : l->name, strerror(-rc));
+	free(p);
 }
 
 /* ------------------------------------------------------------------ */
@@ -405,8 +409,8 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 		if (fd >= 0 && !t->pinned)
 			close(fd);
 		if (rc)
-			tfs_warn("file %s/%s has no identity on member 0 (%s); using 0",
-				 t->loc.dir, t->loc.name, strerror(-rc));
+			tfs_warn("file '%s' (inode %llu) has no identity on member 0 (%s); using 0",
+				 t->loc.name, (unsigned long long)in->ino, strerror(-rc));
 		in->fid = fid;
 		in->rot = tfs_layout_rot(&fs->layout, fid);
 		in->fid_valid = true;

@@ -35,17 +35,36 @@ struct obj {
 	char target[PATH_MAX];
 };
 
-static void split(const char *path, struct tfs_loc *l)
+/* Parent directory fd of path on member m, walked one name at a time (no
+ * length limit, no symlink followed), and the last name of path. */
+static int at(struct tfs_fs *fs, uint32_t m, const char *path, char name[NAME_MAX + 1])
 {
-	const char *slash = strrchr(path, '/');
+	const char *p = path, *slash;
+	int fd = OPS(fs)->open_dir(BE(fs), m, -1, "");
 
-	if (!slash) {
-		l->dir[0] = 0;
-		snprintf(l->name, sizeof(l->name), "%s", path);
-	} else {
-		snprintf(l->dir, sizeof(l->dir), "%.*s", (int)(slash - path), path);
-		snprintf(l->name, sizeof(l->name), "%s", slash + 1);
+	while (fd >= 0 && (slash = strchr(p, '/')) != NULL) {
+		char comp[NAME_MAX + 1];
+		size_t l = (size_t)(slash - p);
+		int next;
+
+		if (l > NAME_MAX) {
+			close(fd);
+			return -ENAMETOOLONG;
+		}
+		memcpy(comp, p, l);
+		comp[l] = 0;
+		next = OPS(fs)->open_dir(BE(fs), m, fd, comp);
+		close(fd);
+		fd = next;
+		p = slash + 1;
 	}
+	if (fd >= 0 && strlen(p) > NAME_MAX) {
+		close(fd);
+		return -ENAMETOOLONG;
+	}
+	if (fd >= 0)
+		strcpy(name, p);
+	return fd;
 }
 
 static int xattr_fd(struct tfs_fs *fs, uint32_t m, int dfd, const char *name)
@@ -55,19 +74,18 @@ static int xattr_fd(struct tfs_fs *fs, uint32_t m, int dfd, const char *name)
 
 static void obj_read(struct tfs_fs *fs, uint32_t m, const char *path, struct obj *o)
 {
-	struct tfs_loc l;
+	char name[NAME_MAX + 1];
 	int dfd;
 
 	memset(o, 0, sizeof(*o));
-	split(path, &l);
-	dfd = OPS(fs)->open_dir(BE(fs), m, l.dir);
+	dfd = at(fs, m, path, name);
 	if (dfd < 0) {
 		o->rc = dfd;
 		return;
 	}
-	o->rc = OPS(fs)->fstatat(BE(fs), m, dfd, l.name, &o->st);
+	o->rc = OPS(fs)->fstatat(BE(fs), m, dfd, name, &o->st);
 	if (o->rc == 0 && (S_ISREG(o->st.st_mode) || S_ISDIR(o->st.st_mode))) {
-		int fd = xattr_fd(fs, m, dfd, l.name);
+		int fd = xattr_fd(fs, m, dfd, name);
 		char v[24];
 		int n = fd < 0 ? fd : OPS(fs)->getxattr(BE(fs), m, fd, TFS_XATTR_FID, v, sizeof(v) - 1);
 
@@ -78,7 +96,7 @@ static void obj_read(struct tfs_fs *fs, uint32_t m, const char *path, struct obj
 		if (fd >= 0)
 			close(fd);
 	} else if (o->rc == 0 && S_ISLNK(o->st.st_mode)) {
-		int n = OPS(fs)->readlinkat(BE(fs), m, dfd, l.name, o->target,
+		int n = OPS(fs)->readlinkat(BE(fs), m, dfd, name, o->target,
 					    sizeof(o->target) - 1);
 		if (n >= 0)
 			o->target[n] = 0;
@@ -103,17 +121,16 @@ static bool same(const struct obj *a, const struct obj *b)
 static int reconcile(struct tfs_fs *fs, const char *path, uint32_t m, const struct obj *o0)
 {
 	struct obj om;
-	struct tfs_loc l;
+	char name[NAME_MAX + 1];
 	int dfd, rc = 0;
 
 	obj_read(fs, m, path, &om);
-	split(path, &l);
-	dfd = OPS(fs)->open_dir(BE(fs), m, l.dir);
+	dfd = at(fs, m, path, name);
 	if (dfd < 0)
 		return dfd;
 	if (om.rc == 0 && (o0->rc || !same(o0, &om))) {
 		/* member m has something member 0 does not: remove it */
-		rc = OPS(fs)->unlinkat(BE(fs), m, dfd, l.name,
+		rc = OPS(fs)->unlinkat(BE(fs), m, dfd, name,
 				       S_ISDIR(om.st.st_mode) ? AT_REMOVEDIR : 0);
 		om.rc = -ENOENT;
 	}
@@ -123,31 +140,31 @@ static int reconcile(struct tfs_fs *fs, const char *path, uint32_t m, const stru
 		int n = snprintf(v, sizeof(v), "%" PRIu64, o0->fid), fd;
 
 		if (S_ISREG(mode)) {
-			fd = OPS(fs)->openat(BE(fs), m, dfd, l.name, O_RDWR | O_CREAT | O_EXCL,
+			fd = OPS(fs)->openat(BE(fs), m, dfd, name, O_RDWR | O_CREAT | O_EXCL,
 					     mode & 07777);
 			rc = fd < 0 ? fd : OPS(fs)->setxattr(BE(fs), m, fd, TFS_XATTR_FID, v, (size_t)n, 0);
 			if (fd >= 0)
 				close(fd);
 		} else if (S_ISDIR(mode)) {
-			rc = OPS(fs)->mkdirat(BE(fs), m, dfd, l.name, mode & 07777);
-			fd = rc ? rc : xattr_fd(fs, m, dfd, l.name);
+			rc = OPS(fs)->mkdirat(BE(fs), m, dfd, name, mode & 07777);
+			fd = rc ? rc : xattr_fd(fs, m, dfd, name);
 			rc = fd < 0 ? fd : OPS(fs)->setxattr(BE(fs), m, fd, TFS_XATTR_FID, v, (size_t)n, 0);
 			if (fd >= 0)
 				close(fd);
 		} else if (S_ISLNK(mode)) {
-			rc = OPS(fs)->symlinkat(BE(fs), m, o0->target, dfd, l.name);
+			rc = OPS(fs)->symlinkat(BE(fs), m, o0->target, dfd, name);
 		} else {
-			rc = OPS(fs)->mknodat(BE(fs), m, dfd, l.name, mode, o0->st.st_rdev);
+			rc = OPS(fs)->mknodat(BE(fs), m, dfd, name, mode, o0->st.st_rdev);
 		}
 	}
 	if (rc == 0 && o0->rc == 0) {
 		struct timespec ts[2] = { o0->st.st_atim, o0->st.st_mtim };
 
-		rc = OPS(fs)->fchownat(BE(fs), m, dfd, l.name, o0->st.st_uid, o0->st.st_gid);
+		rc = OPS(fs)->fchownat(BE(fs), m, dfd, name, o0->st.st_uid, o0->st.st_gid);
 		if (rc == 0 && !S_ISLNK(o0->st.st_mode))
-			rc = OPS(fs)->fchmodat(BE(fs), m, dfd, l.name, o0->st.st_mode & 07777);
+			rc = OPS(fs)->fchmodat(BE(fs), m, dfd, name, o0->st.st_mode & 07777);
 		if (rc == 0 && !S_ISREG(o0->st.st_mode))
-			rc = OPS(fs)->utimensat(BE(fs), m, dfd, l.name, ts);
+			rc = OPS(fs)->utimensat(BE(fs), m, dfd, name, ts);
 	}
 	close(dfd);
 	return rc;
@@ -168,12 +185,10 @@ static int reconcile_all(struct tfs_fs *fs, const char *path)
 
 static int replay_rename(struct tfs_fs *fs, const struct tfs_intent *it)
 {
-	struct tfs_loc ol, nl;
+	char oname[NAME_MAX + 1], nname[NAME_MAX + 1];
 	struct obj o0, n0;
 	int rc = 0;
 
-	split(it->path, &ol);
-	split(it->path2, &nl);
 	obj_read(fs, 0, it->path, &o0);
 	obj_read(fs, 0, it->path2, &n0);
 	for (uint32_t m = 1; m < fs->n && rc == 0; m++) {
@@ -187,11 +202,11 @@ static int replay_rename(struct tfs_fs *fs, const struct tfs_intent *it)
 		else	/* done on member 0: the name is gone there (or was a no-op) */
 			todo = om.rc == 0 && o0.rc == -ENOENT && same(&n0, &om);
 		if (todo) {
-			int od = OPS(fs)->open_dir(BE(fs), m, ol.dir);
-			int nd = od < 0 ? od : OPS(fs)->open_dir(BE(fs), m, nl.dir);
+			int od = at(fs, m, it->path, oname);
+			int nd = od < 0 ? od : at(fs, m, it->path2, nname);
 
 			rc = nd < 0 ? nd
-				    : OPS(fs)->renameat2(BE(fs), m, od, ol.name, nd, nl.name,
+				    : OPS(fs)->renameat2(BE(fs), m, od, oname, nd, nname,
 							 it->flags & RENAME_EXCHANGE);
 			if (od >= 0)
 				close(od);
@@ -208,12 +223,10 @@ static int replay_rename(struct tfs_fs *fs, const struct tfs_intent *it)
 
 static int replay_link(struct tfs_fs *fs, const struct tfs_intent *it)
 {
-	struct tfs_loc ol, nl;
+	char oname[NAME_MAX + 1], nname[NAME_MAX + 1];
 	struct obj n0;
 	int rc = 0;
 
-	split(it->path, &ol);
-	split(it->path2, &nl);
 	obj_read(fs, 0, it->path2, &n0);
 	for (uint32_t m = 1; m < fs->n && rc == 0 && n0.rc == 0; m++) {
 		struct obj om, nm;
@@ -221,10 +234,10 @@ static int replay_link(struct tfs_fs *fs, const struct tfs_intent *it)
 		obj_read(fs, m, it->path, &om);
 		obj_read(fs, m, it->path2, &nm);
 		if (nm.rc == -ENOENT && om.rc == 0 && same(&n0, &om)) {
-			int od = OPS(fs)->open_dir(BE(fs), m, ol.dir);
-			int nd = od < 0 ? od : OPS(fs)->open_dir(BE(fs), m, nl.dir);
+			int od = at(fs, m, it->path, oname);
+			int nd = od < 0 ? od : at(fs, m, it->path2, nname);
 
-			rc = nd < 0 ? nd : OPS(fs)->linkat(BE(fs), m, od, ol.name, nd, nl.name);
+			rc = nd < 0 ? nd : OPS(fs)->linkat(BE(fs), m, od, oname, nd, nname);
 			if (od >= 0)
 				close(od);
 			if (nd >= 0)
@@ -236,17 +249,16 @@ static int replay_link(struct tfs_fs *fs, const struct tfs_intent *it)
 
 static int replay_truncate(struct tfs_fs *fs, const struct tfs_intent *it)
 {
-	struct tfs_loc l;
+	char name[NAME_MAX + 1];
 	struct obj o0;
 	int rc = 0;
 
 	obj_read(fs, 0, it->path, &o0);
 	if (o0.rc || !S_ISREG(o0.st.st_mode))
 		return reconcile_all(fs, it->path);
-	split(it->path, &l);
 	for (uint32_t m = 0; m < fs->n && rc == 0; m++) {
-		int dfd = OPS(fs)->open_dir(BE(fs), m, l.dir);
-		int fd = dfd < 0 ? dfd : OPS(fs)->openat(BE(fs), m, dfd, l.name, O_WRONLY, 0);
+		int dfd = at(fs, m, it->path, name);
+		int fd = dfd < 0 ? dfd : OPS(fs)->openat(BE(fs), m, dfd, name, O_WRONLY, 0);
 		uint32_t rot = tfs_layout_rot(&fs->layout, o0.fid);
 
 		rc = fd < 0 ? fd
@@ -262,15 +274,14 @@ static int replay_truncate(struct tfs_fs *fs, const struct tfs_intent *it)
 
 static int replay_xattr(struct tfs_fs *fs, const struct tfs_intent *it)
 {
-	struct tfs_loc l;
+	char name[NAME_MAX + 1];
 	char *val = malloc(65536);
 	int len, rc = 0, fd0, d0;
 
 	if (!val)
 		return -ENOMEM;
-	split(it->path, &l);
-	d0 = OPS(fs)->open_dir(BE(fs), 0, l.dir);
-	fd0 = d0 < 0 ? d0 : xattr_fd(fs, 0, d0, l.name);
+	d0 = at(fs, 0, it->path, name);
+	fd0 = d0 < 0 ? d0 : xattr_fd(fs, 0, d0, name);
 	if (d0 >= 0)
 		close(d0);
 	if (fd0 < 0) {
@@ -280,8 +291,8 @@ static int replay_xattr(struct tfs_fs *fs, const struct tfs_intent *it)
 	len = OPS(fs)->getxattr(BE(fs), 0, fd0, it->path2, val, 65536);
 	close(fd0);
 	for (uint32_t m = 1; m < fs->n && rc == 0; m++) {
-		int d = OPS(fs)->open_dir(BE(fs), m, l.dir);
-		int fd = d < 0 ? d : xattr_fd(fs, m, d, l.name);
+		int d = at(fs, m, it->path, name);
+		int fd = d < 0 ? d : xattr_fd(fs, m, d, name);
 
 		if (d >= 0)
 			close(d);
@@ -302,11 +313,13 @@ static int replay_xattr(struct tfs_fs *fs, const struct tfs_intent *it)
 static int replay_one(void *arg, uint64_t seq, const void *rec, size_t len)
 {
 	struct tfs_fs *fs = arg;
-	char p1[PATH_MAX], p2[PATH_MAX];
+	char *p1 = malloc(TFS_INTENT_PATH_MAX), *p2 = malloc(TFS_INTENT_PATH_MAX);
 	struct tfs_intent it;
-	int rc = tfs_intent_decode(rec, len, &it, p1, p2);
+	int rc = p1 && p2 ? tfs_intent_decode(rec, len, &it, p1, p2) : -ENOMEM;
 
 	if (rc) {
+		free(p1);
+		free(p2);
 		tfs_err("intent %" PRIu64 ": unreadable record, skipped", seq);
 		return 0;
 	}
@@ -319,6 +332,8 @@ static int replay_one(void *arg, uint64_t seq, const void *rec, size_t len)
 	}
 	tfs_info("recovery: intent %" PRIu64 " (op %u, '%s'%s%s): %s", seq, it.op, it.path,
 		 it.path2[0] ? " -> " : "", it.path2, rc ? strerror(-rc) : "repaired");
+	free(p1);
+	free(p2);
 	return 0;	/* keep going: one bad record must not stop the others */
 }
 

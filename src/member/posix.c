@@ -159,17 +159,20 @@ static int px_fallocate(struct tfs_backend *be, uint32_t m, int fd, int mode, ui
 	RET(rc);
 }
 
-/* xattr calls through /proc/self/fd work for O_PATH fds too */
+/* xattr calls on the fd itself; an O_PATH fd (EBADF) goes through
+ * /proc/self/fd, which works for those too */
 #define PROCFD(buf, fd) snprintf(buf, sizeof(buf), "/proc/self/fd/%d", fd)
 
 static int px_getxattr(struct tfs_backend *be, uint32_t m, int fd, const char *name,
 		       void *buf, size_t len)
 {
 	char p[64];
-	ssize_t rc;
+	ssize_t rc = fgetxattr(fd, name, buf, len);
 
-	PROCFD(p, fd);
-	rc = getxattr(p, name, buf, len);
+	if (rc < 0 && errno == EBADF) {
+		PROCFD(p, fd);
+		rc = getxattr(p, name, buf, len);
+	}
 	RET((int)rc);
 }
 
@@ -177,30 +180,36 @@ static int px_setxattr(struct tfs_backend *be, uint32_t m, int fd, const char *n
 		       const void *buf, size_t len, int flags)
 {
 	char p[64];
-	int rc;
+	int rc = fsetxattr(fd, name, buf, len, flags);
 
-	PROCFD(p, fd);
-	rc = setxattr(p, name, buf, len, flags);
+	if (rc < 0 && errno == EBADF) {
+		PROCFD(p, fd);
+		rc = setxattr(p, name, buf, len, flags);
+	}
 	RET(rc);
 }
 
 static int px_listxattr(struct tfs_backend *be, uint32_t m, int fd, char *buf, size_t len)
 {
 	char p[64];
-	ssize_t rc;
+	ssize_t rc = flistxattr(fd, buf, len);
 
-	PROCFD(p, fd);
-	rc = listxattr(p, buf, len);
+	if (rc < 0 && errno == EBADF) {
+		PROCFD(p, fd);
+		rc = listxattr(p, buf, len);
+	}
 	RET((int)rc);
 }
 
 static int px_removexattr(struct tfs_backend *be, uint32_t m, int fd, const char *name)
 {
 	char p[64];
-	int rc;
+	int rc = fremovexattr(fd, name);
 
-	PROCFD(p, fd);
-	rc = removexattr(p, name);
+	if (rc < 0 && errno == EBADF) {
+		PROCFD(p, fd);
+		rc = removexattr(p, name);
+	}
 	RET(rc);
 }
 

@@ -36,6 +36,7 @@ enum { KEY_RO = 1 };
 #define OPT(t, p) { t, offsetof(struct opts, p), 1 }
 static const struct fuse_opt tierfs_opts[] = {
 	OPT("entry_timeout=%lf", timeout),
+	OPT("attr_timeout=%lf", timeout),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_END
 };
@@ -61,7 +62,8 @@ static void usage(const char *prog)
 	       "    -f                 stay in the foreground\n"
 	       "    -d                 debug (implies -f)\n"
 	       "    -o ro, allow_other, default_permissions (always on), ...\n"
-	       "    -o entry_timeout=SECONDS   kernel attribute/entry cache (default 1)\n"
+	       "    -o attr_timeout=SECONDS    kernel attribute and name cache (default 10;\n"
+	       "                               entry_timeout is the same option)\n"
 	       "FUSE options:\n", prog);
 	fuse_lowlevel_help();
 }
@@ -170,7 +172,10 @@ int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts cl;
-	struct opts o = { .timeout = 1.0 };
+	/* tierfs owns its members (flock): every change passes through the
+	 * kernel, which updates or drops what it cached, so a long cache is
+	 * safe and saves a round trip per stat and lookup */
+	struct opts o = { .timeout = 10.0 };
 	struct tfs_array array;
 	struct tfs_fs fs;
 	struct fuse_session *se = NULL;

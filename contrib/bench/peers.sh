@@ -30,6 +30,8 @@
 #                           directory on the disk you want to measure)
 #   OUT=<dir>               results (default: a new mktemp -d directory)
 #   PLL_OPTS="" MERGERFS_OPTS="cache.files=partial"  TIERFS_OPTS=""
+#   PLL_NOFILE=N            raise passthrough_ll's fd limit (it keeps one fd
+#                           per cached inode; default: the inherited limit)
 #   KEEP=1                  keep the work directory (data files, logs)
 #
 # Whatever happens (error, Ctrl-C, SIGTERM) the EXIT trap unmounts every
@@ -49,6 +51,7 @@ EXTRA=${EXTRA:-0}
 TIERFS_BUILD=${TIERFS_BUILD:-$REPO/build}
 BENCH_TMPDIR=${BENCH_TMPDIR:-/var/tmp}
 PLL_OPTS=${PLL_OPTS:-}
+PLL_NOFILE=${PLL_NOFILE:-}
 MERGERFS_OPTS=${MERGERFS_OPTS:-cache.files=partial}
 TIERFS_OPTS=${TIERFS_OPTS:-}
 KEEP=${KEEP:-0}
@@ -280,7 +283,13 @@ setup_target() {
 	pll)
 		[[ -x "$WORK/pll-build/passthrough_ll" ]] || build_pll
 		mkdir "$d/src" "$d/mnt"
-		start_daemon "$t" "$d/mnt" "$d/daemon.log" \
+		# passthrough_ll holds an O_PATH fd for every inode the kernel
+		# knows: NFILES above the fd limit (ulimit -n) makes its creates
+		# fail (EBADF).  PLL_NOFILE raises the limit if the hard limit
+		# (or CAP_SYS_RESOURCE) allows it.
+		local -a lim=()
+		if [[ -n "$PLL_NOFILE" ]]; then lim=(prlimit --nofile="$PLL_NOFILE" --); fi
+		start_daemon "$t" "$d/mnt" "$d/daemon.log" "${lim[@]}" \
 			"$WORK/pll-build/passthrough_ll" -f -o "source=$d/src${PLL_OPTS:+,$PLL_OPTS}" "$d/mnt"
 		DIR[$t]=$d/mnt
 		BACKING[$t]=$d/src
@@ -413,7 +422,9 @@ run_meta() {	# rep target
 		csv_row "$rep" "meta_$phase" "$t" ok "$rate" files/s "$NFILES" "$pcpu" \
 			"$(per_op "$pcpu" "$NFILES")" - "$load" "$psecs" ""
 	done <"$f.out"
-	log "  meta $t: $(tr '\n' ' ' <"$f.out")"
+	if [[ -s "$f.out" ]]; then
+		log "  meta $t: $(tr '\n' ' ' <"$f.out")(phase rate secs daemon_cpu)"
+	fi
 }
 
 mkdir -p "$OUT/fio" "$OUT/meta"
@@ -421,12 +432,12 @@ mkdir -p "$OUT/fio" "$OUT/meta"
 	echo "date: $(date -Is)"
 	echo "host: $(uname -srm), $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
 	echo "disk: $(df -hT "$WORK" | awk 'NR == 2 { print $1, $2, $3 }')"
-	echo "tierfs: $TIERFS_BUILD ($(git -C "$REPO" describe --always --dirty 2>/dev/null || echo ?))"
+	echo "tierfs: $TIERFS_BUILD/tierfs built $(date -r "$TIERFS_BUILD/tierfs" -Is); repo $REPO at $(git -C "$REPO" describe --always --dirty 2>/dev/null || echo ?) (the build may be older)"
 	echo "fio: $(fio --version); mergerfs: $(mergerfs --version 2>&1 | head -1); libfuse: $(pkg-config --modversion fuse3)"
 	echo "R=$R RUNTIME=$RUNTIME SIZE=$SIZE NFILES=$NFILES FSIZE=$FSIZE"
 	echo "TARGETS=$TARGETS"
 	echo "JOBS=$JOBS"
-	echo "PLL_OPTS=$PLL_OPTS MERGERFS_OPTS=$MERGERFS_OPTS TIERFS_OPTS=$TIERFS_OPTS"
+	echo "PLL_OPTS=$PLL_OPTS PLL_NOFILE=$PLL_NOFILE MERGERFS_OPTS=$MERGERFS_OPTS TIERFS_OPTS=$TIERFS_OPTS"
 	echo "loadavg at start: $(cat /proc/loadavg)"
 } >"$OUT/env.txt"
 cat "$OUT/env.txt" >&2

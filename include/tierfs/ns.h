@@ -76,6 +76,10 @@ struct tfs_fs {
 	struct tfs_inode **htab;
 	size_t hsize, icount;
 	struct tfs_inode lru;		/* list head of directories with cached fds */
+	/* Resolving a directory by name (fd cache miss) holds this shared; a
+	 * directory rename holds it exclusive, so a walk never sees a rename
+	 * applied to some members and not others. */
+	pthread_rwlock_t rename_lock;
 	unsigned dcount, dmax;
 	struct tfs_inode root;
 };

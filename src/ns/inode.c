@@ -41,6 +41,7 @@ int tfs_fs_init(struct tfs_fs *fs)
 {
 	pthread_mutex_init(&fs->ilock, NULL);
 	pthread_mutex_init(&fs->fid_lock, NULL);
+	pthread_rwlock_init(&fs->rename_lock, NULL);
 	fs->hsize = 1 << 16;
 	fs->htab = calloc(fs->hsize, sizeof(*fs->htab));
 	if (!fs->htab)
@@ -449,7 +450,29 @@ static void close_all(struct tfs_fs *fs, int *fd, uint32_t n)
 		close(fd[k]);
 }
 
+static int dir_fds(struct tfs_fs *fs, struct tfs_inode *dir, int *fds);
+
 int tfs_dir_fds(struct tfs_fs *fs, struct tfs_inode *dir, int *fds)
+{
+	int rc;
+
+	pthread_mutex_lock(&fs->ilock);
+	if (dir->dfd) {
+		dir->dusers++;
+		lru_front_locked(fs, dir);
+		memcpy(fds, dir->dfd, fs->n * sizeof(int));
+		pthread_mutex_unlock(&fs->ilock);
+		return 0;
+	}
+	pthread_mutex_unlock(&fs->ilock);
+	pthread_rwlock_rdlock(&fs->rename_lock);
+	rc = dir_fds(fs, dir, fds);
+	pthread_rwlock_unlock(&fs->rename_lock);
+	return rc;
+}
+
+/* The slow path, under rename_lock (shared). */
+static int dir_fds(struct tfs_fs *fs, struct tfs_inode *dir, int *fds)
 {
 	struct tfs_inode *parent = NULL;
 	char name[NAME_MAX + 1];
@@ -476,7 +499,7 @@ int tfs_dir_fds(struct tfs_fs *fs, struct tfs_inode *dir, int *fds)
 	if (!mine)
 		rc = -ENOMEM;
 	else if (parent)
-		rc = tfs_dir_fds(fs, parent, pfd);
+		rc = dir_fds(fs, parent, pfd);
 	for (k = 0; rc == 0 && k < fs->n; k++) {
 		mine[k] = fs->be->ops->open_dir(fs->be, k, parent ? pfd[k] : -1, parent ? name : "");
 		if (mine[k] < 0) {

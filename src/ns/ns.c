@@ -862,6 +862,7 @@ int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 	struct tfs_inode *oin = NULL, *nin = NULL;
 	uint64_t seq = 0;
 	int od[TFS_MAX_MEMBERS], nd[TFS_MAX_MEMBERS], rc, nrc;
+	bool dirmove;
 
 	ol.parent = nl.parent = NULL;
 	if ((rc = tfs_inode_child_loc(fs, op, oname, &ol)) ||
@@ -872,6 +873,11 @@ int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 	}
 	rc = OPS(fs)->fstatat(BE(fs), 0, od[0], oname, &so);
 	nrc = OPS(fs)->fstatat(BE(fs), 0, nd[0], nname, &sn);
+	/* moving a directory changes the names below it on each member in
+	 * turn: keep walks by name out until all members and aliases agree */
+	dirmove = rc == 0 && (S_ISDIR(so.st_mode) || (nrc == 0 && S_ISDIR(sn.st_mode)));
+	if (dirmove)
+		pthread_rwlock_wrlock(&fs->rename_lock);
 	if (rc == 0)
 		rc = intent_begin(fs, TFS_I_RENAME, &ol, &nl, NULL, flags, 0, &seq);
 	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
@@ -884,8 +890,11 @@ int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 	}
 	intent_end(fs, seq);
 	pair_close(fs, &ol, &nl, true);
-	if (rc)
+	if (rc) {
+		if (dirmove)
+			pthread_rwlock_unlock(&fs->rename_lock);
 		return rc;
+	}
 	oin = pin_ino(fs, so.st_ino);
 	nin = nrc == 0 ? pin_ino(fs, sn.st_ino) : NULL;
 	if (flags & RENAME_EXCHANGE) {
@@ -904,6 +913,8 @@ int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 		if (oin)
 			tfs_inode_alias_move(fs, oin, op, oname, np, nname);
 	}
+	if (dirmove)
+		pthread_rwlock_unlock(&fs->rename_lock);
 	if (oin)
 		tfs_inode_unref(fs, oin);
 	if (nin)

@@ -32,8 +32,8 @@ struct tfs_alias {
 /* Member fds of an open regular file, shared by all its handles. */
 struct tfs_ofile {
 	unsigned users;
-	int fd[TFS_MAX_MEMBERS];	/* buffered, O_RDWR (O_RDONLY on ro mounts) */
-	int dfd[TFS_MAX_MEMBERS];	/* O_DIRECT twins, opened on first use, or -1 */
+	int fd[TFS_MAX_MEMBERS];	/* O_RDWR (O_RDONLY on ro mounts), or -1 until first use */
+	int dfd[TFS_MAX_MEMBERS];	/* O_DIRECT twins, or -1 until first use */
 };
 
 struct tfs_inode {
@@ -162,8 +162,14 @@ int tfs_ns_getxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 		    void *buf, size_t len);
 int tfs_ns_listxattr(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len);
 int tfs_ns_removexattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name);
-/* Member-open the file for a handle (shares the inode's ofile). */
-int tfs_ns_open(struct tfs_fs *fs, struct tfs_inode *in, bool direct);
+/* Open the file for a handle (shares the inode's ofile; member files are
+ * opened on first use). */
+int tfs_ns_open(struct tfs_fs *fs, struct tfs_inode *in);
+/* fd of member k (O_DIRECT twin if direct) of an open file, opening it on
+ * first use; -errno on failure.  The caller holds a handle. */
+int tfs_ns_member_fd(struct tfs_fs *fs, struct tfs_inode *in, uint32_t k, bool direct);
+/* Open every member file of an open file. */
+int tfs_ns_fill(struct tfs_fs *fs, struct tfs_inode *in);
 void tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in);
 /* Load fid and logical size of a regular file if not known yet. */
 int tfs_ns_load_file(struct tfs_fs *fs, struct tfs_inode *in);

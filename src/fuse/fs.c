@@ -218,7 +218,7 @@ static void tfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_inode *in = INO(req, ino);
 	struct tfs_fh *h = fh_new(in, fi->flags);
-	int rc = h ? tfs_ns_open(FS(req), in, h->direct) : -ENOMEM;
+	int rc = h ? tfs_ns_open(FS(req), in) : -ENOMEM;
 
 	if (rc == 0 && (fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
 		rc = tfs_ns_truncate(FS(req), in, 0);

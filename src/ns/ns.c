@@ -209,60 +209,100 @@ static struct tfs_ofile *ofile_new(struct tfs_fs *fs)
 	return of;
 }
 
-/* Reopen with O_DIRECT through /proc (works for unlinked files too). */
-static int ofile_direct(struct tfs_fs *fs, struct tfs_ofile *of)
-{
-	char p[64];
-
-	for (uint32_t k = 0; k < fs->n; k++) {
-		if (of->dfd[k] >= 0)
-			continue;
-		snprintf(p, sizeof(p), "/proc/self/fd/%d", of->fd[k]);
-		of->dfd[k] = open(p, (fs->readonly ? O_RDONLY : O_RDWR) | O_DIRECT | O_CLOEXEC);
-		if (of->dfd[k] < 0)
-			return -errno;
-	}
-	return 0;
-}
-
-/* Pin the inode's open member files, opening them by path if needed.
- * Caller holds in->lock. */
-static int ofile_get_locked(struct tfs_fs *fs, struct tfs_inode *in, bool direct)
+/* Open member k's file of an open inode (and its O_DIRECT twin when asked).
+ * Caller holds in->lock.  Member files are opened on first use, by name:
+ * whoever changes a name of an open file (remove, rename) first opens
+ * every member (ofile_fill_locked) under in->lock, so a name is only used
+ * while it is current.  O_DIRECT twins are reopened through /proc, which
+ * works for unlinked files too. */
+static int ofile_open_locked(struct tfs_fs *fs, struct tfs_inode *in, uint32_t k, bool direct)
 {
 	struct tfs_ofile *of = in->of;
-	struct tfs_loc loc;
-	int rc = 0;
+	int rc = 0, fd;
 
-	if (!of) {
+	if (of->fd[k] < 0) {
+		struct tfs_loc loc;
 		int dfd[TFS_MAX_MEMBERS];
 
 		rc = tfs_inode_loc(fs, in, &loc);
 		if (rc)
 			return rc;
-		of = ofile_new(fs);
-		rc = of ? tfs_dir_fds(fs, loc.parent, dfd) : -ENOMEM;
+		rc = tfs_dir_fds(fs, loc.parent, dfd);
 		if (rc == 0) {
-			for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
-				rc = OPS(fs)->openat(BE(fs), k, dfd[k], loc.name,
-						     fs->readonly ? O_RDONLY : O_RDWR, 0);
-				if (rc >= 0) {
-					of->fd[k] = rc;
-					rc = 0;
-				}
-			}
+			fd = OPS(fs)->openat(BE(fs), k, dfd[k], loc.name,
+					     fs->readonly ? O_RDONLY : O_RDWR, 0);
 			tfs_dir_fds_put(fs, loc.parent);
+			if (fd < 0)
+				rc = fd;
+			else
+				__atomic_store_n(&of->fd[k], fd, __ATOMIC_RELEASE);
 		}
 		tfs_loc_put(fs, &loc);
-		if (rc) {
-			if (of)
-				ofile_close(fs, of);
+		if (rc)
 			return rc;
-		}
-		in->of = of;
 	}
-	if (direct && (rc = ofile_direct(fs, of)))
-		return rc;
-	of->users++;
+	if (direct && of->dfd[k] < 0) {
+		char p[64];
+
+		snprintf(p, sizeof(p), "/proc/self/fd/%d", of->fd[k]);
+		fd = open(p, (fs->readonly ? O_RDONLY : O_RDWR) | O_DIRECT | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		__atomic_store_n(&of->dfd[k], fd, __ATOMIC_RELEASE);
+	}
+	return 0;
+}
+
+static int ofile_fill_locked(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	int rc = 0;
+
+	for (uint32_t k = 0; k < fs->n && rc == 0; k++)
+		rc = ofile_open_locked(fs, in, k, false);
+	return rc;
+}
+
+int tfs_ns_member_fd(struct tfs_fs *fs, struct tfs_inode *in, uint32_t k, bool direct)
+{
+	struct tfs_ofile *of = in->of;	/* pinned by the caller's handle */
+	int fd = __atomic_load_n(direct ? &of->dfd[k] : &of->fd[k], __ATOMIC_ACQUIRE);
+	int rc;
+
+	if (fd >= 0)
+		return fd;
+	pthread_mutex_lock(&in->lock);
+	rc = ofile_open_locked(fs, in, k, direct);
+	fd = rc ? rc : (direct ? of->dfd[k] : of->fd[k]);
+	pthread_mutex_unlock(&in->lock);
+	return fd;
+}
+
+int tfs_ns_fill(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	int rc;
+
+	pthread_mutex_lock(&in->lock);
+	rc = ofile_fill_locked(fs, in);
+	pthread_mutex_unlock(&in->lock);
+	return rc;
+}
+
+/* Pin the inode's open member files (opened lazily, see above).  The file
+ * must still have a name.  Caller holds in->lock. */
+static int ofile_get_locked(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	if (!in->of) {
+		struct tfs_loc loc;
+		int rc = tfs_inode_loc(fs, in, &loc);
+
+		if (rc)
+			return rc;
+		tfs_loc_put(fs, &loc);
+		in->of = ofile_new(fs);
+		if (!in->of)
+			return -ENOMEM;
+	}
+	in->of->users++;
 	return 0;
 }
 
@@ -274,12 +314,12 @@ static void ofile_put_locked(struct tfs_fs *fs, struct tfs_inode *in)
 	}
 }
 
-int tfs_ns_open(struct tfs_fs *fs, struct tfs_inode *in, bool direct)
+int tfs_ns_open(struct tfs_fs *fs, struct tfs_inode *in)
 {
 	int rc;
 
 	pthread_mutex_lock(&in->lock);
-	rc = ofile_get_locked(fs, in, direct);
+	rc = ofile_get_locked(fs, in);
 	pthread_mutex_unlock(&in->lock);
 	if (rc == 0)
 		tfs_inode_ref(fs, in);
@@ -355,7 +395,9 @@ static int target_open(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 	t->has_loc = tfs_inode_loc(fs, in, &t->loc) == 0;
 	pthread_mutex_lock(&in->lock);
 	if (in->of) {
-		rc = ofile_get_locked(fs, in, false);
+		rc = ofile_get_locked(fs, in);
+		if (rc == 0 && (rc = ofile_fill_locked(fs, in)))
+			ofile_put_locked(fs, in);
 		if (rc == 0) {
 			memcpy(t->fd, in->of->fd, sizeof(t->fd));
 			t->pinned = true;
@@ -574,7 +616,9 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&in->lock);
-	rc = ofile_get_locked(fs, in, false);
+	rc = ofile_get_locked(fs, in);
+	if (rc == 0 && (rc = ofile_fill_locked(fs, in)))
+		ofile_put_locked(fs, in);
 	if (rc) {
 		pthread_mutex_unlock(&in->lock);
 		return rc;
@@ -761,14 +805,7 @@ int tfs_ns_create(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode
 	}
 	e->in->of = of;
 	of->users++;
-	rc = (flags & O_DIRECT) ? ofile_direct(fs, of) : 0;
-	if (rc)
-		ofile_put_locked(fs, e->in);
 	pthread_mutex_unlock(&e->in->lock);
-	if (rc) {
-		tfs_inode_forget(fs, e->in, 1);
-		return rc;
-	}
 	tfs_inode_ref(fs, e->in);
 	return 0;
 }
@@ -776,6 +813,50 @@ int tfs_ns_create(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode
 /* ------------------------------------------------------------------ */
 /* Removal, rename, link                                               */
 /* ------------------------------------------------------------------ */
+
+/* Pin the hashed inode of member-0 object number ino, if any. */
+static struct tfs_inode *pin_ino(struct tfs_fs *fs, uint64_t ino)
+{
+	struct tfs_inode *in;
+
+	pthread_mutex_lock(&fs->ilock);
+	in = tfs_inode_find(fs, ino);
+	if (in)
+		in->refs++;
+	pthread_mutex_unlock(&fs->ilock);
+	return in;
+}
+
+/* A name of in's object is about to go away or move.  Hold its lock until
+ * the change and the aliases are done, and first open every member file it
+ * has open: an open file never needs an old name. */
+static void hold(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	int rc;
+
+	if (!in)
+		return;
+	pthread_mutex_lock(&in->lock);
+	if (in->of && (rc = ofile_fill_locked(fs, in)))
+		tfs_warn("inode %llu: cannot open its member files before a rename or "
+			 "unlink: %s", (unsigned long long)in->ino, strerror(-rc));
+}
+
+static struct tfs_inode *hold_named(struct tfs_fs *fs, uint64_t ino)
+{
+	struct tfs_inode *in = pin_ino(fs, ino);
+
+	hold(fs, in);
+	return in;
+}
+
+static void release_named(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	if (in) {
+		pthread_mutex_unlock(&in->lock);
+		tfs_inode_unref(fs, in);
+	}
+}
 
 int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name, bool dir)
 {
@@ -789,6 +870,7 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	if (rc)
 		return rc;
 	rc = OPS(fs)->fstatat(BE(fs), 0, dfd[0], name, &st);
+	in = rc == 0 ? hold_named(fs, st.st_ino) : NULL;
 	if (rc == 0)
 		rc = intent_begin(fs, TFS_I_REMOVE, &loc, NULL, NULL, 0, 0, &seq);
 	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
@@ -802,20 +884,13 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	intent_end(fs, seq);
 	dirs_close(fs, &loc);
 	tfs_loc_put(fs, &loc);
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&fs->ilock);
-	in = tfs_inode_find(fs, st.st_ino);
-	if (in)
-		in->refs++;
-	pthread_mutex_unlock(&fs->ilock);
-	if (in) {
+	if (rc == 0 && in) {
 		tfs_inode_alias_drop(fs, in, parent, name);
 		if (dir || st.st_nlink <= 1)
 			tfs_inode_unhash(fs, in);
-		tfs_inode_unref(fs, in);
 	}
-	return 0;
+	release_named(fs, in);
+	return rc;
 }
 
 /* Directory fds for a change that names two entries (rename, link). */
@@ -841,19 +916,6 @@ static void pair_close(struct tfs_fs *fs, struct tfs_loc *a, struct tfs_loc *b, 
 	tfs_loc_put(fs, b);
 }
 
-/* Pin the hashed inode of member-0 object number ino, if any. */
-static struct tfs_inode *pin_ino(struct tfs_fs *fs, uint64_t ino)
-{
-	struct tfs_inode *in;
-
-	pthread_mutex_lock(&fs->ilock);
-	in = tfs_inode_find(fs, ino);
-	if (in)
-		in->refs++;
-	pthread_mutex_unlock(&fs->ilock);
-	return in;
-}
-
 int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 		  struct tfs_inode *np, const char *nname, unsigned flags)
 {
@@ -873,6 +935,18 @@ int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 	}
 	rc = OPS(fs)->fstatat(BE(fs), 0, od[0], oname, &so);
 	nrc = OPS(fs)->fstatat(BE(fs), 0, nd[0], nname, &sn);
+	if (rc == 0) {
+		/* both inodes held, in address order (once if they are one) */
+		oin = pin_ino(fs, so.st_ino);
+		nin = nrc == 0 && sn.st_ino != so.st_ino ? pin_ino(fs, sn.st_ino) : NULL;
+		if (oin && nin && (uintptr_t)nin < (uintptr_t)oin) {
+			hold(fs, nin);
+			hold(fs, oin);
+		} else {
+			hold(fs, oin);
+			hold(fs, nin);
+		}
+	}
 	/* moving a directory changes the names below it on each member in
 	 * turn: keep walks by name out until all members and aliases agree */
 	dirmove = rc == 0 && (S_ISDIR(so.st_mode) || (nrc == 0 && S_ISDIR(sn.st_mode)));
@@ -890,21 +964,14 @@ int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 	}
 	intent_end(fs, seq);
 	pair_close(fs, &ol, &nl, true);
-	if (rc) {
-		if (dirmove)
-			pthread_rwlock_unlock(&fs->rename_lock);
-		return rc;
-	}
-	oin = pin_ino(fs, so.st_ino);
-	nin = nrc == 0 ? pin_ino(fs, sn.st_ino) : NULL;
-	if (flags & RENAME_EXCHANGE) {
+	if (rc == 0 && (flags & RENAME_EXCHANGE)) {
 		if (oin)
 			tfs_inode_alias_move(fs, oin, op, oname, np, "\x01tierfs-xchg");
 		if (nin)
 			tfs_inode_alias_move(fs, nin, np, nname, op, oname);
 		if (oin)
 			tfs_inode_alias_move(fs, oin, np, "\x01tierfs-xchg", np, nname);
-	} else if (!(nin && nin == oin)) {
+	} else if (rc == 0 && !(nrc == 0 && sn.st_ino == so.st_ino)) {
 		if (nin) {
 			tfs_inode_alias_drop(fs, nin, np, nname);
 			if (S_ISDIR(sn.st_mode) || sn.st_nlink <= 1)
@@ -915,11 +982,9 @@ int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 	}
 	if (dirmove)
 		pthread_rwlock_unlock(&fs->rename_lock);
-	if (oin)
-		tfs_inode_unref(fs, oin);
-	if (nin)
-		tfs_inode_unref(fs, nin);
-	return 0;
+	release_named(fs, nin);
+	release_named(fs, oin);
+	return rc;
 }
 
 int tfs_ns_link(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode *np,

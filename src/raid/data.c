@@ -90,13 +90,15 @@ static unsigned pieces(const struct tfs_layout *l, uint64_t off, uint64_t len)
 
 /* Retry, through the buffered fd, each request O_DIRECT refused.  Rare
  * (misaligned I/O), so one at a time. */
-static int redo_buffered(struct tfs_fs *fs, struct tfs_ofile *of, struct tfs_mio *v, unsigned n)
+static int redo_buffered(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_mio *v, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
 		if (v[i].res == -EINVAL) {
 			int rc;
 
-			v[i].fd = of->fd[v[i].member];
+			v[i].fd = tfs_ns_member_fd(fs, in, v[i].member, false);
+			if (v[i].fd < 0)
+				return v[i].fd;
 			rc = OPS(fs)->submit(BE(fs), &v[i], 1);
 			if (rc)
 				return rc;
@@ -106,13 +108,13 @@ static int redo_buffered(struct tfs_fs *fs, struct tfs_ofile *of, struct tfs_mio
 }
 
 /* Submit a batch; returns the first error of the batch or of any request. */
-static int run_batch(struct tfs_fs *fs, struct tfs_ofile *of, struct tfs_mio *v, unsigned n,
+static int run_batch(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_mio *v, unsigned n,
 		     bool direct)
 {
 	int rc = OPS(fs)->submit(BE(fs), v, n);
 
 	if (rc == 0 && direct)
-		rc = redo_buffered(fs, of, v, n);
+		rc = redo_buffered(fs, in, v, n);
 	for (unsigned i = 0; i < n && rc == 0; i++)
 		if (v[i].res < 0)
 			rc = (int)v[i].res;
@@ -150,12 +152,14 @@ ssize_t tfs_data_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void
 		tfs_layout_map(l, rot, pos, (uint32_t)((chunk_no + rot) % copies), &p);
 		v[n] = (struct tfs_mio){
 			.member = p.member, .op = TFS_MIO_READ,
-			.fd = direct ? of->dfd[p.member] : of->fd[p.member],
+			.fd = tfs_ns_member_fd(fs, in, p.member, direct),
 			.buf = (char *)buf + (pos - off), .len = (uint32_t)ext, .off = p.moff,
 		};
+		if (v[n].fd < 0)
+			return v[n].fd;
 		pos += ext;
 	}
-	rc = run_batch(fs, of, v, n, direct);
+	rc = run_batch(fs, in, v, n, direct);
 	if (rc)
 		return rc;
 	/* holes: zero what the members did not have */
@@ -206,14 +210,16 @@ ssize_t tfs_data_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, con
 			tfs_layout_map(l, rot, pos, c, &p);
 			v[n] = (struct tfs_mio){
 				.member = p.member, .op = TFS_MIO_WRITE,
-				.fd = direct ? of->dfd[p.member] : of->fd[p.member],
+				.fd = tfs_ns_member_fd(fs, in, p.member, direct),
 				.buf = (void *)(src + (pos - off)), .len = (uint32_t)ext,
 				.off = p.moff,
 			};
+			if (v[n].fd < 0)
+				return v[n].fd;
 		}
 		pos += ext;
 	}
-	rc = run_batch(fs, of, v, n, direct);
+	rc = run_batch(fs, in, v, n, direct);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&in->lock);
@@ -231,6 +237,8 @@ int tfs_data_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 	uint32_t rot;
 	int rc = file_state(fs, in, &rot, &size, &of);
 
+	if (rc == 0)
+		rc = tfs_ns_fill(fs, in);	/* every member may hold dirty data */
 	if (rc)
 		return rc;
 	for (uint32_t k = 0; k < fs->n; k++)
@@ -266,8 +274,11 @@ int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64
 		uint64_t a = tfs_layout_share(&fs->layout, rot, k, off);
 		uint64_t b = tfs_layout_share(&fs->layout, rot, k, end);
 
-		if (b > a)
-			rc = OPS(fs)->fallocate(BE(fs), k, of->fd[k], mode, a, b - a);
+		if (b > a) {
+			int fd = tfs_ns_member_fd(fs, in, k, false);
+
+			rc = fd < 0 ? fd : OPS(fs)->fallocate(BE(fs), k, fd, mode, a, b - a);
+		}
 	}
 	if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE)) {
 		pthread_mutex_lock(&in->lock);

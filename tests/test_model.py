@@ -10,7 +10,7 @@ the mount and checks every result against an in-memory model:
   empty ones), hard links (st_ino and st_nlink), unlink of files that stay
   open (I/O continues on the open fd), mkdir/rmdir, and the EEXIST/ENOTEMPTY
   refusals.  New objects often reuse a name that existed before, maybe as
-  another type, maybe still open.  Some cases mount with entry_timeout=0 so
+  another type, maybe still open.  Some cases mount with attr_timeout=0 so
   the kernel asks tierfs for every lookup and attribute.
 
 Halfway through, and at the end, the array is unmounted and mounted again and
@@ -46,22 +46,23 @@ NOPS = int(os.environ.get("TIERFS_MODEL_OPS", "2000"))
 K = 1024
 M = 1024 * 1024
 
-# (level, members, chunk, kernel cache timeout): with timeout 0 the kernel
-# asks tierfs for every lookup and attribute instead of answering from cache.
+# (level, members, chunk, kernel cache timeout or None for the default): with
+# 0 the kernel asks tierfs for every lookup and attribute instead of answering
+# from its cache.
 CASES = [
-    ("jbod", 1, 4 * K, 1),
+    ("jbod", 1, 4 * K, None),
     ("jbod", 3, 64 * K, 0),
-    ("raid0", 2, 4 * K, 1),
-    ("raid0", 2, 1 * M, 1),
-    ("raid0", 4, 64 * K, 1),
+    ("raid0", 2, 4 * K, None),
+    ("raid0", 2, 1 * M, None),
+    ("raid0", 4, 64 * K, None),
     ("raid0", 4, 4 * K, 0),
-    ("raid0", 3, 64 * K, 1),
+    ("raid0", 3, 64 * K, None),
     ("raid1", 2, 64 * K, 0),
-    ("raid1", 3, 4 * K, 1),
-    ("raid10", 4, 4 * K, 1),
+    ("raid1", 3, 4 * K, None),
+    ("raid10", 4, 4 * K, None),
     ("raid10", 4, 64 * K, 0),
-    ("raid10", 4, 1 * M, 1),
-    ("raid10", 3, 64 * K, 1),   # odd member count: copies straddle rows
+    ("raid10", 4, 1 * M, None),
+    ("raid10", 3, 64 * K, None),  # odd member count: copies straddle rows
 ]
 
 
@@ -1043,7 +1044,7 @@ def test_model(make_array, case):
     seed = case_seed(case)
     lay = PyLayout(level, n, chunk)
     a = make_array(level, n, chunk_name(chunk))
-    mnt = a.mount(opts=[f"entry_timeout={timeout}"])
+    mnt = a.mount(opts=[] if timeout is None else [f"attr_timeout={timeout}"])
     w = Workload(a.mnt, lay, seed)
     w.opno = -1
     stage = "statfs"

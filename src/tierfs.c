@@ -29,6 +29,7 @@ struct opts {
 	char *members;		/* "DIR:DIR:..." */
 	double timeout;
 	int ro;
+	unsigned dir_cache;
 };
 
 enum { KEY_RO = 1 };
@@ -37,6 +38,7 @@ enum { KEY_RO = 1 };
 static const struct fuse_opt tierfs_opts[] = {
 	OPT("entry_timeout=%lf", timeout),
 	OPT("attr_timeout=%lf", timeout),
+	OPT("dir_cache=%u", dir_cache),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_END
 };
@@ -64,6 +66,7 @@ static void usage(const char *prog)
 	       "    -o ro, allow_other, default_permissions (always on), ...\n"
 	       "    -o attr_timeout=SECONDS    kernel attribute and name cache (default 10;\n"
 	       "                               entry_timeout is the same option)\n"
+	       "    -o dir_cache=N             directories whose member fds stay open (1024)\n"
 	       "FUSE options:\n", prog);
 	fuse_lowlevel_help();
 }
@@ -153,6 +156,8 @@ static int fs_setup(struct tfs_fs *fs, struct tfs_array *array, const struct opt
 		fs->be = tfs_fault_backend(fs->be, fault);
 	if (!fs->be || (rc = tfs_fs_init(fs)))
 		return -ENOMEM;
+	if (o->dir_cache)
+		fs->dmax = o->dir_cache;
 	if (fstat(rootfd[0], &rst))
 		return -errno;
 	fs->root.ino = rst.st_ino;

@@ -443,8 +443,10 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 		return rc;
 	pthread_mutex_lock(&in->lock);
 	if (!in->fid_valid) {
+		/* a real fd (not O_PATH): fgetxattr works on it directly */
 		int fd = t->pinned ? t->fd[0]
-				   : OPS(fs)->openat(BE(fs), 0, t->fd[0], t->name, O_PATH, 0);
+				   : OPS(fs)->openat(BE(fs), 0, t->fd[0], t->name,
+						     O_RDONLY | O_NONBLOCK, 0);
 		uint64_t fid = 0;
 
 		rc = fd < 0 ? fd : fid_get(fs, 0, fd, &fid);

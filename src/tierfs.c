@@ -30,6 +30,8 @@ struct opts {
 	double timeout;
 	int ro;
 	unsigned dir_cache;
+	char *member_model;
+	struct tfs_hdd_params hdd;
 };
 
 enum { KEY_RO = 1 };
@@ -39,6 +41,10 @@ static const struct fuse_opt tierfs_opts[] = {
 	OPT("entry_timeout=%lf", timeout),
 	OPT("attr_timeout=%lf", timeout),
 	OPT("dir_cache=%u", dir_cache),
+	OPT("member_model=%s", member_model),
+	OPT("hdd_seek_ms=%lf", hdd.seek_ms),
+	OPT("hdd_rpm=%u", hdd.rpm),
+	OPT("hdd_mbps=%lf", hdd.mbps),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_END
 };
@@ -67,6 +73,8 @@ static void usage(const char *prog)
 	       "    -o attr_timeout=SECONDS    kernel attribute and name cache (default 10;\n"
 	       "                               entry_timeout is the same option)\n"
 	       "    -o dir_cache=N             directories whose member fds stay open (1024)\n"
+	       "    -o member_model=hdd7200    make each member behave like a 7200 rpm disk\n"
+	       "       hdd_seek_ms=8.5, hdd_rpm=7200, hdd_mbps=180   its parameters\n"
 	       "FUSE options:\n", prog);
 	fuse_lowlevel_help();
 }
@@ -152,6 +160,13 @@ static int fs_setup(struct tfs_fs *fs, struct tfs_array *array, const struct opt
 		}
 	}
 	fs->be = tfs_posix_backend(rootfd, fs->n);
+	if (fs->be && o->member_model) {
+		if (strcmp(o->member_model, "hdd7200") != 0) {
+			tfs_err("unknown member_model '%s' (known: hdd7200)", o->member_model);
+			return -EINVAL;
+		}
+		fs->be = tfs_hdd_backend(fs->be, &o->hdd);
+	}
 	if (fs->be && fault && *fault)
 		fs->be = tfs_fault_backend(fs->be, fault);
 	if (!fs->be || (rc = tfs_fs_init(fs)))
@@ -180,7 +195,7 @@ int main(int argc, char *argv[])
 	/* tierfs owns its members (flock): every change passes through the
 	 * kernel, which updates or drops what it cached, so a long cache is
 	 * safe and saves a round trip per stat and lookup */
-	struct opts o = { .timeout = 10.0 };
+	struct opts o = { .timeout = 10.0, .hdd = TFS_HDD7200 };
 	struct tfs_array array;
 	struct tfs_fs fs;
 	struct fuse_session *se = NULL;
@@ -275,6 +290,7 @@ out:
 	tfs_array_release(&array);
 	free(cl.mountpoint);
 	free(o.members);
+	free(o.member_model);
 	free(list);
 	fuse_opt_free_args(&args);
 	return ret;

@@ -95,6 +95,18 @@ struct tfs_backend {
 /* The real thing: tree roots are MEMBER/root, held as O_PATH fds. */
 struct tfs_backend *tfs_posix_backend(const int *rootfd, uint32_t n);
 
+/* An ops table forwarding every call to be->inner, for wrappers to copy. */
+extern const struct tfs_member_ops tfs_forward_ops;
+
+/* HDD service-time model (hdd.c). */
+struct tfs_hdd_params {
+	double seek_ms;		/* average seek between random positions */
+	unsigned rpm;		/* spindle speed: average rotation = 30000/rpm ms */
+	double mbps;		/* media transfer rate, MB/s (10^6 bytes) */
+};
+#define TFS_HDD7200 ((struct tfs_hdd_params){ .seek_ms = 8.5, .rpm = 7200, .mbps = 180 })
+struct tfs_backend *tfs_hdd_backend(struct tfs_backend *inner, const struct tfs_hdd_params *p);
+
 /* Fault injection wrapper, configured by a spec string (see fault.c). */
 struct tfs_backend *tfs_fault_backend(struct tfs_backend *inner, const char *spec);
 

@@ -146,7 +146,7 @@ int tfs_ns_mknod(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode 
 		 const char *name, mode_t mode, dev_t rdev, const char *target,
 		 struct tfs_entry *e);
 int tfs_ns_create(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *parent,
-		  const char *name, mode_t mode, int flags, struct tfs_entry *e);
+		  const char *name, mode_t mode, struct tfs_entry *e);
 int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name, bool dir);
 int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 		  struct tfs_inode *np, const char *nname, unsigned flags);

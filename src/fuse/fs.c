@@ -244,7 +244,7 @@ static void tfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	struct tfs_entry e;
 	struct fuse_entry_param ep;
 	struct tfs_fh *h;
-	int rc = tfs_ns_create(FS(req), &ctx, INO(req, parent), name, mode, fi->flags, &e);
+	int rc = tfs_ns_create(FS(req), &ctx, INO(req, parent), name, mode, &e);
 
 	if (rc) {
 		fuse_reply_err(req, -rc);

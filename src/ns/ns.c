@@ -787,7 +787,7 @@ int tfs_ns_mknod(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode 
 }
 
 int tfs_ns_create(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *parent,
-		  const char *name, mode_t mode, int flags, struct tfs_entry *e)
+		  const char *name, mode_t mode, struct tfs_entry *e)
 {
 	struct tfs_ofile *of = ofile_new(fs);
 	int rc;

@@ -65,20 +65,27 @@ static struct tfs_mio *mio_array(unsigned n)
 	return scr.mio;
 }
 
-/* Snapshot what a data request needs from the inode. */
-static int file_state(struct tfs_fs *fs, struct tfs_inode *in, uint32_t *rot,
-		      uint64_t *size, struct tfs_ofile **of)
+/* Snapshot what a data request needs from the inode: one lock round trip
+ * once the identity and size are known (the caller holds a handle). */
+static int file_state(struct tfs_fs *fs, struct tfs_inode *in, uint32_t *rot, uint64_t *size)
 {
-	int rc = tfs_ns_load_file(fs, in);
+	for (int tries = 0;; tries++) {
+		bool known;
+		int rc;
 
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&in->lock);
-	*rot = in->rot;
-	*size = in->size;
-	*of = in->of;
-	pthread_mutex_unlock(&in->lock);
-	return *of ? 0 : -EBADF;
+		pthread_mutex_lock(&in->lock);
+		known = in->fid_valid && in->size_valid;
+		*rot = in->rot;
+		*size = in->size;
+		pthread_mutex_unlock(&in->lock);
+		if (known)
+			return 0;
+		if (tries)
+			return -EIO;	/* not a regular file on member 0 any more */
+		rc = tfs_ns_load_file(fs, in);
+		if (rc)
+			return rc;
+	}
 }
 
 static unsigned pieces(const struct tfs_layout *l, uint64_t off, uint64_t len)
@@ -125,12 +132,11 @@ ssize_t tfs_data_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void
 		      size_t len, uint64_t off)
 {
 	const struct tfs_layout *l = &fs->layout;
-	struct tfs_ofile *of;
 	struct tfs_mio *v;
 	uint64_t size, pos, end;
 	uint32_t rot, copies = tfs_layout_copies(l);
 	unsigned n = 0;
-	int rc = file_state(fs, in, &rot, &size, &of);
+	int rc = file_state(fs, in, &rot, &size);
 
 	if (rc)
 		return rc;
@@ -174,13 +180,12 @@ ssize_t tfs_data_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, con
 		       size_t len, uint64_t off)
 {
 	const struct tfs_layout *l = &fs->layout;
-	struct tfs_ofile *of;
 	struct tfs_mio *v;
 	uint64_t size, pos, end = off + len;
 	uint32_t rot, copies = tfs_layout_copies(l);
 	unsigned n = 0;
 	const char *src = buf;
-	int rc = file_state(fs, in, &rot, &size, &of);
+	int rc = file_state(fs, in, &rot, &size);
 
 	if (rc)
 		return rc;
@@ -232,17 +237,16 @@ ssize_t tfs_data_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, con
 int tfs_data_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 {
 	struct tfs_mio v[TFS_MAX_MEMBERS];
-	struct tfs_ofile *of;
 	uint64_t size;
 	uint32_t rot;
-	int rc = file_state(fs, in, &rot, &size, &of);
+	int rc = file_state(fs, in, &rot, &size);
 
 	if (rc == 0)
 		rc = tfs_ns_fill(fs, in);	/* every member may hold dirty data */
 	if (rc)
 		return rc;
-	for (uint32_t k = 0; k < fs->n; k++)
-		v[k] = (struct tfs_mio){ .member = k, .fd = of->fd[k],
+	for (uint32_t k = 0; k < fs->n; k++)	/* in->of: pinned by the handle */
+		v[k] = (struct tfs_mio){ .member = k, .fd = in->of->fd[k],
 					 .op = datasync ? TFS_MIO_FDATASYNC : TFS_MIO_FSYNC };
 	rc = OPS(fs)->submit(BE(fs), v, fs->n);
 	for (uint32_t k = 0; k < fs->n && rc == 0; k++)
@@ -255,7 +259,6 @@ int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64
 		       uint64_t len)
 {
 	const int supported = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
-	struct tfs_ofile *of;
 	uint64_t size, end = off + len;
 	uint32_t rot;
 	int rc;
@@ -266,7 +269,7 @@ int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64
 		return -EOPNOTSUPP;
 	if (end < off)
 		return -EFBIG;
-	rc = file_state(fs, in, &rot, &size, &of);
+	rc = file_state(fs, in, &rot, &size);
 	if (rc)
 		return rc;
 	/* layout.c invariant 3: member k's part of [off, end) is one range */

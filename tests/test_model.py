@@ -396,6 +396,14 @@ class Workload:
         if not keep:
             os.close(o.fd)
 
+    def random_path(self):
+        """Path of a random existing file, or None when there is none."""
+        fs = self.files()
+        if not fs:
+            return None
+        p, _ = self.rng.choice(fs)
+        return p
+
     def pick_fd(self, pred):
         c = [o for o in self.fds if pred(o)]
         return self.rng.choice(c) if c else None
@@ -491,10 +499,9 @@ class Workload:
         o = self.pick_fd(lambda o: o.append)
         keep = True
         if not o or self.rng.random() < 0.4:
-            fs = self.files()
-            if not fs:
+            p = self.random_path()
+            if p is None:
                 return self.op_create()
-            p, _ = self.rng.choice(fs)
             keep = len(self.fds) < self.MAX_FDS and self.rng.random() < 0.5
             flags = os.O_APPEND | (os.O_RDWR if self.rng.random() < 0.5 else os.O_WRONLY)
             o = self.open_path(p, flags, flags & os.O_RDWR != 0, True, True, keep)
@@ -518,10 +525,9 @@ class Workload:
         o = self.pick_fd(lambda o: o.readable)
         keep = True
         if not o or self.rng.random() < 0.4:
-            fs = self.files()
-            if not fs:
+            p = self.random_path()
+            if p is None:
                 return self.op_create()
-            p, _ = self.rng.choice(fs)
             o, keep = self.open_path(p, os.O_RDONLY, True, False, False, False), False
         f = o.file
         size = len(f.data)

@@ -45,6 +45,7 @@ static const struct fuse_opt tierfs_opts[] = {
 	OPT("hdd_seek_ms=%lf", hdd.seek_ms),
 	OPT("hdd_rpm=%u", hdd.rpm),
 	OPT("hdd_mbps=%lf", hdd.mbps),
+	OPT("hdd_ncq=%u", hdd.ncq),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_END
 };
@@ -75,6 +76,7 @@ static void usage(const char *prog)
 	       "    -o dir_cache=N             directories whose member fds stay open (1024)\n"
 	       "    -o member_model=hdd7200    make each member behave like a 7200 rpm disk\n"
 	       "       hdd_seek_ms=8.5, hdd_rpm=7200, hdd_mbps=180   its parameters\n"
+	       "       hdd_ncq=1       requests the disk may reorder (1: none; SATA NCQ: 32)\n"
 	       "FUSE options:\n", prog);
 	fuse_lowlevel_help();
 }
@@ -92,15 +94,24 @@ static int split_members(char *list, char **paths, unsigned max)
 	return (int)n;
 }
 
+/* The journal has a copy on every member that takes changes. */
 static int journal_open(struct tfs_array *a, struct tfs_meta **mt)
 {
-	char dir[PATH_MAX];
+	char dir[TFS_MAX_MEMBERS][PATH_MAX];
+	const char *dirs[TFS_MAX_MEMBERS];
+	uint32_t tags[TFS_MAX_MEMBERS], n = 0;
 	int rc;
 
-	snprintf(dir, sizeof(dir), "%s/%s", a->path[0], TFS_JOURNAL_DIR);
-	rc = tfs_meta_open(dir, mt);
+	for (uint32_t k = 0; k < a->n; k++) {
+		if (a->sb.state[k] == TFS_M_FAILED)
+			continue;
+		snprintf(dir[n], sizeof(dir[n]), "%s/%s", a->path[k], TFS_JOURNAL_DIR);
+		dirs[n] = dir[n];
+		tags[n++] = k;
+	}
+	rc = tfs_meta_open(dirs, tags, n, mt);
 	if (rc)
-		tfs_err("cannot open the journal %s: %s", dir, strerror(-rc));
+		tfs_err("cannot open the journal on the members: %s", strerror(-rc));
 	return rc;
 }
 
@@ -150,7 +161,11 @@ static int fs_setup(struct tfs_fs *fs, struct tfs_array *array, const struct opt
 	fs->readonly = o->ro;
 	fs->chown_ok = geteuid() == 0;
 	fs->root_group = getegid() == 0;
+	tfs_health_init(fs);
 	for (uint32_t k = 0; k < fs->n; k++) {
+		rootfd[k] = -1;
+		if (array->dirfd[k] < 0)
+			continue;	/* failed */
 		rootfd[k] = openat(array->dirfd[k], TFS_TREE_DIR,
 				   O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (rootfd[k] < 0) {
@@ -173,7 +188,7 @@ static int fs_setup(struct tfs_fs *fs, struct tfs_array *array, const struct opt
 		return -ENOMEM;
 	if (o->dir_cache)
 		fs->dmax = o->dir_cache;
-	if (fstat(rootfd[0], &rst))
+	if (fstat(rootfd[fs->primary], &rst))
 		return -errno;
 	fs->root.ino = rst.st_ino;
 	rc = journal_open(array, &fs->meta);
@@ -182,6 +197,13 @@ static int fs_setup(struct tfs_fs *fs, struct tfs_array *array, const struct opt
 	rc = tfs_replay(fs);
 	if (rc)
 		tfs_err("recovery of interrupted changes failed: %s", strerror(-rc));
+	if (rc == 0 && tfs_level_ops(fs->layout.level)->tolerates(&fs->layout))
+		rc = tfs_stripe_init(fs);
+	if (rc == 0)
+		rc = tfs_maint_init(fs);
+	if (rc == 0 && !fs->readonly && (rc = tfs_maint_resync(fs)))
+		tfs_err("resync of parity written when the daemon stopped failed: %s",
+			strerror(-rc));
 	/* LMDB environments must not cross fork(): reopened after daemonizing */
 	tfs_meta_close(fs->meta);
 	fs->meta = NULL;
@@ -202,6 +224,7 @@ int main(int argc, char *argv[])
 	struct fuse_loop_config *cfg;
 	char *paths[TFS_MAX_MEMBERS + 1], err[512], *list = NULL;
 	int npaths, rc, ret = 1;
+	bool changed;
 
 	umask(0);
 	memset(&fs, 0, sizeof(fs));
@@ -242,11 +265,18 @@ int main(int argc, char *argv[])
 		tfs_err("too many member directories (at most %d)", TFS_MAX_MEMBERS);
 		goto out;
 	}
-	rc = tfs_array_assemble(paths, (unsigned)npaths, &array, err, sizeof(err));
+	rc = tfs_array_assemble(paths, (unsigned)npaths, &array, &changed, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "tierfs: %s\n", err);
 		goto out;
 	}
+	if (changed && !o.ro && tfs_array_record(&array) < 0) {
+		tfs_err("cannot record the failed members on the others");
+		goto out;
+	}
+	if (tfs_array_count(&array, TFS_M_UP) < array.n)
+		tfs_warn("array %s is DEGRADED: member states %s (U in sync, _ failed, R rebuilding)",
+			 array.sb.uuid, array.sb.state);
 	if (fs_setup(&fs, &array, &o))
 		goto out;
 	if (fuse_set_signal_handlers(se))
@@ -265,6 +295,8 @@ int main(int argc, char *argv[])
 	}
 	if (journal_open(&array, &fs.meta))
 		goto out_unmount;
+	if (!fs.readonly && (tfs_stripe_start(&fs) || tfs_maint_start(&fs)))
+		goto out_unmount;
 
 	cfg = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_clone_fd(cfg, cl.clone_fd);
@@ -278,6 +310,8 @@ int main(int argc, char *argv[])
 	fuse_loop_cfg_destroy(cfg);
 
 out_unmount:
+	tfs_maint_stop(&fs);
+	tfs_stripe_stop(&fs);
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);

@@ -1,8 +1,10 @@
 """The HDD service-time model at the member seam (-o member_model=hdd7200)
 behaves like one 7200 rpm disk per member: random 4K reads at QD1 give
-60-120 IOPS and sequential 1M reads 150-200 MB/s.  The file is sparse and
-spans most of the notional 1 TiB disk, so seeks are full-length (a small
-file is short-stroked and seeks faster, as on a real disk)."""
+60-120 IOPS and sequential 1M reads 150-200 MB/s; at QD32 a disk with a
+32-deep NCQ window (-o hdd_ncq=32) reorders and serves clearly more, one
+without (hdd_ncq=1, the default) no more than at QD1.  The file is sparse
+and spans most of the notional 1 TiB disk, so seeks are full-length (a
+small file is short-stroked and seeks faster, as on a real disk)."""
 import json
 import os
 import subprocess
@@ -10,22 +12,29 @@ import subprocess
 import pytest
 
 
-def fio(path, rw, bs, runtime=6):
+def fio(path, rw, bs, runtime=6, iodepth=1):
+    engine = "psync" if iodepth == 1 else "libaio"
     r = subprocess.run(["fio", "--name=m", f"--filename={path}", f"--rw={rw}", f"--bs={bs}",
-                        "--direct=1", "--ioengine=psync", "--iodepth=1", f"--runtime={runtime}",
-                        "--time_based", "--norandommap", "--randrepeat=0",
-                        "--output-format=json"], capture_output=True, text=True, check=True)
+                        "--direct=1", f"--ioengine={engine}", f"--iodepth={iodepth}",
+                        f"--runtime={runtime}", "--time_based", "--norandommap",
+                        "--randrepeat=0", "--output-format=json"],
+                        capture_output=True, text=True, check=True)
     return json.loads(r.stdout)["jobs"][0]["read"]
 
 
-@pytest.fixture
-def hdd_mount(make_array):
+def disk(make_array, *opts):
+    """A one-member array of one modelled disk; its sparse 400 GiB file."""
     a = make_array("jbod", 1)
-    a.mount(opts=["member_model=hdd7200"])
+    a.mount(opts=["member_model=hdd7200", *opts])
     f = a.mnt / "disk"
     with open(f, "wb") as fh:
         fh.truncate(400 << 30)           # sparse: reads cost the model, not the disk
     return f
+
+
+@pytest.fixture
+def hdd_mount(make_array):
+    return disk(make_array)
 
 
 def test_random_4k_qd1_iops(hdd_mount):
@@ -36,6 +45,24 @@ def test_random_4k_qd1_iops(hdd_mount):
 def test_sequential_1m_bandwidth(hdd_mount):
     mbps = fio(hdd_mount, "read", "1M")["bw_bytes"] / 1e6
     assert 150 <= mbps <= 200, f"{mbps:.0f} MB/s"
+
+
+def test_ncq_window_at_qd32(make_array):
+    """32 random 4K reads in flight (the daemon needs the threads for them):
+    without a window the disk serves them in arrival order, as fast as at
+    QD1; with NCQ it picks the nearest and gains at least 1.4x."""
+    fifo = fio(disk(make_array, "max_threads=64"), "randread", "4k", runtime=5,
+               iodepth=32)["iops"]
+    ncq = fio(disk(make_array, "max_threads=64", "hdd_ncq=32"), "randread", "4k", runtime=5,
+              iodepth=32)["iops"]
+    assert 60 <= fifo <= 120, f"hdd_ncq=1: {fifo:.0f} IOPS"
+    assert ncq >= 1.4 * fifo, f"hdd_ncq=32: {ncq:.0f} IOPS, hdd_ncq=1: {fifo:.0f} IOPS"
+
+
+def test_bad_ncq_is_refused(make_array):
+    a = make_array("jbod", 1)
+    with pytest.raises(RuntimeError, match="hdd_ncq must be"):
+        a.mount(opts=["member_model=hdd7200", "hdd_ncq=0"], expect_errors=True)
 
 
 def test_model_off_by_default(make_array):

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import BUILD
 
-UNIT = ["layout"]
+UNIT = ["layout", "parity"]
 
 
 @pytest.mark.parametrize("name", UNIT)

@@ -20,6 +20,8 @@ enum tfs_level {
 	TFS_RAID0,
 	TFS_RAID1,
 	TFS_RAID10,
+	TFS_RAID5,
+	TFS_RAID6,
 	TFS_LEVEL_COUNT
 };
 
@@ -37,10 +39,13 @@ struct tfs_place {
 
 /* Per-level behaviour.  Levels that share their math share the functions:
  * RAID0 and RAID10 are both "striped" (1 and 2 copies), JBOD and RAID1 are
- * both "whole file" (1 and n copies). */
+ * both "whole file" (1 and n copies), RAID5 and RAID6 are both "parity"
+ * (1 and 2 parity chunks per row). */
 struct tfs_level_ops {
 	const char *name;
 	uint32_t min_members;
+	/* parity chunks per row: 0, or 1 (RAID5, P) or 2 (RAID6, P and Q) */
+	uint32_t nparity;
 	/* copies of every byte kept on the array */
 	uint32_t (*copies)(const struct tfs_layout *l);
 	/* member failures the level always survives */
@@ -49,7 +54,8 @@ struct tfs_level_ops {
 	uint64_t (*usable)(const struct tfs_layout *l, uint64_t member_bytes);
 	void (*map)(const struct tfs_layout *l, uint32_t rot, uint64_t off,
 		    uint32_t copy, struct tfs_place *p);
-	/* returns 0, or -1 when (member, moff) holds no byte of the file */
+	/* returns 0, or -1 when (member, moff) holds no byte of the file
+	 * (JBOD: not member rot; parity levels: a parity byte) */
 	int (*unmap)(const struct tfs_layout *l, uint32_t rot, uint32_t member,
 		     uint64_t moff, uint64_t *off, uint32_t *copy);
 	/* bytes of member's file that cover logical [0, len) */
@@ -103,8 +109,41 @@ static inline uint32_t tfs_layout_copies(const struct tfs_layout *l)
 }
 
 /* Logical file size implied by one member's file size (0 when the member
- * holds nothing).  The file's size is the maximum over the members. */
+ * holds nothing).  The file's size is the maximum over the members.
+ * It is the least L with share(member, L) >= msize.  On parity levels a
+ * member whose last byte is a parity byte (row r, in-chunk offset x) gives
+ * r * rowbytes + x + 1: a lower bound (that parity byte exists once data
+ * chunk 0 of the row reaches x + 1 bytes), exact when x + 1 < chunk;
+ * the member holding the file's last data byte gives the exact size. */
 uint64_t tfs_layout_size_from_member(const struct tfs_layout *l, uint32_t rot,
 				     uint32_t member, uint64_t msize);
+
+/* ------------------------------------------------------------------ */
+/* Parity levels (RAID5, RAID6)                                         */
+/*                                                                      */
+/* A row is one chunk on every member: ndata data chunks, then P (and Q */
+/* on RAID6).  A file's logical chunk c is data index c % ndata of row   */
+/* c / ndata; everything in row r sits at member offset r * chunk.       */
+/* md's left-symmetric rotation: pd = n-1 - r % n; RAID5 puts P on pd   */
+/* and data i on (pd+1+i) % n; RAID6 puts P on pd, Q on (pd+1) % n and  */
+/* data i on (pd+2+i) % n; then each member number m becomes            */
+/* (m + rot) % n.                                                       */
+/* ------------------------------------------------------------------ */
+
+/* Positions inside a row, as tfs_layout_row_member() takes them and as
+ * the parity library (tierfs/parity.h) orders its blocks: data index i is
+ * position i, P is position ndata, Q is position ndata + 1. */
+
+/* 0 for non-parity levels, 1 for RAID5, 2 for RAID6 */
+uint32_t tfs_layout_nparity(const struct tfs_layout *l);
+/* nmembers - nparity (for non-parity levels simply nmembers) */
+uint32_t tfs_layout_ndata(const struct tfs_layout *l);
+/* Parity levels only: the member holding position pos (< nmembers) of
+ * row `row`. */
+uint32_t tfs_layout_row_member(const struct tfs_layout *l, uint32_t rot,
+			       uint64_t row, uint32_t pos);
+/* Parity levels only: the inverse, the position member holds in row. */
+uint32_t tfs_layout_row_pos(const struct tfs_layout *l, uint32_t rot,
+			    uint64_t row, uint32_t member);
 
 #endif

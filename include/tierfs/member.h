@@ -95,6 +95,10 @@ struct tfs_backend {
 /* The real thing: tree roots are MEMBER/root, held as O_PATH fds. */
 struct tfs_backend *tfs_posix_backend(const int *rootfd, uint32_t n);
 
+/* Point member m of the POSIX backend under be at a new tree root (a
+ * replacement member); the old fd is the caller's to close. */
+int tfs_posix_set_root(struct tfs_backend *be, uint32_t m, int rootfd);
+
 /* An ops table forwarding every call to be->inner, for wrappers to copy. */
 extern const struct tfs_member_ops tfs_forward_ops;
 
@@ -103,8 +107,11 @@ struct tfs_hdd_params {
 	double seek_ms;		/* average seek between random positions */
 	unsigned rpm;		/* spindle speed: average rotation = 30000/rpm ms */
 	double mbps;		/* media transfer rate, MB/s (10^6 bytes) */
+	unsigned ncq;		/* queue window the actuator picks from: 1..256
+				 * (1: arrival order; SATA NCQ: 32) */
 };
-#define TFS_HDD7200 ((struct tfs_hdd_params){ .seek_ms = 8.5, .rpm = 7200, .mbps = 180 })
+#define TFS_HDD7200 ((struct tfs_hdd_params){ .seek_ms = 8.5, .rpm = 7200, .mbps = 180, \
+					      .ncq = 1 })
 struct tfs_backend *tfs_hdd_backend(struct tfs_backend *inner, const struct tfs_hdd_params *p);
 
 /* Fault injection wrapper, configured by a spec string (see fault.c). */

@@ -1,19 +1,32 @@
 /* The metadata store: the only module that talks to LMDB.
  *
- * Today it holds the namespace intent log and the file-identity counter of
- * an array (in MEMBER0/.tierfs/journal).  Every function returns 0 or -errno
- * (MDB_* codes are mapped here and nowhere else).
+ * It holds the array's journal: the namespace intent log, the file-identity
+ * counter, the parity write-intent marks and rebuild progress.  A copy lives
+ * on every member that is not failed (MEMBER/.tierfs/journal) and every
+ * write goes to all copies, so losing members the level survives loses no
+ * journal.  Every function returns 0 or -errno (MDB_* codes are mapped here
+ * and nowhere else).
  */
 #ifndef TIERFS_META_H
 #define TIERFS_META_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#define TFS_META_MAX 32
+
 struct tfs_meta;
 
-int tfs_meta_open(const char *dir, struct tfs_meta **out);
+/* Open (creating) the copies in dirs[], each tagged with its member, and
+ * merge them. */
+int tfs_meta_open(const char *const *dirs, const uint32_t *tags, unsigned n,
+		  struct tfs_meta **out);
 void tfs_meta_close(struct tfs_meta *mt);
+/* Stop using the copy tagged tag (its member failed); the last copy stays. */
+void tfs_meta_drop(struct tfs_meta *mt, uint32_t tag);
+/* Start a copy in dir (a replacement member) holding what the others hold. */
+int tfs_meta_add(struct tfs_meta *mt, const char *dir, uint32_t tag);
 /* Make every committed transaction durable (fsync). */
 int tfs_meta_sync(struct tfs_meta *mt);
 
@@ -21,7 +34,8 @@ int tfs_meta_sync(struct tfs_meta *mt);
 int tfs_meta_intent_add(struct tfs_meta *mt, const void *rec, size_t len, uint64_t *seq);
 int tfs_meta_intent_del(struct tfs_meta *mt, uint64_t seq);
 typedef int (*tfs_meta_intent_cb)(void *arg, uint64_t seq, const void *rec, size_t len);
-/* Visit intents oldest first; stops at the first non-zero return. */
+/* Visit intents oldest first; stops at the first non-zero return.  Visitors
+ * (here and in set_foreach) must not write to the journal. */
 int tfs_meta_intent_foreach(struct tfs_meta *mt, tfs_meta_intent_cb cb, void *arg);
 int tfs_meta_intent_count(struct tfs_meta *mt, uint64_t *count);
 
@@ -29,5 +43,20 @@ int tfs_meta_intent_count(struct tfs_meta *mt, uint64_t *count);
  * first.  Values handed out are never handed out again, crash or not. */
 int tfs_meta_counter_reserve(struct tfs_meta *mt, const char *name, uint64_t count,
 			     uint64_t *first);
+
+/* Persistent sets of (a, b) pairs. */
+enum tfs_meta_set {
+	TFS_SET_MARK,		/* (fid, region): parity region with writes in flight */
+	TFS_SET_REBUILT,	/* (fid, 0): file done by the running rebuild */
+};
+int tfs_meta_set_put(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b);
+int tfs_meta_set_del(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b);
+int tfs_meta_set_clear(struct tfs_meta *mt, enum tfs_meta_set set);
+/* 1 if present, 0 if not, or -errno */
+int tfs_meta_set_has(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b);
+typedef int (*tfs_meta_set_cb)(void *arg, uint64_t a, uint64_t b);
+int tfs_meta_set_foreach(struct tfs_meta *mt, enum tfs_meta_set set, tfs_meta_set_cb cb,
+			 void *arg);
+int tfs_meta_set_count(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t *count);
 
 #endif

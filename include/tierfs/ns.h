@@ -10,10 +10,12 @@
 #ifndef TIERFS_NS_H
 #define TIERFS_NS_H
 
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -55,6 +57,7 @@ struct tfs_inode {
 	uint64_t fid;			/* file identity (xattr on the members) */
 	uint32_t rot;			/* tfs_layout_rot(fid) */
 	uint64_t size;			/* logical size of a regular file */
+	uint64_t size_saved;		/* parity levels: TFS_XATTR_SIZE as last written */
 	struct tfs_ofile *of;
 };
 
@@ -62,6 +65,17 @@ struct tfs_fs {
 	struct tfs_array *array;
 	struct tfs_layout layout;
 	uint32_t n;
+	/* Member health (health.c).  mstate[k] is a TFS_M_* character, read
+	 * without a lock (atomic loads); the primary is the in-sync member
+	 * every namespace change is applied to first and every name is read
+	 * from.  Changes of either hold health_lock. */
+	char mstate[TFS_MAX_MEMBERS];
+	uint32_t primary;
+	pthread_mutex_t health_lock;
+	/* Held shared by every thread using directory fds (tfs_dir_fds to
+	 * tfs_dir_fds_put); held exclusive to change the primary or to copy
+	 * the namespace to a replacement member. */
+	pthread_rwlock_t ns_lock;
 	struct tfs_backend *be;
 	struct tfs_meta *meta;
 	bool readonly;
@@ -82,6 +96,12 @@ struct tfs_fs {
 	pthread_rwlock_t rename_lock;
 	unsigned dcount, dmax;
 	struct tfs_inode root;
+	struct tfs_stripes *stripes;	/* redundant levels: row locks, marks */
+	struct tfs_maint *maint;	/* scrub, rebuild */
+	/* Data writes hold this shared from planning to completion; changing
+	 * a member to or from a state that takes writes holds it exclusive,
+	 * so no write planned without a member lands after it joined. */
+	pthread_rwlock_t io_gate;
 };
 
 /* Caller identity for creations. */
@@ -100,6 +120,43 @@ struct tfs_loc {
 /* Member-relative path of loc ("a/b/name"; the root is "."), malloc'ed;
  * only intents and messages need one. */
 char *tfs_loc_path(struct tfs_fs *fs, const struct tfs_loc *loc);
+
+/* ---- health.c: member states, failure, failover ---- */
+static inline char tfs_mstate(const struct tfs_fs *fs, uint32_t k)
+{
+	return __atomic_load_n(&fs->mstate[k], __ATOMIC_ACQUIRE);
+}
+/* In sync: may be read. */
+static inline bool tfs_m_readable(const struct tfs_fs *fs, uint32_t k)
+{
+	return tfs_mstate(fs, k) == 'U';
+}
+/* Takes changes (in sync or being rebuilt). */
+static inline bool tfs_m_writable(const struct tfs_fs *fs, uint32_t k)
+{
+	return tfs_mstate(fs, k) != '_';
+}
+static inline uint32_t tfs_primary(const struct tfs_fs *fs)
+{
+	return __atomic_load_n(&fs->primary, __ATOMIC_ACQUIRE);
+}
+/* Set up states and primary from the assembled array. */
+void tfs_health_init(struct tfs_fs *fs);
+/* Members that take a change, the primary first; returns how many. */
+uint32_t tfs_members(struct tfs_fs *fs, uint32_t *order);
+/* Member k failed doing what (err = -errno): mark it failed, record that on
+ * the other members and carry on degraded -- unless the level cannot lose
+ * it, in which case it stays and the error is only logged.  Returns true if
+ * the member is now failed. */
+bool tfs_member_fail(struct tfs_fs *fs, uint32_t k, int err, const char *what);
+/* Is err a member failure (as opposed to an answer like ENOENT)? */
+static inline bool tfs_member_error(int err)
+{
+	return err == -EIO || err == -ENODEV || err == -ENXIO || err == -EROFS ||
+	       err == -EUCLEAN;
+}
+/* A text report of the array (tierctl status), malloc'ed. */
+char *tfs_health_report(struct tfs_fs *fs);
 
 /* ---- inode.c: the inode table ---- */
 int tfs_fs_init(struct tfs_fs *fs);
@@ -130,6 +187,14 @@ void tfs_loc_put(struct tfs_fs *fs, struct tfs_loc *loc);
  * valid until tfs_dir_fds_put. */
 int tfs_dir_fds(struct tfs_fs *fs, struct tfs_inode *dir, int *fds);
 void tfs_dir_fds_put(struct tfs_fs *fs, struct tfs_inode *dir);
+/* The primary changed: drop every cached directory fd and key every hashed
+ * inode by ino_of(its path) (0: unhash it).  Caller holds ns_lock
+ * exclusive. */
+void tfs_inode_rekey(struct tfs_fs *fs, uint64_t (*ino_of)(struct tfs_fs *fs, const char *path));
+/* Member k changed (a replacement): drop every cached directory fd and
+ * close open files' fds on k, so both are opened again on the new member.
+ * Caller holds ns_lock exclusive. */
+void tfs_inode_member_reset(struct tfs_fs *fs, uint32_t k);
 
 /* ---- ns.c: namespace operations over all members ---- */
 struct tfs_entry {
@@ -173,11 +238,18 @@ int tfs_ns_fill(struct tfs_fs *fs, struct tfs_inode *in);
 void tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in);
 /* Load fid and logical size of a regular file if not known yet. */
 int tfs_ns_load_file(struct tfs_fs *fs, struct tfs_inode *in);
+/* Parity levels: record the logical size on the members (TFS_XATTR_SIZE)
+ * if it changed; the caller holds a handle. */
+int tfs_ns_save_size(struct tfs_fs *fs, struct tfs_inode *in);
 /* Set every member of a regular file to its share of len. */
 int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len);
 
 /* ---- replay.c: crash recovery of the intent log ---- */
 int tfs_replay(struct tfs_fs *fs);
+/* Parent directory fd (O_PATH) of path on member m, walked one name at a
+ * time (no length limit, no symlink followed), and the last name of path
+ * in name; -errno on failure. */
+int tfs_member_at(struct tfs_fs *fs, uint32_t m, const char *path, char name[NAME_MAX + 1]);
 
 /* ---- data.c: file data over the layout ---- */
 /* Per-thread I/O buffer, 4K aligned, at least len bytes. */
@@ -189,6 +261,68 @@ ssize_t tfs_data_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, con
 int tfs_data_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync);
 int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
 		       uint64_t len);
+
+/* ---- walk.c: every regular file of the tree ---- */
+/* fn gets each file's inode (looked up; open it to do I/O) and stat;
+ * a non-zero return stops the walk and is returned. */
+typedef int (*tfs_walk_fn)(void *arg, struct tfs_inode *in, const struct stat *st);
+int tfs_walk_files(struct tfs_fs *fs, tfs_walk_fn fn, void *arg);
+
+/* ---- stripe.c: file data on the parity levels ---- */
+struct tfs_stripes;
+int tfs_stripe_init(struct tfs_fs *fs);		/* row locks, marks */
+int tfs_stripe_start(struct tfs_fs *fs);	/* the mark cleaner thread */
+void tfs_stripe_stop(struct tfs_fs *fs);	/* clean unmount: clear marks */
+uint64_t tfs_stripe_marks(struct tfs_fs *fs);	/* marks in the journal */
+ssize_t tfs_stripe_read(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, uint64_t size,
+			bool direct, void *buf, size_t len, uint64_t off);
+ssize_t tfs_stripe_write(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, uint64_t size,
+			 bool direct, const void *buf, size_t len, uint64_t off);
+/* Write zeros over [off, off+len) of an open file, keeping the parity
+ * right (truncate, hole punch); in_locked: the caller holds in->lock and
+ * opened every member file. */
+int tfs_stripe_zero(struct tfs_fs *fs, struct tfs_inode *in, bool in_locked, uint64_t off,
+		    uint64_t len);
+enum tfs_stripe_op {
+	TFS_STRIPE_CHECK,	/* compare parity with data, report */
+	TFS_STRIPE_REPAIR,	/* ... and make them agree */
+	TFS_STRIPE_RESYNC,	/* recompute parity (after a crash) */
+	TFS_STRIPE_REBUILD,	/* write what a member being rebuilt lacks */
+};
+/* A mismatch at logical offset off (the row or chunk start): bad is the
+ * member found at fault (RAID6, 3-way mirrors), or -1. */
+typedef void (*tfs_stripe_report_fn)(void *arg, uint64_t fid, uint64_t off, int bad);
+/* Row locks (stripe.c invariant 1), for every redundant level: rows are
+ * parity rows, or chunks on the mirror levels.  held[] needs
+ * TFS_ROW_LOCKS entries. */
+#define TFS_ROW_LOCKS 1024
+unsigned tfs_rows_lock(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1, unsigned *held);
+void tfs_rows_unlock(struct tfs_fs *fs, const unsigned *held, unsigned n);
+/* Whole rows r0..r1 of an open file (fid, logical size size).  -EBUSY:
+ * check/resync need every member in sync. */
+int tfs_stripe_rows(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, uint64_t fid,
+		    uint64_t size, uint64_t r0, uint64_t r1, enum tfs_stripe_op op,
+		    tfs_stripe_report_fn report, void *arg);
+
+/* Mirror levels: check, repair or rebuild [off, off+len) of an open file
+ * (stripe.c does the parity levels). */
+int tfs_data_maint(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len,
+		   enum tfs_stripe_op op, tfs_stripe_report_fn report, void *arg);
+
+/* ---- maint.c: resync, scrub, replace/rebuild, control ---- */
+struct tfs_maint;
+int tfs_maint_init(struct tfs_fs *fs);
+/* Resync the rows of every marked region (after a crash), before serving. */
+int tfs_maint_resync(struct tfs_fs *fs);
+/* Resume an interrupted rebuild. */
+int tfs_maint_start(struct tfs_fs *fs);
+void tfs_maint_stop(struct tfs_fs *fs);
+/* A command written to user.tierfs.ctl; on failure a reason in err. */
+int tfs_maint_ctl(struct tfs_fs *fs, const char *val, size_t len, char *err, size_t errlen);
+/* Why the last command failed ("" after one that worked): in the status. */
+void tfs_maint_set_error(struct tfs_fs *fs, const char *err);
+/* The text of user.tierfs.status, malloc'ed. */
+char *tfs_maint_status(struct tfs_fs *fs);
 
 /* Intent records (encoded by ns.c, replayed by replay.c). */
 enum tfs_intent_op {

@@ -2,13 +2,14 @@
  *
  * Member directory layout (see docs/DESIGN.md):
  *     MEMBER/.tierfs/superblock   this file, text, versioned
- *     MEMBER/.tierfs/journal/     LMDB environment (intent log; member 0)
+ *     MEMBER/.tierfs/journal/     LMDB environment (journal copy; every member)
  *     MEMBER/root/                the array's tree; regular files hold this
  *                                 member's share of the data
  */
 #ifndef TIERFS_SUPER_H
 #define TIERFS_SUPER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -19,8 +20,20 @@
 #define TFS_JOURNAL_DIR  ".tierfs/journal"
 #define TFS_TREE_DIR     "root"
 #define TFS_SUPER_MAGIC  "tierfs-superblock"
-#define TFS_SUPER_VERSION 1
+#define TFS_SUPER_VERSION 2	/* 1: no events/state (all in sync) */
 #define TFS_XATTR_FID    "user.tierfs.fid"	/* on member files and dirs */
+/* Parity levels: the logical size as of the last close, fsync or truncate,
+ * on every member file.  Member file sizes give the size exactly while
+ * every member is there; with one missing, the size may have ended on it,
+ * and this is the lower bound that survives (ns.c size_save_locked). */
+#define TFS_XATTR_SIZE   "user.tierfs.size"
+
+/* Member states, one character each in tfs_super.state ("UU_R"). */
+enum tfs_mstate {
+	TFS_M_UP = 'U',		/* in sync: read and written */
+	TFS_M_FAILED = '_',	/* missing, failed or stale: never touched */
+	TFS_M_REBUILD = 'R',	/* replacement being rebuilt: written, not read */
+};
 
 struct tfs_super {
 	unsigned version;
@@ -28,6 +41,12 @@ struct tfs_super {
 	struct tfs_layout layout;
 	uint32_t index;		/* this member's position in the array */
 	int64_t created;	/* seconds since the epoch */
+	/* The array's member states as of event number `events`.  Every
+	 * change of a member's state bumps events and is written to every
+	 * member that is not failed, so the member with the highest events
+	 * knows the truth, and a member that missed an event is stale. */
+	uint64_t events;
+	char state[TFS_MAX_MEMBERS + 1];
 };
 
 /* Text form; returns bytes written (< len) or -ENOSPC. */
@@ -42,19 +61,27 @@ int tfs_super_write(int memberfd, const struct tfs_super *sb);
 
 void tfs_uuid_generate(char out[37]);
 
-/* An assembled array: members in index order. */
+/* An assembled array: members in index order.  A failed member has no
+ * dirfd; sb.state says which members are usable. */
 struct tfs_array {
-	struct tfs_super sb;		/* common fields; index is meaningless */
+	struct tfs_super sb;		/* freshest view; index is meaningless */
 	uint32_t n;
 	char *path[TFS_MAX_MEMBERS];	/* member directory, absolute */
 	int dirfd[TFS_MAX_MEMBERS];	/* MEMBER, O_PATH, held for the mount */
 	int lockfd[TFS_MAX_MEMBERS];	/* superblock, flock()ed: one mount at a time */
 };
 
-/* Open, check and order the members.  On failure returns -errno and writes a
- * one-line reason naming the member into err. */
+/* Open, check and order the members.  Members that are missing or stale
+ * are marked failed in a->sb.state (and *changed set) as long as the level
+ * survives it.  On failure returns -errno and writes a one-line reason
+ * naming the member into err. */
 int tfs_array_assemble(char **paths, unsigned npaths, struct tfs_array *a,
-		       char *err, unsigned errlen);
+		       bool *changed, char *err, unsigned errlen);
+/* Bump the event count and write a->sb to every member that is not failed.
+ * Returns the number of members written, or -errno if none could be. */
+int tfs_array_record(struct tfs_array *a);
+/* Members in state st. */
+uint32_t tfs_array_count(const struct tfs_array *a, char st);
 void tfs_array_release(struct tfs_array *a);
 
 #endif

@@ -10,6 +10,14 @@
  *     with the same uuid and geometry.
  *  3. While mounted, every member's superblock is flock()ed, so a second
  *     daemon (or mkfs) cannot use a member of a live array.
+ *  4. The freshest superblock (highest events) decides member states.  A
+ *     member is used only if that view does not call it failed and its own
+ *     events are the freshest: a member that missed an event is stale (it
+ *     was away while the array changed) and is treated as failed.
+ *
+ * Member states (one character per member in sb.state):
+ *   U --fails (I/O error, tierctl fail, missing at mount)--> _
+ *   _ --tierctl replace (health.c)--> R --rebuild done (rebuild.c)--> U
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,16 +31,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tierfs/log.h"
 #include "tierfs/super.h"
 
 int tfs_super_format(const struct tfs_super *sb, char *buf, unsigned len)
 {
 	int n = snprintf(buf, len,
 			 "%s %u\nuuid=%s\nlevel=%s\nchunk=%" PRIu32 "\nmembers=%" PRIu32
-			 "\nindex=%" PRIu32 "\ncreated=%" PRId64 "\n",
-			 TFS_SUPER_MAGIC, sb->version, sb->uuid,
+			 "\nindex=%" PRIu32 "\ncreated=%" PRId64 "\nevents=%" PRIu64
+			 "\nstate=%s\n",
+			 TFS_SUPER_MAGIC, TFS_SUPER_VERSION, sb->uuid,
 			 tfs_level_name(sb->layout.level), sb->layout.chunk,
-			 sb->layout.nmembers, sb->index, sb->created);
+			 sb->layout.nmembers, sb->index, sb->created, sb->events, sb->state);
 	return n < 0 || (unsigned)n >= len ? -ENOSPC : n;
 }
 
@@ -57,7 +67,7 @@ int tfs_super_parse(const char *buf, struct tfs_super *sb, const char **why)
 		*why = "superblock has no tierfs magic";
 		return -EINVAL;
 	}
-	if (sb->version != TFS_SUPER_VERSION) {
+	if (sb->version < 1 || sb->version > TFS_SUPER_VERSION) {
 		*why = "superblock version is not supported by this tierfs";
 		return -EINVAL;
 	}
@@ -94,14 +104,30 @@ int tfs_super_parse(const char *buf, struct tfs_super *sb, const char **why)
 		} else if (!strcmp(line, "created") && !parse_u64(eq, &v)) {
 			sb->created = (int64_t)v;
 			seen |= 32;
+		} else if (!strcmp(line, "events") && !parse_u64(eq, &v)) {
+			sb->events = v;
+			seen |= 64;
+		} else if (!strcmp(line, "state") && strlen(eq) <= TFS_MAX_MEMBERS &&
+			   strspn(eq, "U_R") == strlen(eq)) {
+			strcpy(sb->state, eq);
+			seen |= 128;
 		}
 	}
-	if (seen != 63) {
+	if (sb->version == 1 && (seen & 63) == 63) {	/* all members in sync */
+		memset(sb->state, TFS_M_UP, sb->layout.nmembers);
+		sb->state[sb->layout.nmembers] = 0;
+		seen |= 64 | 128;
+	}
+	if (seen != 255) {
 		*why = "superblock is missing a field";
 		return -EINVAL;
 	}
 	if (tfs_layout_check(&sb->layout, why))
 		return -EINVAL;
+	if (strlen(sb->state) != sb->layout.nmembers) {
+		*why = "superblock member states do not match the member count";
+		return -EINVAL;
+	}
 	if (sb->index >= sb->layout.nmembers) {
 		*why = "superblock index is out of range";
 		return -EINVAL;
@@ -193,12 +219,32 @@ void tfs_array_release(struct tfs_array *a)
 
 #define FAIL(code, ...) do { snprintf(err, errlen, __VA_ARGS__); rc = (code); goto out_fail; } while (0)
 
-int tfs_array_assemble(char **paths, unsigned npaths, struct tfs_array *a,
-		       char *err, unsigned errlen)
+uint32_t tfs_array_count(const struct tfs_array *a, char st)
 {
+	uint32_t c = 0;
+
+	for (uint32_t i = 0; i < a->n; i++)
+		c += a->sb.state[i] == st;
+	return c;
+}
+
+static void drop_member(struct tfs_array *a, uint32_t i)
+{
+	if (a->dirfd[i] >= 0)
+		close(a->dirfd[i]);
+	if (a->lockfd[i] >= 0)
+		close(a->lockfd[i]);
+	a->dirfd[i] = a->lockfd[i] = -1;
+}
+
+int tfs_array_assemble(char **paths, unsigned npaths, struct tfs_array *a,
+		       bool *changed, char *err, unsigned errlen)
+{
+	uint64_t events[TFS_MAX_MEMBERS] = { 0 };
 	int rc = 0;
 	const char *why;
 
+	*changed = false;
 	memset(a, 0, sizeof(*a));
 	for (unsigned i = 0; i < TFS_MAX_MEMBERS; i++)
 		a->dirfd[i] = a->lockfd[i] = -1;
@@ -256,20 +302,70 @@ int tfs_array_assemble(char **paths, unsigned npaths, struct tfs_array *a,
 		a->dirfd[sb.index] = fd;
 		a->lockfd[sb.index] = lfd;
 		a->path[sb.index] = strdup(real);
+		events[sb.index] = sb.events;
+		if (sb.events > a->sb.events)	/* the freshest view wins */
+			memcpy(a->sb.state, sb.state, sizeof(sb.state)), a->sb.events = sb.events;
 	}
 	a->n = a->sb.layout.nmembers;
-	for (uint32_t i = 0; i < a->n; i++) {
-		if (a->dirfd[i] < 0)
-			FAIL(-ENODEV, "array %s: member %u of %u is missing (give all member directories)",
-			     a->sb.uuid, i, a->n);
-	}
 	if (npaths > a->n)
 		FAIL(-EINVAL, "array %s has %u members but %u directories were given", a->sb.uuid,
 		     a->n, npaths);
+	for (uint32_t i = 0; i < a->n; i++) {
+		if (a->sb.state[i] == TFS_M_FAILED) {
+			if (a->dirfd[i] >= 0)
+				tfs_warn("member %s (index %u) failed earlier and is stale: not used "
+					 "(rebuild it with tierctl replace)", a->path[i], i);
+			drop_member(a, i);
+		} else if (a->dirfd[i] < 0 || events[i] != a->sb.events) {
+			if (tfs_level_ops(a->sb.layout.level)->tolerates(&a->sb.layout) == 0)
+				FAIL(-ENODEV, "array %s: member %u of %u is %s (give all member "
+				     "directories)", a->sb.uuid, i, a->n,
+				     a->dirfd[i] < 0 ? "missing" : "stale");
+			if (a->dirfd[i] < 0)
+				tfs_warn("member %u is missing: marking it failed", i);
+			else
+				tfs_warn("member %s (index %u) is stale (it missed a change of the "
+					 "array): marking it failed", a->path[i], i);
+			a->sb.state[i] = TFS_M_FAILED;
+			drop_member(a, i);
+			*changed = true;
+		}
+	}
+	if (tfs_array_count(a, TFS_M_FAILED) >
+	    tfs_level_ops(a->sb.layout.level)->tolerates(&a->sb.layout))
+		FAIL(-ENODEV, "array %s: %u of %u members are missing or failed (%s) and %s "
+		     "survives only %u: not mounted", a->sb.uuid,
+		     tfs_array_count(a, TFS_M_FAILED), a->n, a->sb.state,
+		     tfs_level_name(a->sb.layout.level),
+		     tfs_level_ops(a->sb.layout.level)->tolerates(&a->sb.layout));
+	if (tfs_array_count(a, TFS_M_UP) == 0)
+		FAIL(-ENODEV, "array %s: no member is in sync (%s): not mounted", a->sb.uuid,
+		     a->sb.state);
 	a->sb.index = 0;
 	return 0;
 
 out_fail:
 	tfs_array_release(a);
 	return rc;
+}
+
+int tfs_array_record(struct tfs_array *a)
+{
+	struct tfs_super sb = a->sb;
+	int written = 0, rc = -ENODEV;
+
+	a->sb.events++;
+	sb.events = a->sb.events;
+	for (uint32_t i = 0; i < a->n; i++) {
+		if (a->sb.state[i] == TFS_M_FAILED || a->dirfd[i] < 0)
+			continue;
+		sb.index = i;
+		rc = tfs_super_write(a->dirfd[i], &sb);
+		if (rc)
+			tfs_err("member %s: cannot record the array state: %s", a->path[i],
+				strerror(-rc));
+		else
+			written++;
+	}
+	return written ? written : rc;
 }

@@ -438,9 +438,25 @@ static void tfs_statfs(fuse_req_t req, fuse_ino_t ino)
 
 /* ---- xattrs ---- */
 
+/* The control interface: user.tierfs.ctl (write a command) and
+ * user.tierfs.status (read the array's state) on the root (maint.c). */
+#define XATTR_CTL    "user.tierfs.ctl"
+#define XATTR_STATUS "user.tierfs.status"
+
 static void tfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			 size_t size, int flags)
 {
+	if (ino == FUSE_ROOT_ID && strcmp(name, XATTR_CTL) == 0) {
+		char err[512] = "";
+		int rc = fuse_req_ctx(req)->uid != 0 ? -EPERM
+			 : tfs_maint_ctl(FS(req), value, size, err, sizeof(err));
+
+		if (rc && err[0])
+			tfs_warn("tierctl: %s", err);
+		tfs_maint_set_error(FS(req), rc ? err : "");
+		fuse_reply_err(req, -rc);
+		return;
+	}
 	fuse_reply_err(req, -tfs_ns_setxattr(FS(req), INO(req, ino), name, value, size, flags));
 }
 
@@ -457,8 +473,21 @@ static void reply_xattr(fuse_req_t req, char *buf, size_t size, int rc)
 static void tfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	char *buf = size ? malloc(size) : NULL;
-	int rc = (size && !buf) ? -ENOMEM
-				: tfs_ns_getxattr(FS(req), INO(req, ino), name, buf, size);
+	int rc;
+
+	if (ino == FUSE_ROOT_ID && strcmp(name, XATTR_STATUS) == 0) {
+		char *st = tfs_maint_status(FS(req));
+		size_t l = st ? strlen(st) : 0;
+
+		rc = !st ? -ENOMEM : size == 0 ? (int)l : l > size ? -ERANGE : (int)l;
+		if (rc > 0 && size)
+			memcpy(buf, st, l);
+		free(st);
+		reply_xattr(req, buf, size, rc);
+		free(buf);
+		return;
+	}
+	rc = (size && !buf) ? -ENOMEM : tfs_ns_getxattr(FS(req), INO(req, ino), name, buf, size);
 
 	reply_xattr(req, buf, size, rc);
 	free(buf);

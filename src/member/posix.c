@@ -273,3 +273,15 @@ struct tfs_backend *tfs_posix_backend(const int *rootfd, uint32_t n)
 	be->priv = p;
 	return be;
 }
+
+/* A replacement member takes index m: its tree root is rootfd from now
+ * on.  Finds the POSIX backend below any wrappers. */
+int tfs_posix_set_root(struct tfs_backend *be, uint32_t m, int rootfd)
+{
+	while (be && be->ops != &posix_ops)
+		be = be->inner;
+	if (!be)
+		return -EINVAL;
+	((struct posix_priv *)be->priv)->rootfd[m] = rootfd;
+	return 0;
+}

@@ -1,21 +1,30 @@
 /* meta.c - LMDB owner.
  *
- * Owns: one LMDB environment per store, its named databases and the mapping
- * of MDB_* codes to -errno.
+ * Owns: the array's journal, kept as one LMDB environment per member that
+ * is not failed (MEMBER/.tierfs/journal), its named databases and the
+ * mapping of MDB_* codes to -errno.
  *
  * Schema (docs/DESIGN.md has the full story):
  *   "intent"  key: u64 sequence, big-endian (so cursor order is age order)
  *             value: an intent record, opaque here (ns.c encodes it)
  *   "counter" key: name string          value: u64 next free value
+ *   "mark"    key: u64 fid, u64 region (big-endian)   value: empty
+ *             parity regions that may have stripes in flight (stripe.c)
+ *   "rebuilt" key: u64 fid, u64 0        value: empty
+ *             files whose data a running rebuild has finished (rebuild.c)
  *
  * Invariants:
- *  1. Writers are serialised by wlock; the environment is opened with
- *     MDB_NOSYNC | MDB_WRITEMAP, so a commit is stores into a shared file
- *     mapping: no system call, no fsync, yet it survives the daemon's death
- *     (the pages are in the kernel's page cache).  tfs_meta_sync() is the
- *     durability point for power loss.
- *  2. A full map is grown (doubled) under wlock and the transaction retried;
+ *  1. Writers are serialised by wlock and every write transaction is
+ *     applied to every copy in turn, so the copies hold the same records
+ *     (a crash between two copies leaves one a transaction behind; opening
+ *     merges them: union of records, maximum of counters).
+ *  2. Environments are opened with MDB_NOSYNC | MDB_WRITEMAP, so a commit
+ *     is stores into a shared file mapping: no system call, no fsync, yet
+ *     it survives the daemon's death (the pages are in the kernel's page
+ *     cache).  tfs_meta_sync() is the durability point for power loss.
+ *  3. A full map is grown (doubled) under wlock and the transaction retried;
  *     callers never see MDB_MAP_FULL.
+ *  4. Reads use the first live copy; readers never block the writer (MVCC).
  */
 #include <errno.h>
 #include <lmdb.h>
@@ -27,13 +36,21 @@
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
 
-struct tfs_meta {
+enum { DB_INTENT, DB_COUNTER, DB_MARK, DB_REBUILT, DB_COUNT };
+static const char *const db_name[DB_COUNT] = { "intent", "counter", "mark", "rebuilt" };
+
+struct store {
 	MDB_env *env;
-	MDB_dbi intent;
-	MDB_dbi counter;
+	MDB_dbi dbi[DB_COUNT];
 	size_t mapsize;
-	uint64_t next_seq;
+	uint32_t tag;			/* the member it lives on */
+};
+
+struct tfs_meta {
 	pthread_mutex_t wlock;
+	uint64_t next_seq;
+	unsigned n;
+	struct store st[TFS_META_MAX];
 };
 
 static int mdb_errno(int rc)
@@ -64,107 +81,252 @@ static uint64_t from_be64(const unsigned char *p)
 	return v;
 }
 
-int tfs_meta_open(const char *dir, struct tfs_meta **out)
+/* ------------------------------------------------------------------ */
+/* Copies                                                              */
+/* ------------------------------------------------------------------ */
+
+static int store_open(struct store *s, const char *dir, uint32_t tag)
 {
-	struct tfs_meta *mt = calloc(1, sizeof(*mt));
 	MDB_txn *txn = NULL;
+	int rc;
+
+	s->mapsize = 64u << 20;
+	s->tag = tag;
+	if (mkdir(dir, 0700) && errno != EEXIST)
+		return -errno;
+	rc = mdb_env_create(&s->env);
+	if (rc)
+		goto out;
+	mdb_env_set_maxdbs(s->env, 8);
+	mdb_env_set_mapsize(s->env, s->mapsize);
+	rc = mdb_env_open(s->env, dir, MDB_NOSYNC | MDB_WRITEMAP | MDB_NOTLS, 0600);
+	if (rc == 0)
+		rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+	for (int d = 0; rc == 0 && d < DB_COUNT; d++)
+		rc = mdb_dbi_open(txn, db_name[d], MDB_CREATE, &s->dbi[d]);
+	if (rc == 0)
+		rc = mdb_txn_commit(txn);
+	else if (txn)
+		mdb_txn_abort(txn);
+	if (rc == 0)
+		return 0;
+	mdb_env_close(s->env);
+out:
+	s->env = NULL;
+	tfs_err("journal %s: %s", dir, mdb_strerror(rc));
+	return mdb_errno(rc);
+}
+
+static void store_close(struct store *s)
+{
+	mdb_env_sync(s->env, 1);
+	mdb_env_close(s->env);
+	s->env = NULL;
+}
+
+/* Copy every record of db d in src that dst lacks into dst; counters take
+ * the larger value. */
+static int merge_db(struct store *dst, struct store *src, int d)
+{
+	MDB_txn *rt, *wt;
+	MDB_cursor *cur;
+	MDB_val k, v, old;
+	int rc, op = MDB_FIRST;
+
+	rc = mdb_txn_begin(src->env, NULL, MDB_RDONLY, &rt);
+	if (rc)
+		return rc;
+	rc = mdb_txn_begin(dst->env, NULL, 0, &wt);
+	if (rc) {
+		mdb_txn_abort(rt);
+		return rc;
+	}
+	rc = mdb_cursor_open(rt, src->dbi[d], &cur);
+	while (rc == 0 && (rc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
+		op = MDB_NEXT;
+		if (d == DB_COUNTER && mdb_get(wt, dst->dbi[d], &k, &old) == 0 &&
+		    old.mv_size == 8 && v.mv_size == 8 &&
+		    from_be64(old.mv_data) >= from_be64(v.mv_data))
+			continue;
+		rc = mdb_put(wt, dst->dbi[d], &k, &v, d == DB_COUNTER ? 0 : MDB_NOOVERWRITE);
+		if (rc == MDB_KEYEXIST)
+			rc = 0;
+	}
+	if (rc == MDB_NOTFOUND)
+		rc = 0;
+	mdb_txn_abort(rt);
+	if (rc == 0)
+		rc = mdb_txn_commit(wt);
+	else
+		mdb_txn_abort(wt);
+	return rc;
+}
+
+/* Make every copy hold the union of all of them. */
+static int merge_all(struct tfs_meta *mt)
+{
+	int rc = 0;
+
+	for (unsigned a = 0; a < mt->n && rc == 0; a++)
+		for (unsigned b = 0; b < mt->n && rc == 0; b++)
+			for (int d = 0; a != b && d < DB_COUNT && rc == 0; d++)
+				rc = merge_db(&mt->st[a], &mt->st[b], d);
+	return mdb_errno(rc);
+}
+
+static int next_seq_of(struct store *s, uint64_t *next)
+{
+	MDB_txn *txn;
 	MDB_cursor *cur;
 	MDB_val k, v;
-	int rc;
+	int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+
+	if (rc)
+		return mdb_errno(rc);
+	*next = 1;	/* 0 means "no record" to callers */
+	rc = mdb_cursor_open(txn, s->dbi[DB_INTENT], &cur);
+	if (rc == 0) {
+		if (mdb_cursor_get(cur, &k, &v, MDB_LAST) == 0 && k.mv_size == 8)
+			*next = from_be64(k.mv_data) + 1;
+		mdb_cursor_close(cur);
+	}
+	mdb_txn_abort(txn);
+	return mdb_errno(rc);
+}
+
+int tfs_meta_open(const char *const *dirs, const uint32_t *tags, unsigned n,
+		  struct tfs_meta **out)
+{
+	struct tfs_meta *mt = calloc(1, sizeof(*mt));
+	int rc = 0;
 
 	if (!mt)
 		return -ENOMEM;
-	pthread_mutex_init(&mt->wlock, NULL);
-	mt->mapsize = 64u << 20;
-	if (mkdir(dir, 0700) && errno != EEXIST) {
-		rc = -errno;
-		goto out_free;
+	if (n == 0 || n > TFS_META_MAX) {
+		free(mt);
+		return -EINVAL;
 	}
-	rc = mdb_env_create(&mt->env);
-	if (rc)
-		goto out_free_mdb;
-	mdb_env_set_maxdbs(mt->env, 8);
-	mdb_env_set_mapsize(mt->env, mt->mapsize);
-	rc = mdb_env_open(mt->env, dir, MDB_NOSYNC | MDB_WRITEMAP | MDB_NOTLS, 0600);
-	if (rc)
-		goto out_env;
-	rc = mdb_txn_begin(mt->env, NULL, 0, &txn);
-	if (rc)
-		goto out_env;
-	if ((rc = mdb_dbi_open(txn, "intent", MDB_CREATE, &mt->intent)) ||
-	    (rc = mdb_dbi_open(txn, "counter", MDB_CREATE, &mt->counter)))
-		goto out_txn;
-	/* continue the intent sequence after the newest record left behind */
-	rc = mdb_cursor_open(txn, mt->intent, &cur);
-	if (rc)
-		goto out_txn;
-	mt->next_seq = 1;	/* 0 means "no record" to callers */
-	if (mdb_cursor_get(cur, &k, &v, MDB_LAST) == 0 && k.mv_size == 8)
-		mt->next_seq = from_be64(k.mv_data) + 1;
-	mdb_cursor_close(cur);
-	rc = mdb_txn_commit(txn);
-	if (rc)
-		goto out_env;
+	pthread_mutex_init(&mt->wlock, NULL);
+	for (unsigned i = 0; i < n && rc == 0; i++) {
+		rc = store_open(&mt->st[i], dirs[i], tags[i]);
+		if (rc == 0)
+			mt->n++;
+	}
+	if (rc == 0)
+		rc = merge_all(mt);
+	if (rc == 0)
+		rc = next_seq_of(&mt->st[0], &mt->next_seq);
+	if (rc) {
+		tfs_meta_close(mt);
+		return rc;
+	}
 	*out = mt;
 	return 0;
-
-out_txn:
-	mdb_txn_abort(txn);
-out_env:
-	mdb_env_close(mt->env);
-out_free_mdb:
-	tfs_err("LMDB store %s: %s", dir, mdb_strerror(rc));
-	rc = mdb_errno(rc);
-out_free:
-	free(mt);
-	return rc;
 }
 
 void tfs_meta_close(struct tfs_meta *mt)
 {
 	if (!mt)
 		return;
-	mdb_env_sync(mt->env, 1);
-	mdb_env_close(mt->env);
+	for (unsigned i = 0; i < mt->n; i++)
+		store_close(&mt->st[i]);
 	pthread_mutex_destroy(&mt->wlock);
 	free(mt);
 }
 
-int tfs_meta_sync(struct tfs_meta *mt)
+void tfs_meta_drop(struct tfs_meta *mt, uint32_t tag)
 {
-	return mdb_errno(mdb_env_sync(mt->env, 1));
+	pthread_mutex_lock(&mt->wlock);
+	for (unsigned i = 0; i < mt->n; i++) {
+		if (mt->st[i].tag != tag || mt->n == 1)
+			continue;
+		mdb_env_close(mt->st[i].env);
+		mt->st[i] = mt->st[--mt->n];
+		break;
+	}
+	pthread_mutex_unlock(&mt->wlock);
 }
 
-/* Run fn in a write transaction, growing the map when it is full. */
-typedef int (*txn_fn)(struct tfs_meta *mt, MDB_txn *txn, void *arg);
+int tfs_meta_add(struct tfs_meta *mt, const char *dir, uint32_t tag)
+{
+	struct store s;
+	int rc;
 
-static int write_txn(struct tfs_meta *mt, txn_fn fn, void *arg)
+	pthread_mutex_lock(&mt->wlock);
+	rc = mt->n == TFS_META_MAX ? -ENOSPC : store_open(&s, dir, tag);
+	for (int d = 0; rc == 0 && d < DB_COUNT; d++) {
+		rc = mdb_errno(merge_db(&s, &mt->st[0], d));
+		if (rc)
+			store_close(&s);
+	}
+	if (rc == 0)
+		mt->st[mt->n++] = s;
+	pthread_mutex_unlock(&mt->wlock);
+	return rc;
+}
+
+int tfs_meta_sync(struct tfs_meta *mt)
+{
+	int rc = 0;
+
+	for (unsigned i = 0; i < mt->n; i++) {
+		int r = mdb_errno(mdb_env_sync(mt->st[i].env, 1));
+
+		if (r && !rc)
+			rc = r;
+	}
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Transactions                                                        */
+/* ------------------------------------------------------------------ */
+
+/* Apply fn in one write transaction to every copy, growing a full map. */
+typedef int (*txn_fn)(struct store *s, MDB_txn *txn, void *arg);
+
+static int store_txn(struct store *s, txn_fn fn, void *arg)
 {
 	MDB_txn *txn;
 	int rc;
 
-	pthread_mutex_lock(&mt->wlock);
 	for (;;) {
-		rc = mdb_txn_begin(mt->env, NULL, 0, &txn);
+		rc = mdb_txn_begin(s->env, NULL, 0, &txn);
 		if (rc)
-			break;
-		rc = fn(mt, txn, arg);
-		if (rc) {
+			return rc;
+		rc = fn(s, txn, arg);
+		if (rc)
 			mdb_txn_abort(txn);
-		} else {
+		else
 			rc = mdb_txn_commit(txn);
-		}
 		if (rc != MDB_MAP_FULL)
-			break;
-		mt->mapsize *= 2;
-		tfs_info("LMDB map full: growing to %zu MiB", mt->mapsize >> 20);
-		rc = mdb_env_set_mapsize(mt->env, mt->mapsize);
+			return rc;
+		s->mapsize *= 2;
+		tfs_info("journal map full: growing to %zu MiB", s->mapsize >> 20);
+		rc = mdb_env_set_mapsize(s->env, s->mapsize);
 		if (rc)
-			break;
+			return rc;
 	}
-	pthread_mutex_unlock(&mt->wlock);
+}
+
+static int write_txn(struct tfs_meta *mt, txn_fn fn, void *arg)
+{
+	int rc = 0;
+
+	for (unsigned i = 0; i < mt->n && rc == 0; i++)
+		rc = store_txn(&mt->st[i], fn, arg);
 	return mdb_errno(rc);
 }
+
+/* Read-only transaction on the first copy. */
+static int read_txn(struct tfs_meta *mt, MDB_txn **txn)
+{
+	return mdb_txn_begin(mt->st[0].env, NULL, MDB_RDONLY, txn);
+}
+
+/* ------------------------------------------------------------------ */
+/* Intent log                                                          */
+/* ------------------------------------------------------------------ */
 
 struct intent_put {
 	const void *rec;
@@ -172,83 +334,125 @@ struct intent_put {
 	uint64_t seq;
 };
 
-static int intent_put_fn(struct tfs_meta *mt, MDB_txn *txn, void *arg)
+static int intent_put_fn(struct store *s, MDB_txn *txn, void *arg)
 {
 	struct intent_put *ip = arg;
 	unsigned char key[8];
 	MDB_val k = { 8, key }, v = { ip->len, (void *)ip->rec };
 
-	ip->seq = mt->next_seq++;
 	be64(ip->seq, key);
-	return mdb_put(txn, mt->intent, &k, &v, MDB_APPEND);
+	return mdb_put(txn, s->dbi[DB_INTENT], &k, &v, 0);
 }
 
 int tfs_meta_intent_add(struct tfs_meta *mt, const void *rec, size_t len, uint64_t *seq)
 {
 	struct intent_put ip = { rec, len, 0 };
-	int rc = write_txn(mt, intent_put_fn, &ip);
+	int rc;
 
+	pthread_mutex_lock(&mt->wlock);
+	ip.seq = mt->next_seq++;
+	rc = write_txn(mt, intent_put_fn, &ip);
+	pthread_mutex_unlock(&mt->wlock);
 	*seq = ip.seq;
 	return rc;
 }
 
-static int intent_del_fn(struct tfs_meta *mt, MDB_txn *txn, void *arg)
+static int intent_del_fn(struct store *s, MDB_txn *txn, void *arg)
 {
 	unsigned char key[8];
 	MDB_val k = { 8, key };
 	int rc;
 
 	be64(*(uint64_t *)arg, key);
-	rc = mdb_del(txn, mt->intent, &k, NULL);
+	rc = mdb_del(txn, s->dbi[DB_INTENT], &k, NULL);
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
 int tfs_meta_intent_del(struct tfs_meta *mt, uint64_t seq)
 {
-	return write_txn(mt, intent_del_fn, &seq);
+	int rc;
+
+	pthread_mutex_lock(&mt->wlock);
+	rc = write_txn(mt, intent_del_fn, &seq);
+	pthread_mutex_unlock(&mt->wlock);
+	return rc;
 }
 
-int tfs_meta_intent_foreach(struct tfs_meta *mt, tfs_meta_intent_cb cb, void *arg)
+typedef int (*visit_fn)(void *arg, const MDB_val *k, const MDB_val *v);
+
+static int db_foreach(struct tfs_meta *mt, int d, visit_fn fn, void *arg)
 {
 	MDB_txn *txn;
 	MDB_cursor *cur;
 	MDB_val k, v;
 	int rc, op = MDB_FIRST;
 
-	rc = mdb_txn_begin(mt->env, NULL, MDB_RDONLY, &txn);
-	if (rc)
-		return mdb_errno(rc);
-	rc = mdb_cursor_open(txn, mt->intent, &cur);
-	if (rc) {
+	pthread_mutex_lock(&mt->wlock);	/* the copy list must not change */
+	rc = read_txn(mt, &txn);
+	if (rc == 0 && (rc = mdb_cursor_open(txn, mt->st[0].dbi[d], &cur)) != 0)
 		mdb_txn_abort(txn);
+	if (rc) {
+		pthread_mutex_unlock(&mt->wlock);
 		return mdb_errno(rc);
 	}
 	while ((rc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
 		op = MDB_NEXT;
-		if (k.mv_size != 8)
-			continue;
-		rc = cb(arg, from_be64(k.mv_data), v.mv_data, v.mv_size);
+		rc = fn(arg, &k, &v);
 		if (rc)
 			break;
 	}
 	mdb_cursor_close(cur);
 	mdb_txn_abort(txn);
+	pthread_mutex_unlock(&mt->wlock);
 	return rc == MDB_NOTFOUND ? 0 : (rc > 0 ? mdb_errno(rc) : rc);
+}
+
+struct intent_visit {
+	tfs_meta_intent_cb cb;
+	void *arg;
+};
+
+static int intent_visit(void *arg, const MDB_val *k, const MDB_val *v)
+{
+	struct intent_visit *iv = arg;
+
+	if (k->mv_size != 8)
+		return 0;
+	return iv->cb(iv->arg, from_be64(k->mv_data), v->mv_data, v->mv_size);
+}
+
+int tfs_meta_intent_foreach(struct tfs_meta *mt, tfs_meta_intent_cb cb, void *arg)
+{
+	struct intent_visit iv = { cb, arg };
+
+	return db_foreach(mt, DB_INTENT, intent_visit, &iv);
+}
+
+static int db_count(struct tfs_meta *mt, int d, uint64_t *count)
+{
+	MDB_txn *txn;
+	MDB_stat st;
+	int rc;
+
+	pthread_mutex_lock(&mt->wlock);
+	rc = read_txn(mt, &txn);
+	if (rc == 0) {
+		rc = mdb_stat(txn, mt->st[0].dbi[d], &st);
+		mdb_txn_abort(txn);
+	}
+	pthread_mutex_unlock(&mt->wlock);
+	*count = rc ? 0 : st.ms_entries;
+	return mdb_errno(rc);
 }
 
 int tfs_meta_intent_count(struct tfs_meta *mt, uint64_t *count)
 {
-	MDB_txn *txn;
-	MDB_stat st;
-	int rc = mdb_txn_begin(mt->env, NULL, MDB_RDONLY, &txn);
-
-	if (rc)
-		return mdb_errno(rc);
-	rc = mdb_stat(txn, mt->intent, &st);
-	mdb_txn_abort(txn);
-	*count = rc ? 0 : st.ms_entries;
-	return mdb_errno(rc);
+	return db_count(mt, DB_INTENT, count);
 }
+
+/* ------------------------------------------------------------------ */
+/* Counters                                                            */
+/* ------------------------------------------------------------------ */
 
 struct counter_arg {
 	const char *name;
@@ -256,33 +460,149 @@ struct counter_arg {
 	uint64_t first;
 };
 
-static int counter_fn(struct tfs_meta *mt, MDB_txn *txn, void *arg)
+static int counter_fn(struct store *s, MDB_txn *txn, void *arg)
 {
 	struct counter_arg *ca = arg;
 	MDB_val k = { strlen(ca->name), (void *)ca->name }, v;
 	unsigned char buf[8];
-	uint64_t cur = 1;
-	int rc = mdb_get(txn, mt->counter, &k, &v);
+	int rc;
 
-	if (rc == 0 && v.mv_size == 8)
-		cur = from_be64(v.mv_data);
-	else if (rc && rc != MDB_NOTFOUND)
+	rc = mdb_get(txn, s->dbi[DB_COUNTER], &k, &v);
+	if (rc && rc != MDB_NOTFOUND)
 		return rc;
-	ca->first = cur;
-	be64(cur + ca->count, buf);
+	/* every copy hands out the same range: the first copy decides */
+	if (ca->first == 0)
+		ca->first = rc == 0 && v.mv_size == 8 ? from_be64(v.mv_data) : 1;
+	be64(ca->first + ca->count, buf);
 	v.mv_size = 8;
 	v.mv_data = buf;
-	return mdb_put(txn, mt->counter, &k, &v, 0);
+	return mdb_put(txn, s->dbi[DB_COUNTER], &k, &v, 0);
 }
 
 int tfs_meta_counter_reserve(struct tfs_meta *mt, const char *name, uint64_t count,
 			     uint64_t *first)
 {
 	struct counter_arg ca = { name, count, 0 };
-	int rc = write_txn(mt, counter_fn, &ca);
+	int rc;
 
+	pthread_mutex_lock(&mt->wlock);
+	rc = write_txn(mt, counter_fn, &ca);
 	if (rc == 0)
 		rc = tfs_meta_sync(mt);	/* a reserved range must never come back */
+	pthread_mutex_unlock(&mt->wlock);
 	*first = ca.first;
 	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Sets of (u64, u64) keys                                             */
+/* ------------------------------------------------------------------ */
+
+static int set_db(enum tfs_meta_set set)
+{
+	return set == TFS_SET_MARK ? DB_MARK : DB_REBUILT;
+}
+
+struct set_arg {
+	int db;
+	unsigned char key[16];
+	bool del;
+};
+
+static int set_fn(struct store *s, MDB_txn *txn, void *arg)
+{
+	struct set_arg *sa = arg;
+	MDB_val k = { 16, sa->key }, v = { 0, NULL };
+	int rc;
+
+	if (sa->del) {
+		rc = mdb_del(txn, s->dbi[sa->db], &k, NULL);
+		return rc == MDB_NOTFOUND ? 0 : rc;
+	}
+	return mdb_put(txn, s->dbi[sa->db], &k, &v, 0);
+}
+
+static int set_change(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b,
+		      bool del)
+{
+	struct set_arg sa = { set_db(set), { 0 }, del };
+	int rc;
+
+	be64(a, sa.key);
+	be64(b, sa.key + 8);
+	pthread_mutex_lock(&mt->wlock);
+	rc = write_txn(mt, set_fn, &sa);
+	pthread_mutex_unlock(&mt->wlock);
+	return rc;
+}
+
+int tfs_meta_set_put(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b)
+{
+	return set_change(mt, set, a, b, false);
+}
+
+int tfs_meta_set_del(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b)
+{
+	return set_change(mt, set, a, b, true);
+}
+
+static int clear_fn(struct store *s, MDB_txn *txn, void *arg)
+{
+	return mdb_drop(txn, s->dbi[*(int *)arg], 0);
+}
+
+int tfs_meta_set_clear(struct tfs_meta *mt, enum tfs_meta_set set)
+{
+	int db = set_db(set), rc;
+
+	pthread_mutex_lock(&mt->wlock);
+	rc = write_txn(mt, clear_fn, &db);
+	pthread_mutex_unlock(&mt->wlock);
+	return rc;
+}
+
+int tfs_meta_set_has(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b)
+{
+	unsigned char key[16];
+	MDB_val k = { 16, key }, v;
+	MDB_txn *txn;
+	int rc;
+
+	be64(a, key);
+	be64(b, key + 8);
+	pthread_mutex_lock(&mt->wlock);
+	rc = read_txn(mt, &txn);
+	if (rc == 0) {
+		rc = mdb_get(txn, mt->st[0].dbi[set_db(set)], &k, &v);
+		mdb_txn_abort(txn);
+	}
+	pthread_mutex_unlock(&mt->wlock);
+	return rc == 0 ? 1 : rc == MDB_NOTFOUND ? 0 : mdb_errno(rc);
+}
+
+struct set_visit {
+	tfs_meta_set_cb cb;
+	void *arg;
+};
+
+static int set_visit(void *arg, const MDB_val *k, const MDB_val *v)
+{
+	struct set_visit *sv = arg;
+
+	if (k->mv_size != 16)
+		return 0;
+	return sv->cb(sv->arg, from_be64(k->mv_data), from_be64((unsigned char *)k->mv_data + 8));
+}
+
+int tfs_meta_set_foreach(struct tfs_meta *mt, enum tfs_meta_set set, tfs_meta_set_cb cb,
+			 void *arg)
+{
+	struct set_visit sv = { cb, arg };
+
+	return db_foreach(mt, set_db(set), set_visit, &sv);
+}
+
+int tfs_meta_set_count(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t *count)
+{
+	return db_count(mt, set_db(set), count);
 }

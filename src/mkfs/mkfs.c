@@ -191,6 +191,8 @@ int main(int argc, char **argv)
 
 	tfs_uuid_generate(sb.uuid);
 	sb.created = (int64_t)time(NULL);
+	sb.events = 1;
+	memset(sb.state, TFS_M_UP, (size_t)n);
 	for (int i = 0; i < n; i++) {
 		char path[PATH_MAX];
 		int fd, rc;

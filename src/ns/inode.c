@@ -3,7 +3,8 @@
  * Owns: every struct tfs_inode and its aliases.
  *
  * Invariants (all under fs->ilock):
- *  1. A hashed inode is the only hashed inode with its member-0 st_ino.
+ *  1. A hashed inode is the only hashed inode with its st_ino on the
+ *     primary member (health.c; rekeyed when the primary changes).
  *     An inode whose object is gone (last link removed) is unhashed, so a
  *     new object that reuses the number gets a new inode.
  *  2. Every alias holds a reference (refs) on its parent, so the chain from
@@ -42,6 +43,9 @@ int tfs_fs_init(struct tfs_fs *fs)
 	pthread_mutex_init(&fs->ilock, NULL);
 	pthread_mutex_init(&fs->fid_lock, NULL);
 	pthread_rwlock_init(&fs->rename_lock, NULL);
+	pthread_rwlock_init(&fs->ns_lock, NULL);
+	pthread_rwlock_init(&fs->io_gate, NULL);
+	pthread_mutex_init(&fs->health_lock, NULL);
 	fs->hsize = 1 << 16;
 	fs->htab = calloc(fs->hsize, sizeof(*fs->htab));
 	if (!fs->htab)
@@ -94,7 +98,8 @@ static void dfd_drop_locked(struct tfs_fs *fs, struct tfs_inode *in)
 	if (!in->dfd)
 		return;
 	for (uint32_t k = 0; k < fs->n; k++)
-		close(in->dfd[k]);
+		if (in->dfd[k] >= 0)
+			close(in->dfd[k]);
 	free(in->dfd);
 	in->dfd = NULL;
 	if (in->lru_next) {
@@ -447,15 +452,24 @@ static void lru_trim_locked(struct tfs_fs *fs)
 static void close_all(struct tfs_fs *fs, int *fd, uint32_t n)
 {
 	for (uint32_t k = 0; k < n; k++)
-		close(fd[k]);
+		if (fd[k] >= 0)
+			close(fd[k]);
 }
 
 static int dir_fds(struct tfs_fs *fs, struct tfs_inode *dir, int *fds);
+
+static void dir_fds_put(struct tfs_fs *fs, struct tfs_inode *dir)
+{
+	pthread_mutex_lock(&fs->ilock);
+	dir->dusers--;
+	pthread_mutex_unlock(&fs->ilock);
+}
 
 int tfs_dir_fds(struct tfs_fs *fs, struct tfs_inode *dir, int *fds)
 {
 	int rc;
 
+	pthread_rwlock_rdlock(&fs->ns_lock);
 	pthread_mutex_lock(&fs->ilock);
 	if (dir->dfd) {
 		dir->dusers++;
@@ -468,6 +482,8 @@ int tfs_dir_fds(struct tfs_fs *fs, struct tfs_inode *dir, int *fds)
 	pthread_rwlock_rdlock(&fs->rename_lock);
 	rc = dir_fds(fs, dir, fds);
 	pthread_rwlock_unlock(&fs->rename_lock);
+	if (rc)
+		pthread_rwlock_unlock(&fs->ns_lock);
 	return rc;
 }
 
@@ -500,24 +516,34 @@ static int dir_fds(struct tfs_fs *fs, struct tfs_inode *dir, int *fds)
 		rc = -ENOMEM;
 	else if (parent)
 		rc = dir_fds(fs, parent, pfd);
+	/* members that take no changes get -1; one that cannot open a
+	 * directory the primary has is failed (if the level allows) */
 	for (k = 0; rc == 0 && k < fs->n; k++) {
+		mine[k] = -1;
+		if (!tfs_m_writable(fs, k) || (parent && pfd[k] < 0))
+			continue;
 		mine[k] = fs->be->ops->open_dir(fs->be, k, parent ? pfd[k] : -1, parent ? name : "");
-		if (mine[k] < 0) {
-			rc = mine[k];
-			close_all(fs, mine, k);
+		if (mine[k] >= 0)
+			continue;
+		if (k != tfs_primary(fs) && tfs_member_fail(fs, k, mine[k], "open directory")) {
+			mine[k] = -1;
+			continue;
 		}
+		rc = mine[k];
+		close_all(fs, mine, k);
 	}
 	if (parent) {
 		if (mine && k > 0)	/* the parent's fds were taken */
-			tfs_dir_fds_put(fs, parent);
+			dir_fds_put(fs, parent);
 		tfs_inode_unref(fs, parent);
 	}
 	if (rc == 0 && dir != &fs->root) {
 		/* the name was read before opening: make sure it still named
-		 * this directory on member 0 (a concurrent rename may move it) */
+		 * this directory on the primary (a concurrent rename may move it) */
 		struct stat st;
+		uint32_t p = tfs_primary(fs);
 
-		if (fs->be->ops->fstat(fs->be, 0, mine[0], &st) || st.st_ino != dir->ino) {
+		if (fs->be->ops->fstat(fs->be, p, mine[p], &st) || st.st_ino != dir->ino) {
 			close_all(fs, mine, fs->n);
 			rc = -ENOENT;
 		}
@@ -549,7 +575,86 @@ out_copy:
 
 void tfs_dir_fds_put(struct tfs_fs *fs, struct tfs_inode *dir)
 {
+	dir_fds_put(fs, dir);
+	pthread_rwlock_unlock(&fs->ns_lock);
+}
+
+void tfs_inode_member_reset(struct tfs_fs *fs, uint32_t k)
+{
+	struct tfs_inode **v;
+	size_t n = 0;
+
 	pthread_mutex_lock(&fs->ilock);
-	dir->dusers--;
+	v = calloc(fs->icount + 1, sizeof(*v));
+	for (size_t i = 0; i < fs->hsize; i++) {
+		for (struct tfs_inode *in = fs->htab[i]; in; in = in->hnext) {
+			dfd_drop_locked(fs, in);
+			if (v) {
+				in->refs++;
+				v[n++] = in;
+			}
+		}
+	}
+	dfd_drop_locked(fs, &fs->root);
 	pthread_mutex_unlock(&fs->ilock);
+	for (size_t i = 0; i < n; i++) {
+		struct tfs_inode *in = v[i];
+
+		pthread_mutex_lock(&in->lock);
+		if (in->of) {
+			if (in->of->fd[k] >= 0)
+				close(in->of->fd[k]);
+			if (in->of->dfd[k] >= 0)
+				close(in->of->dfd[k]);
+			in->of->fd[k] = in->of->dfd[k] = -1;
+		}
+		pthread_mutex_unlock(&in->lock);
+		tfs_inode_unref(fs, in);
+	}
+	free(v);
+}
+
+void tfs_inode_rekey(struct tfs_fs *fs, uint64_t (*ino_of)(struct tfs_fs *fs, const char *path))
+{
+	struct tfs_inode **v;
+	char **path;
+	size_t n = 0;
+
+	pthread_mutex_lock(&fs->ilock);
+	v = calloc(fs->icount + 1, sizeof(*v));
+	path = calloc(fs->icount + 1, sizeof(*path));
+	for (size_t i = 0; v && path && i < fs->hsize; i++) {
+		for (struct tfs_inode *in = fs->htab[i]; in; in = in->hnext) {
+			in->refs++;	/* pinned while unlocked below */
+			path[n] = in->aliases ? path_locked(fs, in->aliases->parent,
+							    in->aliases->name) : NULL;
+			v[n++] = in;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		dfd_drop_locked(fs, v[i]);
+	dfd_drop_locked(fs, &fs->root);
+	pthread_mutex_unlock(&fs->ilock);
+
+	fs->root.ino = ino_of(fs, ".");
+	for (size_t i = 0; i < n; i++) {
+		uint64_t ino = path[i] ? ino_of(fs, path[i]) : 0;
+
+		free(path[i]);
+		pthread_mutex_lock(&fs->ilock);
+		unhash_locked(fs, v[i]);
+		if (ino) {
+			struct tfs_inode *in = v[i];
+
+			in->ino = ino;
+			in->hashed = true;
+			in->hnext = fs->htab[hslot(fs, ino)];
+			fs->htab[hslot(fs, ino)] = in;
+			fs->icount++;
+		}
+		pthread_mutex_unlock(&fs->ilock);
+		tfs_inode_unref(fs, v[i]);
+	}
+	free(v);
+	free(path);
 }

@@ -4,9 +4,11 @@
  * records that make those changes crash-safe.
  *
  * Invariants:
- *  1. Member 0 is the reference: every change is applied to member 0 first,
- *     then to members 1..n-1 in order.  If member 0 refuses (EEXIST,
- *     ENOTEMPTY, ...), nothing has changed and the error is returned.
+ *  1. The primary (health.c: the first member in sync) is the reference:
+ *     every change is applied to it first, then to the other members that
+ *     take changes (tfs_members).  If the primary refuses (EEXIST,
+ *     ENOTEMPTY, ...), nothing has changed and the error is returned.  A
+ *     member that fails a change the primary made is failed (health.c).
  *  2. On arrays of more than one member, a change that touches several
  *     members is bracketed by an intent record in LMDB: added before member
  *     0 is touched, deleted after the last member is done and before the
@@ -127,14 +129,18 @@ static void intent_end(struct tfs_fs *fs, uint64_t seq)
 		tfs_err("intent %" PRIu64 ": cannot retire it: %s", seq, strerror(-rc));
 }
 
-/* A member other than member 0 failed a change member 0 made. */
+/* A member other than the primary failed a change the primary made: it
+ * now differs, so it is failed if the level allows. */
 static void member_diverged(struct tfs_fs *fs, uint32_t m, const char *what,
 			    const struct tfs_loc *l, int rc)
 {
 	char *p = tfs_loc_path(fs, l);
+	char msg[160];
 
-	tfs_err("member %u: %s of '%s' failed: %s; the member now differs from member 0",
-		m, what, p ? p : l->name, strerror(-rc));
+	snprintf(msg, sizeof(msg), "%s of '%.100s'", what, p ? p : l->name);
+	if (!tfs_member_fail(fs, m, rc, msg))
+		tfs_err("member %u: %s failed: %s; the member now differs from the primary",
+			m, msg, strerror(-rc));
 	free(p);
 }
 
@@ -220,6 +226,8 @@ static int ofile_open_locked(struct tfs_fs *fs, struct tfs_inode *in, uint32_t k
 	struct tfs_ofile *of = in->of;
 	int rc = 0, fd;
 
+	if (!tfs_m_writable(fs, k))
+		return -ENODEV;
 	if (of->fd[k] < 0) {
 		struct tfs_loc loc;
 		int dfd[TFS_MAX_MEMBERS];
@@ -257,8 +265,16 @@ static int ofile_fill_locked(struct tfs_fs *fs, struct tfs_inode *in)
 {
 	int rc = 0;
 
-	for (uint32_t k = 0; k < fs->n && rc == 0; k++)
+	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
+		if (!tfs_m_writable(fs, k))
+			continue;
 		rc = ofile_open_locked(fs, in, k, false);
+		/* a member being rebuilt lacks files unlinked before it joined */
+		if (rc == -ENOENT && tfs_mstate(fs, k) == TFS_M_REBUILD)
+			rc = 0;
+		if (rc && k != tfs_primary(fs) && tfs_member_fail(fs, k, rc, "open file"))
+			rc = 0;
+	}
 	return rc;
 }
 
@@ -326,9 +342,46 @@ int tfs_ns_open(struct tfs_fs *fs, struct tfs_inode *in)
 	return rc;
 }
 
+/* Parity levels: write the logical size to every member file that is
+ * open, if it changed since it was last written.  Caller holds in->lock. */
+static int size_save_locked(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	char v[24];
+	int l, rc = 0;
+
+	if (!tfs_layout_nparity(&fs->layout) || !in->size_valid || !in->of ||
+	    in->size == in->size_saved || fs->readonly)
+		return 0;
+	l = snprintf(v, sizeof(v), "%" PRIu64, in->size);
+	for (uint32_t k = 0; k < fs->n; k++) {
+		int r;
+
+		if (!tfs_m_writable(fs, k) || in->of->fd[k] < 0)
+			continue;
+		r = OPS(fs)->setxattr(BE(fs), k, in->of->fd[k], TFS_XATTR_SIZE, v, (size_t)l, 0);
+		if (r && !rc)
+			rc = r;
+	}
+	if (rc == 0)
+		in->size_saved = in->size;
+	return rc;
+}
+
+int tfs_ns_save_size(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	int rc;
+
+	pthread_mutex_lock(&in->lock);
+	rc = size_save_locked(fs, in);
+	pthread_mutex_unlock(&in->lock);
+	return rc;
+}
+
 void tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in)
 {
 	pthread_mutex_lock(&in->lock);
+	if (in->of && in->of->users == 1)
+		size_save_locked(fs, in);
 	ofile_put_locked(fs, in);
 	pthread_mutex_unlock(&in->lock);
 	tfs_inode_unref(fs, in);
@@ -436,25 +489,35 @@ static void ts_max(struct timespec *a, const struct timespec *b)
 static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t,
 		       struct stat *st)
 {
-	uint64_t size = 0, blocks = 0;
-	int rc = OPS(fs)->fstatat(BE(fs), 0, t->fd[0], t->name, st);
+	uint64_t size = 0, blocks = 0, nblk = 0;
+	uint32_t p = tfs_primary(fs);
+	int rc = OPS(fs)->fstatat(BE(fs), p, t->fd[p], t->name, st);
 
 	if (rc || !S_ISREG(st->st_mode))
 		return rc;
 	pthread_mutex_lock(&in->lock);
 	if (!in->fid_valid) {
 		/* a real fd (not O_PATH): fgetxattr works on it directly */
-		int fd = t->pinned ? t->fd[0]
-				   : OPS(fs)->openat(BE(fs), 0, t->fd[0], t->name,
+		int fd = t->pinned ? t->fd[p]
+				   : OPS(fs)->openat(BE(fs), p, t->fd[p], t->name,
 						     O_RDONLY | O_NONBLOCK, 0);
 		uint64_t fid = 0;
 
-		rc = fd < 0 ? fd : fid_get(fs, 0, fd, &fid);
+		rc = fd < 0 ? fd : fid_get(fs, p, fd, &fid);
+		if (fd >= 0 && tfs_layout_nparity(&fs->layout)) {
+			char v[24];
+			int l = OPS(fs)->getxattr(BE(fs), p, fd, TFS_XATTR_SIZE, v, sizeof(v) - 1);
+
+			if (l > 0) {
+				v[l] = 0;
+				in->size_saved = strtoull(v, NULL, 10);
+			}
+		}
 		if (fd >= 0 && !t->pinned)
 			close(fd);
 		if (rc)
-			tfs_warn("file '%s' (inode %llu) has no identity on member 0 (%s); using 0",
-				 t->loc.name, (unsigned long long)in->ino, strerror(-rc));
+			tfs_warn("file '%s' (inode %llu) has no identity on member %u (%s); using 0",
+				 t->loc.name, (unsigned long long)in->ino, p, strerror(-rc));
 		in->fid = fid;
 		in->rot = tfs_layout_rot(&fs->layout, fid);
 		in->fid_valid = true;
@@ -463,7 +526,10 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 	for (uint32_t k = 0; k < fs->n; k++) {
 		struct stat sk;
 
-		if (k == 0) {
+		if (!tfs_m_readable(fs, k) || t->fd[k] < 0)
+			continue;	/* failed or still being rebuilt */
+		nblk++;
+		if (k == p) {
 			sk = *st;
 		} else {
 			rc = OPS(fs)->fstatat(BE(fs), k, t->fd[k], t->name, &sk);
@@ -480,12 +546,18 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 			size = l;
 	}
 	if (rc == 0) {
+		/* a member not in sync may have held the end of the file: the
+		 * size recorded at the last close is the floor then */
+		if (nblk < fs->n && in->size_saved > size)
+			size = in->size_saved;
 		if (!in->size_valid) {
 			in->size = size;
 			in->size_valid = true;
 		}
 		st->st_size = (off_t)in->size;
-		st->st_blocks = (blkcnt_t)(blocks / tfs_layout_copies(&fs->layout));
+		/* blocks of the members read, scaled to the whole array */
+		st->st_blocks = (blkcnt_t)(blocks * fs->n / (nblk ? nblk : 1) /
+					   tfs_layout_copies(&fs->layout));
 	}
 	pthread_mutex_unlock(&in->lock);
 	return rc;
@@ -523,7 +595,7 @@ int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	rc = child_open(fs, parent, name, &loc, dfd);
 	if (rc)
 		return rc;
-	rc = OPS(fs)->fstatat(BE(fs), 0, dfd[0], name, &e->st);
+	rc = OPS(fs)->fstatat(BE(fs), tfs_primary(fs), dfd[tfs_primary(fs)], name, &e->st);
 	dirs_close(fs, &loc);
 	tfs_loc_put(fs, &loc);
 	if (rc)
@@ -554,15 +626,56 @@ static int set_times(struct tfs_fs *fs, struct target *t, const struct stat *att
 		ts[1].tv_nsec = UTIME_NOW;
 	else if (to_set & FUSE_SET_ATTR_MTIME)
 		ts[1] = attr->st_mtim;
-	for (uint32_t k = 0; k < fs->n; k++) {
-		int r = OPS(fs)->utimensat(BE(fs), k, t->fd[k], t->name, ts);
+	uint32_t ord[TFS_MAX_MEMBERS], nm = tfs_members(fs, ord);
 
-		if (k == 0 && r)
+	for (uint32_t i = 0; i < nm; i++) {
+		uint32_t k = ord[i];
+		int r = t->fd[k] < 0 ? 0 : OPS(fs)->utimensat(BE(fs), k, t->fd[k], t->name, ts);
+
+		if (i == 0 && r)
 			return r;
 		if (r)
-			rc = r;
+			member_diverged(fs, k, "utimens", &t->loc, r);
 	}
 	return rc;
+}
+
+/* Apply fn to the object t names on every member that takes changes, the
+ * primary first: the primary's error is returned, another member's fails it. */
+typedef int (*member_fn)(struct tfs_fs *fs, uint32_t k, int fd, const char *name, void *arg);
+
+static int each_member(struct tfs_fs *fs, struct target *t, const char *what, member_fn fn,
+		       void *arg)
+{
+	uint32_t ord[TFS_MAX_MEMBERS], nm = tfs_members(fs, ord);
+
+	for (uint32_t i = 0; i < nm; i++) {
+		uint32_t k = ord[i];
+		int r = t->fd[k] < 0 ? 0 : fn(fs, k, t->fd[k], t->name, arg);
+
+		if (r && i == 0)
+			return r;
+		if (r)
+			member_diverged(fs, k, what, &t->loc, r);
+	}
+	return 0;
+}
+
+struct chown_arg {
+	uid_t u;
+	gid_t g;
+};
+
+static int chown_one(struct tfs_fs *fs, uint32_t k, int fd, const char *name, void *arg)
+{
+	struct chown_arg *a = arg;
+
+	return OPS(fs)->fchownat(BE(fs), k, fd, name, a->u, a->g);
+}
+
+static int chmod_one(struct tfs_fs *fs, uint32_t k, int fd, const char *name, void *arg)
+{
+	return OPS(fs)->fchmodat(BE(fs), k, fd, name, *(mode_t *)arg & 07777);
 }
 
 int tfs_ns_setattr(struct tfs_fs *fs, struct tfs_inode *in, const struct stat *attr,
@@ -591,12 +704,10 @@ int tfs_ns_setattr(struct tfs_fs *fs, struct tfs_inode *in, const struct stat *a
 		uid_t u = (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
 		gid_t g = (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
 
-		for (uint32_t k = 0; k < fs->n && rc == 0; k++)
-			rc = OPS(fs)->fchownat(BE(fs), k, t.fd[k], t.name, u, g);
+		rc = each_member(fs, &t, "chown", chown_one, &(struct chown_arg){ u, g });
 	}
 	if (rc == 0 && (to_set & FUSE_SET_ATTR_MODE) && !S_ISLNK(in->type)) {
-		for (uint32_t k = 0; k < fs->n && rc == 0; k++)
-			rc = OPS(fs)->fchmodat(BE(fs), k, t.fd[k], t.name, attr->st_mode & 07777);
+		rc = each_member(fs, &t, "chmod", chmod_one, (void *)&attr->st_mode);
 	}
 	if (rc == 0 && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
 				  FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW)))
@@ -629,13 +740,29 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 		rc = intent_begin(fs, TFS_I_TRUNCATE, &loc, NULL, NULL, 0, len, &seq);
 		tfs_loc_put(fs, &loc);
 	}
+	/* parity levels: the bytes cut from the new last row are zeroed
+	 * first, so its parity stays right (what is cut is then a hole) */
+	if (rc == 0 && tfs_layout_nparity(&fs->layout) && len < in->size) {
+		uint64_t rowbytes = (uint64_t)tfs_layout_ndata(&fs->layout) * fs->layout.chunk;
+		uint64_t end = (len / rowbytes + 1) * rowbytes;
+
+		if (len % rowbytes)
+			rc = tfs_stripe_zero(fs, in, true, len,
+					     (end < in->size ? end : in->size) - len);
+	}
 	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
 		uint64_t share = tfs_layout_share(&fs->layout, in->rot, k, len);
 
+		if (!tfs_m_writable(fs, k) || in->of->fd[k] < 0)
+			continue;
 		rc = OPS(fs)->ftruncate(BE(fs), k, in->of->fd[k], share);
+		if (rc && k != tfs_primary(fs) && tfs_member_fail(fs, k, rc, "truncate"))
+			rc = 0;
 	}
 	if (rc == 0)
 		in->size = len;
+	if (rc == 0)
+		size_save_locked(fs, in);
 	intent_end(fs, seq);
 	ofile_put_locked(fs, in);
 	pthread_mutex_unlock(&in->lock);
@@ -708,6 +835,7 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 	struct tfs_loc loc;
 	struct stat pst;
 	uint64_t fid = 0, seq = 0;
+	uint32_t ord[TFS_MAX_MEMBERS], nm, p;
 	int dfd[TFS_MAX_MEMBERS], rc;
 	bool sgid;
 
@@ -716,28 +844,32 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 	rc = child_open(fs, parent, name, &loc, dfd);
 	if (rc)
 		return rc;
-	rc = OPS(fs)->fstatat(BE(fs), 0, dfd[0], "", &pst);
+	nm = tfs_members(fs, ord);
+	p = ord[0];
+	rc = OPS(fs)->fstatat(BE(fs), p, dfd[p], "", &pst);
 	if (rc)
 		goto out;
 	sgid = (pst.st_mode & S_ISGID) != 0;
 	rc = intent_begin(fs, TFS_I_CREATE, &loc, NULL, NULL, 0, 0, &seq);
 	if (rc)
 		goto out;
-	for (uint32_t k = 0; k < fs->n; k++) {
-		int r = make_one(fs, k, dfd[k], name, mode, rdev, target, fid, k == 0);
+	for (uint32_t i = 0; i < nm; i++) {
+		uint32_t k = ord[i];
+		int r = dfd[k] < 0 ? -ENODEV
+				   : make_one(fs, k, dfd[k], name, mode, rdev, target, fid, i == 0);
 
 		if (r >= 0 && fds)
 			fds[k] = r;
 		if (r >= 0)
 			r = own_one(fs, k, dfd[k], name, mode, ctx, sgid);
-		if (r < 0 && k == 0) {
-			if (r != -EEXIST && fds && fds[0] >= 0) {
+		if (r < 0 && i == 0) {
+			if (r != -EEXIST && fds && fds[p] >= 0) {
 				/* made but could not be set up: take it back */
-				close(fds[0]);
-				fds[0] = -1;
-				OPS(fs)->unlinkat(BE(fs), 0, dfd[0], name, 0);
+				close(fds[p]);
+				fds[p] = -1;
+				OPS(fs)->unlinkat(BE(fs), p, dfd[p], name, 0);
 			} else if (r != -EEXIST && S_ISDIR(mode)) {
-				OPS(fs)->unlinkat(BE(fs), 0, dfd[0], name, AT_REMOVEDIR);
+				OPS(fs)->unlinkat(BE(fs), p, dfd[p], name, AT_REMOVEDIR);
 			}
 			rc = r;
 			break;
@@ -748,7 +880,7 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 	intent_end(fs, seq);
 	if (rc)
 		goto out;
-	rc = OPS(fs)->fstatat(BE(fs), 0, dfd[0], name, &e->st);
+	rc = OPS(fs)->fstatat(BE(fs), p, dfd[p], name, &e->st);
 	if (rc)
 		goto out;
 	e->in = tfs_inode_bind(fs, parent, name, &e->st);
@@ -866,19 +998,23 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	struct tfs_inode *in;
 	struct stat st;
 	uint64_t seq = 0;
+	uint32_t ord[TFS_MAX_MEMBERS], nm;
 	int dfd[TFS_MAX_MEMBERS], rc;
 
 	rc = child_open(fs, parent, name, &loc, dfd);
 	if (rc)
 		return rc;
-	rc = OPS(fs)->fstatat(BE(fs), 0, dfd[0], name, &st);
+	nm = tfs_members(fs, ord);
+	rc = OPS(fs)->fstatat(BE(fs), ord[0], dfd[ord[0]], name, &st);
 	in = rc == 0 ? hold_named(fs, st.st_ino) : NULL;
 	if (rc == 0)
 		rc = intent_begin(fs, TFS_I_REMOVE, &loc, NULL, NULL, 0, 0, &seq);
-	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
-		int r = OPS(fs)->unlinkat(BE(fs), k, dfd[k], name, dir ? AT_REMOVEDIR : 0);
+	for (uint32_t i = 0; i < nm && rc == 0; i++) {
+		uint32_t k = ord[i];
+		int r = dfd[k] < 0 ? 0 : OPS(fs)->unlinkat(BE(fs), k, dfd[k], name,
+							    dir ? AT_REMOVEDIR : 0);
 
-		if (r && k == 0)
+		if (r && i == 0)
 			rc = r;
 		else if (r)
 			member_diverged(fs, k, "remove", &loc, r);
@@ -925,6 +1061,7 @@ int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 	struct stat so, sn;
 	struct tfs_inode *oin = NULL, *nin = NULL;
 	uint64_t seq = 0;
+	uint32_t ord[TFS_MAX_MEMBERS], nm;
 	int od[TFS_MAX_MEMBERS], nd[TFS_MAX_MEMBERS], rc, nrc;
 	bool dirmove;
 
@@ -935,8 +1072,9 @@ int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 		pair_close(fs, &ol, &nl, false);
 		return rc;
 	}
-	rc = OPS(fs)->fstatat(BE(fs), 0, od[0], oname, &so);
-	nrc = OPS(fs)->fstatat(BE(fs), 0, nd[0], nname, &sn);
+	nm = tfs_members(fs, ord);
+	rc = OPS(fs)->fstatat(BE(fs), ord[0], od[ord[0]], oname, &so);
+	nrc = OPS(fs)->fstatat(BE(fs), ord[0], nd[ord[0]], nname, &sn);
 	if (rc == 0) {
 		/* both inodes held, in address order (once if they are one) */
 		oin = pin_ino(fs, so.st_ino);
@@ -956,10 +1094,12 @@ int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 		pthread_rwlock_wrlock(&fs->rename_lock);
 	if (rc == 0)
 		rc = intent_begin(fs, TFS_I_RENAME, &ol, &nl, NULL, flags, 0, &seq);
-	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
-		int r = OPS(fs)->renameat2(BE(fs), k, od[k], oname, nd[k], nname, flags);
+	for (uint32_t i = 0; i < nm && rc == 0; i++) {
+		uint32_t k = ord[i];
+		int r = od[k] < 0 || nd[k] < 0
+			? 0 : OPS(fs)->renameat2(BE(fs), k, od[k], oname, nd[k], nname, flags);
 
-		if (r && k == 0)
+		if (r && i == 0)
 			rc = r;
 		else if (r)
 			member_diverged(fs, k, "rename", &ol, r);
@@ -994,6 +1134,7 @@ int tfs_ns_link(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode *np,
 {
 	struct tfs_loc ol, nl;
 	uint64_t seq = 0;
+	uint32_t ord[TFS_MAX_MEMBERS], nm;
 	int od[TFS_MAX_MEMBERS], nd[TFS_MAX_MEMBERS], rc;
 
 	ol.parent = nl.parent = NULL;
@@ -1002,18 +1143,21 @@ int tfs_ns_link(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode *np,
 		pair_close(fs, &ol, &nl, false);
 		return rc;
 	}
+	nm = tfs_members(fs, ord);
 	rc = intent_begin(fs, TFS_I_LINK, &ol, &nl, NULL, 0, 0, &seq);
-	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
-		int r = OPS(fs)->linkat(BE(fs), k, od[k], ol.name, nd[k], nname);
+	for (uint32_t i = 0; i < nm && rc == 0; i++) {
+		uint32_t k = ord[i];
+		int r = od[k] < 0 || nd[k] < 0
+			? 0 : OPS(fs)->linkat(BE(fs), k, od[k], ol.name, nd[k], nname);
 
-		if (r && k == 0)
+		if (r && i == 0)
 			rc = r;
 		else if (r)
 			member_diverged(fs, k, "link", &nl, r);
 	}
 	intent_end(fs, seq);
 	if (rc == 0)
-		rc = OPS(fs)->fstatat(BE(fs), 0, nd[0], nname, &e->st);
+		rc = OPS(fs)->fstatat(BE(fs), ord[0], nd[ord[0]], nname, &e->st);
 	pair_close(fs, &ol, &nl, true);
 	if (rc)
 		return rc;
@@ -1030,7 +1174,7 @@ int tfs_ns_readlink(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t l
 
 	if (rc)
 		return rc;
-	rc = OPS(fs)->readlinkat(BE(fs), 0, t.fd[0], t.name, buf, len);
+	rc = OPS(fs)->readlinkat(BE(fs), tfs_primary(fs), t.fd[tfs_primary(fs)], t.name, buf, len);
 	target_close(fs, in, &t);
 	return rc;
 }
@@ -1046,7 +1190,8 @@ int tfs_ns_opendir(struct tfs_fs *fs, struct tfs_inode *in, int *fd)
 
 	if (rc)
 		return rc;
-	rc = OPS(fs)->openat(BE(fs), 0, t.fd[0], t.name, O_RDONLY | O_DIRECTORY, 0);
+	rc = OPS(fs)->openat(BE(fs), tfs_primary(fs), t.fd[tfs_primary(fs)], t.name,
+			     O_RDONLY | O_DIRECTORY, 0);
 	target_close(fs, in, &t);
 	if (rc < 0)
 		return rc;
@@ -1059,22 +1204,26 @@ int tfs_ns_fsyncdir(struct tfs_fs *fs, struct tfs_inode *in)
 	struct tfs_mio v[TFS_MAX_MEMBERS];
 	struct target t;
 	int rc = target_open(fs, in, &t);
-	uint32_t k;
+	uint32_t ord[TFS_MAX_MEMBERS], nm = tfs_members(fs, ord), k = 0;
 
 	if (rc)
 		return rc;
-	for (k = 0; k < fs->n && rc == 0; k++) {
-		int fd = OPS(fs)->openat(BE(fs), k, t.fd[k], t.name, O_RDONLY | O_DIRECTORY, 0);
+	for (uint32_t i = 0; i < nm && rc == 0; i++) {
+		int fd = t.fd[ord[i]] < 0 ? -ENODEV
+			 : OPS(fs)->openat(BE(fs), ord[i], t.fd[ord[i]], t.name,
+					   O_RDONLY | O_DIRECTORY, 0);
 
 		if (fd < 0) {
+			if (i > 0 && tfs_member_fail(fs, ord[i], fd, "open directory"))
+				continue;
 			rc = fd;
 			break;
 		}
-		v[k] = (struct tfs_mio){ .member = k, .op = TFS_MIO_FSYNC, .fd = fd };
+		v[k++] = (struct tfs_mio){ .member = ord[i], .op = TFS_MIO_FSYNC, .fd = fd };
 	}
 	target_close(fs, in, &t);
 	if (rc == 0)
-		rc = OPS(fs)->submit(BE(fs), v, fs->n);
+		rc = OPS(fs)->submit(BE(fs), v, k);
 	for (uint32_t j = 0; j < k; j++) {
 		if (rc == 0 && v[j].res < 0)
 			rc = (int)v[j].res;
@@ -1091,13 +1240,17 @@ int tfs_ns_statfs(struct tfs_fs *fs, struct statvfs *out)
 	struct statvfs sv;
 
 	for (uint32_t k = 0; k < fs->n; k++) {
-		int rc = OPS(fs)->statvfs(BE(fs), k, &sv);
-		uint64_t unit = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
-		uint64_t b = sv.f_blocks * unit, f = sv.f_bfree * unit, a = sv.f_bavail * unit;
+		int rc;
+		uint64_t unit, b, f, a;
 
+		if (!tfs_m_writable(fs, k))
+			continue;
+		rc = OPS(fs)->statvfs(BE(fs), k, &sv);
 		if (rc)
 			return rc;
-		if (k == 0)
+		unit = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
+		b = sv.f_blocks * unit, f = sv.f_bfree * unit, a = sv.f_bavail * unit;
+		if (k == tfs_primary(fs))
 			*out = sv;
 		sumb += b, sumf += f, suma += a;
 		if (b < minb) minb = b;
@@ -1148,14 +1301,16 @@ static int xattr_all(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 	struct target t;
 	uint64_t seq = 0;
 	int rc = target_open(fs, in, &t);
+	uint32_t ord[TFS_MAX_MEMBERS], nm = tfs_members(fs, ord);
 
 	if (rc)
 		return rc;
 	if (t.has_loc)
 		rc = intent_begin(fs, TFS_I_XATTR, &t.loc, NULL, name, 0, 0, &seq);
-	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
+	for (uint32_t i = 0; i < nm && rc == 0; i++) {
+		uint32_t k = ord[i];
 		bool owned;
-		int fd = obj_fd(fs, k, &t, &owned), r;
+		int fd = t.fd[k] < 0 ? -ENODEV : obj_fd(fs, k, &t, &owned), r;
 
 		if (fd < 0) {
 			r = fd;
@@ -1165,7 +1320,7 @@ static int xattr_all(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 			if (owned)
 				close(fd);
 		}
-		if (r && k == 0)
+		if (r && i == 0)
 			rc = r;
 		else if (r)
 			member_diverged(fs, k, "xattr", &t.loc, r);
@@ -1209,11 +1364,11 @@ int tfs_ns_getxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 	rc = target_open(fs, in, &t);
 	if (rc)
 		return rc;
-	fd = obj_fd(fs, 0, &t, &owned);
+	fd = obj_fd(fs, tfs_primary(fs), &t, &owned);
 	if (fd < 0) {
 		rc = fd;
 	} else {
-		rc = OPS(fs)->getxattr(BE(fs), 0, fd, name, buf, len);
+		rc = OPS(fs)->getxattr(BE(fs), tfs_primary(fs), fd, name, buf, len);
 		if (owned)
 			close(fd);
 	}
@@ -1233,15 +1388,16 @@ int tfs_ns_listxattr(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t 
 	rc = target_open(fs, in, &t);
 	if (rc)
 		return rc;
-	fd = obj_fd(fs, 0, &t, &owned);
+	fd = obj_fd(fs, tfs_primary(fs), &t, &owned);
 	if (fd < 0) {
 		rc = fd;
 		goto out;
 	}
-	rc = OPS(fs)->listxattr(BE(fs), 0, fd, NULL, 0);
+	rc = OPS(fs)->listxattr(BE(fs), tfs_primary(fs), fd, NULL, 0);
 	if (rc > 0) {
 		all = malloc((size_t)rc + 1);
-		rc = all ? OPS(fs)->listxattr(BE(fs), 0, fd, all, (size_t)rc) : -ENOMEM;
+		rc = all ? OPS(fs)->listxattr(BE(fs), tfs_primary(fs), fd, all, (size_t)rc)
+			 : -ENOMEM;
 	}
 	if (owned)
 		close(fd);

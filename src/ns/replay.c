@@ -4,9 +4,9 @@
  *
  * Invariants:
  *  1. Runs before the filesystem serves any request, single threaded.
- *  2. Every intent names a change that was applied to members 0..j and not
- *     to j+1..n-1 (ns.c invariant 1).  Replay rolls it forward: it makes
- *     members 1..n-1 agree with member 0 at the recorded paths, using file
+ *  2. Every intent names a change that was applied to the primary and maybe
+ *     some other members (ns.c invariant 1); failed members are left alone.  Replay rolls it forward: it makes
+ *     the other members agree with the primary at the recorded paths, using file
  *     identities (fid xattr), symlink targets and device numbers to tell
  *     which member already has the change.
  *  3. Every step is idempotent, so a crash during replay is followed by the
@@ -35,9 +35,13 @@ struct obj {
 	char target[PATH_MAX];
 };
 
-/* Parent directory fd of path on member m, walked one name at a time (no
- * length limit, no symlink followed), and the last name of path. */
-static int at(struct tfs_fs *fs, uint32_t m, const char *path, char name[NAME_MAX + 1])
+/* Members replay brings in line with the primary. */
+static bool other(struct tfs_fs *fs, uint32_t m)
+{
+	return m != tfs_primary(fs) && tfs_m_writable(fs, m);
+}
+
+int tfs_member_at(struct tfs_fs *fs, uint32_t m, const char *path, char name[NAME_MAX + 1])
 {
 	const char *p = path, *slash;
 	int fd = OPS(fs)->open_dir(BE(fs), m, -1, "");
@@ -78,7 +82,7 @@ static void obj_read(struct tfs_fs *fs, uint32_t m, const char *path, struct obj
 	int dfd;
 
 	memset(o, 0, sizeof(*o));
-	dfd = at(fs, m, path, name);
+	dfd = tfs_member_at(fs, m, path, name);
 	if (dfd < 0) {
 		o->rc = dfd;
 		return;
@@ -117,7 +121,7 @@ static bool same(const struct obj *a, const struct obj *b)
 	return a->st.st_rdev == b->st.st_rdev;
 }
 
-/* Member m's object at path is made to look like member 0's (o0). */
+/* Member m's object at path is made to look like the primary's (o0). */
 static int reconcile(struct tfs_fs *fs, const char *path, uint32_t m, const struct obj *o0)
 {
 	struct obj om;
@@ -125,7 +129,7 @@ static int reconcile(struct tfs_fs *fs, const char *path, uint32_t m, const stru
 	int dfd, rc = 0;
 
 	obj_read(fs, m, path, &om);
-	dfd = at(fs, m, path, name);
+	dfd = tfs_member_at(fs, m, path, name);
 	if (dfd < 0)
 		return dfd;
 	if (om.rc == 0 && (o0->rc || !same(o0, &om))) {
@@ -175,11 +179,12 @@ static int reconcile_all(struct tfs_fs *fs, const char *path)
 	struct obj o0;
 	int rc = 0;
 
-	obj_read(fs, 0, path, &o0);
+	obj_read(fs, tfs_primary(fs), path, &o0);
 	if (o0.rc && o0.rc != -ENOENT)
 		return o0.rc;
-	for (uint32_t m = 1; m < fs->n && rc == 0; m++)
-		rc = reconcile(fs, path, m, &o0);
+	for (uint32_t m = 0; m < fs->n && rc == 0; m++)
+		if (other(fs, m))
+			rc = reconcile(fs, path, m, &o0);
 	return rc;
 }
 
@@ -189,9 +194,11 @@ static int replay_rename(struct tfs_fs *fs, const struct tfs_intent *it)
 	struct obj o0, n0;
 	int rc = 0;
 
-	obj_read(fs, 0, it->path, &o0);
-	obj_read(fs, 0, it->path2, &n0);
-	for (uint32_t m = 1; m < fs->n && rc == 0; m++) {
+	obj_read(fs, tfs_primary(fs), it->path, &o0);
+	obj_read(fs, tfs_primary(fs), it->path2, &n0);
+	for (uint32_t m = 0; m < fs->n && rc == 0; m++) {
+		if (!other(fs, m))
+			continue;
 		struct obj om, nm;
 		bool todo;
 
@@ -199,11 +206,11 @@ static int replay_rename(struct tfs_fs *fs, const struct tfs_intent *it)
 		obj_read(fs, m, it->path2, &nm);
 		if (it->flags & RENAME_EXCHANGE)
 			todo = om.rc == 0 && nm.rc == 0 && same(&n0, &om) && !same(&n0, &nm);
-		else	/* done on member 0: the name is gone there (or was a no-op) */
+		else	/* done on the primary: the name is gone there (or was a no-op) */
 			todo = om.rc == 0 && o0.rc == -ENOENT && same(&n0, &om);
 		if (todo) {
-			int od = at(fs, m, it->path, oname);
-			int nd = od < 0 ? od : at(fs, m, it->path2, nname);
+			int od = tfs_member_at(fs, m, it->path, oname);
+			int nd = od < 0 ? od : tfs_member_at(fs, m, it->path2, nname);
 
 			rc = nd < 0 ? nd
 				    : OPS(fs)->renameat2(BE(fs), m, od, oname, nd, nname,
@@ -227,15 +234,17 @@ static int replay_link(struct tfs_fs *fs, const struct tfs_intent *it)
 	struct obj n0;
 	int rc = 0;
 
-	obj_read(fs, 0, it->path2, &n0);
-	for (uint32_t m = 1; m < fs->n && rc == 0 && n0.rc == 0; m++) {
+	obj_read(fs, tfs_primary(fs), it->path2, &n0);
+	for (uint32_t m = 0; m < fs->n && rc == 0 && n0.rc == 0; m++) {
+		if (!other(fs, m))
+			continue;
 		struct obj om, nm;
 
 		obj_read(fs, m, it->path, &om);
 		obj_read(fs, m, it->path2, &nm);
 		if (nm.rc == -ENOENT && om.rc == 0 && same(&n0, &om)) {
-			int od = at(fs, m, it->path, oname);
-			int nd = od < 0 ? od : at(fs, m, it->path2, nname);
+			int od = tfs_member_at(fs, m, it->path, oname);
+			int nd = od < 0 ? od : tfs_member_at(fs, m, it->path2, nname);
 
 			rc = nd < 0 ? nd : OPS(fs)->linkat(BE(fs), m, od, oname, nd, nname);
 			if (od >= 0)
@@ -253,11 +262,13 @@ static int replay_truncate(struct tfs_fs *fs, const struct tfs_intent *it)
 	struct obj o0;
 	int rc = 0;
 
-	obj_read(fs, 0, it->path, &o0);
+	obj_read(fs, tfs_primary(fs), it->path, &o0);
 	if (o0.rc || !S_ISREG(o0.st.st_mode))
 		return reconcile_all(fs, it->path);
 	for (uint32_t m = 0; m < fs->n && rc == 0; m++) {
-		int dfd = at(fs, m, it->path, name);
+		if (!tfs_m_writable(fs, m))
+			continue;
+		int dfd = tfs_member_at(fs, m, it->path, name);
 		int fd = dfd < 0 ? dfd : OPS(fs)->openat(BE(fs), m, dfd, name, O_WRONLY, 0);
 		uint32_t rot = tfs_layout_rot(&fs->layout, o0.fid);
 
@@ -280,18 +291,20 @@ static int replay_xattr(struct tfs_fs *fs, const struct tfs_intent *it)
 
 	if (!val)
 		return -ENOMEM;
-	d0 = at(fs, 0, it->path, name);
-	fd0 = d0 < 0 ? d0 : xattr_fd(fs, 0, d0, name);
+	d0 = tfs_member_at(fs, tfs_primary(fs), it->path, name);
+	fd0 = d0 < 0 ? d0 : xattr_fd(fs, tfs_primary(fs), d0, name);
 	if (d0 >= 0)
 		close(d0);
 	if (fd0 < 0) {
 		free(val);
 		return fd0 == -ENOENT ? reconcile_all(fs, it->path) : fd0;
 	}
-	len = OPS(fs)->getxattr(BE(fs), 0, fd0, it->path2, val, 65536);
+	len = OPS(fs)->getxattr(BE(fs), tfs_primary(fs), fd0, it->path2, val, 65536);
 	close(fd0);
-	for (uint32_t m = 1; m < fs->n && rc == 0; m++) {
-		int d = at(fs, m, it->path, name);
+	for (uint32_t m = 0; m < fs->n && rc == 0; m++) {
+		if (!other(fs, m))
+			continue;
+		int d = tfs_member_at(fs, m, it->path, name);
 		int fd = d < 0 ? d : xattr_fd(fs, m, d, name);
 
 		if (d >= 0)

@@ -11,6 +11,11 @@
  *     but inside the logical size are holes and read as zeros.
  *  3. A write extends only the member files it lands on (layout.c,
  *     invariant 4); the logical size in the inode grows with it.
+ *  5. Failed members are never touched.  Reads go to a copy on an in-sync
+ *     member; writes go to every copy on a member that takes changes.  A
+ *     member error (EIO, ...) fails the member if the level survives it
+ *     (health.c) and the request is redone without it; otherwise the error
+ *     goes to the application.
  *  4. O_DIRECT requests are staged through a per-thread 4K-aligned buffer,
  *     because libfuse hands write payloads at an unaligned address.  A
  *     member that refuses an O_DIRECT transfer (EINVAL: misaligned) gets the
@@ -24,6 +29,7 @@
 
 #include "tierfs/log.h"
 #include "tierfs/ns.h"
+#include "tierfs/super.h"
 
 #define OPS(fs) ((fs)->be->ops)
 #define BE(fs)  ((fs)->be)
@@ -114,18 +120,41 @@ static int redo_buffered(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_mio
 	return 0;
 }
 
-/* Submit a batch; returns the first error of the batch or of any request. */
+/* Submit a batch; returns the first error of the batch or of any request.
+ * A member error that fails its member returns -EAGAIN: redo the request
+ * (the member is out now). */
 static int run_batch(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_mio *v, unsigned n,
 		     bool direct)
 {
 	int rc = OPS(fs)->submit(BE(fs), v, n);
+	bool redo = false;
 
 	if (rc == 0 && direct)
 		rc = redo_buffered(fs, in, v, n);
-	for (unsigned i = 0; i < n && rc == 0; i++)
-		if (v[i].res < 0)
+	for (unsigned i = 0; i < n && rc == 0; i++) {
+		if (v[i].res >= 0)
+			continue;
+		if (tfs_member_error((int)v[i].res) &&
+		    tfs_member_fail(fs, v[i].member, (int)v[i].res,
+				    v[i].op == TFS_MIO_READ ? "read" : "write"))
+			redo = true;
+		else
 			rc = (int)v[i].res;
-	return rc;
+	}
+	return rc ? rc : redo ? -EAGAIN : 0;
+}
+
+/* Copy of logical chunk chunk_no to read: spread over the copies chunk by
+ * chunk, skipping members that are not in sync; -1 if none is. */
+static int read_copy(struct tfs_fs *fs, uint32_t rot, uint64_t off, uint64_t chunk_no,
+		     uint32_t copies, struct tfs_place *p)
+{
+	for (uint32_t i = 0; i < copies; i++) {
+		tfs_layout_map(&fs->layout, rot, off, (uint32_t)((chunk_no + rot + i) % copies), p);
+		if (tfs_m_readable(fs, p->member))
+			return 0;
+	}
+	return -1;
 }
 
 ssize_t tfs_data_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
@@ -140,11 +169,15 @@ ssize_t tfs_data_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void
 
 	if (rc)
 		return rc;
+	if (tfs_layout_nparity(l))
+		return tfs_stripe_read(fs, in, rot, size, direct, buf, len, off);
 	if (off >= size || len == 0)
 		return 0;
 	if (len > size - off)
 		len = (size_t)(size - off);
 	end = off + len;
+again:
+	n = 0;
 	v = mio_array(pieces(l, off, len));
 	if (!v)
 		return -ENOMEM;
@@ -154,8 +187,8 @@ ssize_t tfs_data_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void
 
 		if (ext > end - pos)
 			ext = end - pos;
-		/* spread reads of mirrored data over the copies, chunk by chunk */
-		tfs_layout_map(l, rot, pos, (uint32_t)((chunk_no + rot) % copies), &p);
+		if (read_copy(fs, rot, pos, chunk_no, copies, &p))
+			return -EIO;	/* every copy is on a failed member */
 		v[n] = (struct tfs_mio){
 			.member = p.member, .op = TFS_MIO_READ,
 			.fd = tfs_ns_member_fd(fs, in, p.member, direct),
@@ -166,6 +199,8 @@ ssize_t tfs_data_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void
 		pos += ext;
 	}
 	rc = run_batch(fs, in, v, n, direct);
+	if (rc == -EAGAIN)
+		goto again;
 	if (rc)
 		return rc;
 	/* holes: zero what the members did not have */
@@ -176,15 +211,15 @@ ssize_t tfs_data_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void
 	return (ssize_t)len;
 }
 
+static int mirror_write(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, bool direct,
+			const void *buf, size_t len, uint64_t off);
+
 ssize_t tfs_data_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, const void *buf,
 		       size_t len, uint64_t off)
 {
 	const struct tfs_layout *l = &fs->layout;
-	struct tfs_mio *v;
-	uint64_t size, pos, end = off + len;
-	uint32_t rot, copies = tfs_layout_copies(l);
-	unsigned n = 0;
-	const char *src = buf;
+	uint64_t size, end = off + len;
+	uint32_t rot;
 	int rc = file_state(fs, in, &rot, &size);
 
 	if (rc)
@@ -193,6 +228,36 @@ ssize_t tfs_data_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, con
 		return 0;
 	if (end < off)
 		return -EFBIG;
+	pthread_rwlock_rdlock(&fs->io_gate);
+	if (tfs_layout_nparity(l)) {
+		ssize_t r = tfs_stripe_write(fs, in, rot, size, direct, buf, len, off);
+
+		pthread_rwlock_unlock(&fs->io_gate);
+		return r;
+	}
+	rc = mirror_write(fs, in, rot, direct, buf, len, off);
+	pthread_rwlock_unlock(&fs->io_gate);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&in->lock);
+	if (end > in->size)
+		in->size = end;
+	pthread_mutex_unlock(&in->lock);
+	return (ssize_t)len;
+}
+
+/* Write every copy of [off, off+len) that a member takes. */
+static int mirror_write(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, bool direct,
+			const void *buf, size_t len, uint64_t off)
+{
+	const struct tfs_layout *l = &fs->layout;
+	struct tfs_mio *v;
+	uint64_t pos, end = off + len;
+	uint32_t copies = tfs_layout_copies(l);
+	unsigned n = 0, held[TFS_ROW_LOCKS], nheld = 0;
+	const char *src = buf;
+	int rc;
+
 	if (direct) {
 		char *b = tfs_iobuf(len);
 
@@ -204,34 +269,49 @@ ssize_t tfs_data_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, con
 	v = mio_array(pieces(l, off, len) * copies);
 	if (!v)
 		return -ENOMEM;
+	/* rebuild and scrub must not copy a chunk while it is being written */
+	if (fs->stripes)
+		nheld = tfs_rows_lock(fs, in->fid, off / l->chunk, (end - 1) / l->chunk, held);
+again:
+	n = 0;
 	for (pos = off; pos < end;) {
 		uint64_t ext = tfs_layout_extent(l, pos);
+		unsigned first = n;
 
 		if (ext > end - pos)
 			ext = end - pos;
-		for (uint32_t c = 0; c < copies; c++, n++) {
+		for (uint32_t c = 0; c < copies; c++) {
 			struct tfs_place p;
 
 			tfs_layout_map(l, rot, pos, c, &p);
-			v[n] = (struct tfs_mio){
+			if (!tfs_m_writable(fs, p.member))
+				continue;
+			v[n++] = (struct tfs_mio){
 				.member = p.member, .op = TFS_MIO_WRITE,
 				.fd = tfs_ns_member_fd(fs, in, p.member, direct),
 				.buf = (void *)(src + (pos - off)), .len = (uint32_t)ext,
 				.off = p.moff,
 			};
-			if (v[n].fd < 0)
-				return v[n].fd;
+			if (v[n - 1].fd == -ENOENT && tfs_mstate(fs, p.member) == TFS_M_REBUILD)
+				n--;	/* unlinked before the member joined: not on it */
+			else if (v[n - 1].fd < 0) {
+				rc = v[n - 1].fd;
+				goto out;
+			}
+		}
+		if (n == first) {
+			rc = -EIO;	/* every copy is on a failed member */
+			goto out;
 		}
 		pos += ext;
 	}
 	rc = run_batch(fs, in, v, n, direct);
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&in->lock);
-	if (end > in->size)
-		in->size = end;
-	pthread_mutex_unlock(&in->lock);
-	return (ssize_t)len;
+	if (rc == -EAGAIN)
+		goto again;
+out:
+	if (nheld)
+		tfs_rows_unlock(fs, held, nheld);
+	return rc;
 }
 
 int tfs_data_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
@@ -243,15 +323,20 @@ int tfs_data_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 
 	if (rc == 0)
 		rc = tfs_ns_fill(fs, in);	/* every member may hold dirty data */
+	if (rc == 0)
+		rc = tfs_ns_save_size(fs, in);
 	if (rc)
 		return rc;
-	for (uint32_t k = 0; k < fs->n; k++)	/* in->of: pinned by the handle */
-		v[k] = (struct tfs_mio){ .member = k, .fd = in->of->fd[k],
-					 .op = datasync ? TFS_MIO_FDATASYNC : TFS_MIO_FSYNC };
-	rc = OPS(fs)->submit(BE(fs), v, fs->n);
-	for (uint32_t k = 0; k < fs->n && rc == 0; k++)
-		if (v[k].res < 0)
-			rc = (int)v[k].res;
+	do {
+		unsigned n = 0;
+
+		for (uint32_t k = 0; k < fs->n; k++)	/* in->of: pinned by the handle */
+			if (tfs_m_writable(fs, k) && in->of->fd[k] >= 0)
+				v[n++] = (struct tfs_mio){ .member = k, .fd = in->of->fd[k],
+							   .op = datasync ? TFS_MIO_FDATASYNC
+									  : TFS_MIO_FSYNC };
+		rc = run_batch(fs, in, v, n, false);
+	} while (rc == -EAGAIN);
 	return rc;
 }
 
@@ -272,12 +357,26 @@ int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64
 	rc = file_state(fs, in, &rot, &size);
 	if (rc)
 		return rc;
+	if (tfs_layout_nparity(&fs->layout) && (mode & (FALLOC_FL_PUNCH_HOLE |
+							 FALLOC_FL_ZERO_RANGE))) {
+		/* parity levels: zeros written, so the parity follows */
+		if (mode & FALLOC_FL_KEEP_SIZE)
+			end = end < size ? end : size;
+		rc = end > off ? tfs_stripe_zero(fs, in, false, off, end - off) : 0;
+		if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE)) {
+			pthread_mutex_lock(&in->lock);
+			if (end > in->size)
+				in->size = end;
+			pthread_mutex_unlock(&in->lock);
+		}
+		return rc;
+	}
 	/* layout.c invariant 3: member k's part of [off, end) is one range */
 	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
 		uint64_t a = tfs_layout_share(&fs->layout, rot, k, off);
 		uint64_t b = tfs_layout_share(&fs->layout, rot, k, end);
 
-		if (b > a) {
+		if (b > a && tfs_m_writable(fs, k)) {
 			int fd = tfs_ns_member_fd(fs, in, k, false);
 
 			rc = fd < 0 ? fd : OPS(fs)->fallocate(BE(fs), k, fd, mode, a, b - a);
@@ -290,4 +389,99 @@ int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64
 		pthread_mutex_unlock(&in->lock);
 	}
 	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Maintenance on the mirror levels                                    */
+/* ------------------------------------------------------------------ */
+
+/* Index of the copy most copies agree with (the first on a tie). */
+static uint32_t majority(char **buf, const uint32_t *have, uint32_t nh, size_t len)
+{
+	uint32_t best = 0, bestv = 0;
+
+	for (uint32_t i = 0; i < nh; i++) {
+		uint32_t votes = 0;
+
+		for (uint32_t j = 0; j < nh; j++)
+			votes += memcmp(buf[have[i]], buf[have[j]], len) == 0;
+		if (votes > bestv) {
+			best = i;
+			bestv = votes;
+		}
+	}
+	return have[best];
+}
+
+int tfs_data_maint(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len,
+		   enum tfs_stripe_op op, tfs_stripe_report_fn report, void *arg)
+{
+	const struct tfs_layout *l = &fs->layout;
+	uint32_t copies = tfs_layout_copies(l), rot = in->rot;
+	uint64_t end = off + len;
+	int rc = 0;
+
+	for (uint64_t pos = off; pos < end && rc == 0;) {
+		uint64_t ext = l->chunk - pos % l->chunk;
+		struct tfs_place p[TFS_MAX_MEMBERS];
+		struct tfs_mio v[TFS_MAX_MEMBERS];
+		char *buf[TFS_MAX_MEMBERS];
+		uint32_t have[TFS_MAX_MEMBERS], nh = 0, good;
+		unsigned held[TFS_ROW_LOCKS], nheld, n = 0;
+		char *mem;
+
+		if (ext > end - pos)
+			ext = end - pos;
+		mem = tfs_iobuf(ext * copies);
+		if (!mem)
+			return -ENOMEM;
+		nheld = tfs_rows_lock(fs, in->fid, pos / l->chunk, pos / l->chunk, held);
+		for (uint32_t c = 0; c < copies && rc == 0; c++) {
+			tfs_layout_map(l, rot, pos, c, &p[c]);
+			buf[c] = mem + c * ext;
+			memset(buf[c], 0, ext);
+			if (!tfs_m_readable(fs, p[c].member))
+				continue;
+			have[nh++] = c;
+			v[n] = (struct tfs_mio){ .member = p[c].member, .op = TFS_MIO_READ,
+						 .fd = tfs_ns_member_fd(fs, in, p[c].member, false),
+						 .buf = buf[c], .len = (uint32_t)ext, .off = p[c].moff };
+			rc = v[n].fd < 0 ? v[n].fd : 0;
+			n++;
+		}
+		if (rc == 0 && nh == 0)
+			rc = -EIO;
+		if (rc == 0)
+			rc = run_batch(fs, in, v, n, false);
+		for (unsigned i = 0; i < n && rc == 0; i++)	/* holes read as zeros */
+			if ((uint64_t)v[i].res < v[i].len)
+				memset((char *)v[i].buf + v[i].res, 0, v[i].len - (size_t)v[i].res);
+		good = rc == 0 ? majority(buf, have, nh, ext) : 0;
+		n = 0;
+		for (uint32_t c = 0; c < copies && rc == 0; c++) {
+			bool readable = tfs_m_readable(fs, p[c].member), write;
+
+			if (op == TFS_STRIPE_REBUILD) {
+				write = !readable && tfs_m_writable(fs, p[c].member);
+			} else {
+				write = readable && memcmp(buf[c], buf[good], ext) != 0;
+				if (write && report)
+					report(arg, in->fid, pos, nh > 2 ? (int)p[c].member : -1);
+				write = write && op == TFS_STRIPE_REPAIR;
+			}
+			if (!write)
+				continue;
+			v[n] = (struct tfs_mio){ .member = p[c].member, .op = TFS_MIO_WRITE,
+						 .fd = tfs_ns_member_fd(fs, in, p[c].member, false),
+						 .buf = buf[good], .len = (uint32_t)ext,
+						 .off = p[c].moff };
+			rc = v[n].fd < 0 ? v[n].fd : 0;
+			n++;
+		}
+		if (rc == 0 && n)
+			rc = run_batch(fs, in, v, n, false);
+		tfs_rows_unlock(fs, held, nheld);
+		pos += ext;
+	}
+	return rc == -EAGAIN ? -EIO : rc;
 }

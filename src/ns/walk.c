@@ -1,0 +1,96 @@
+/* walk.c - visit every file of the tree through the inode table.
+ *
+ * Owns: the tree walk that resync, scrub and rebuild (maint.c) use.  Every
+ * directory and file is reached by lookup, like an application would, so
+ * the walk shares the inode table, its locks and the open-file state with
+ * the requests the kernel sends meanwhile.
+ *
+ * Invariants:
+ *  1. A directory's names are read completely before any of them is
+ *     visited, so at most one directory stream per level is open.
+ *  2. Every lookup the walk makes is forgotten before it returns.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tierfs/log.h"
+#include "tierfs/ns.h"
+
+struct names {
+	char *buf;
+	size_t len, cap;
+};
+
+static int names_add(struct names *nm, const char *name)
+{
+	size_t l = strlen(name) + 1;
+
+	if (nm->len + l > nm->cap) {
+		size_t cap = nm->cap ? nm->cap * 2 : 4096;
+		char *b;
+
+		while (cap < nm->len + l)
+			cap *= 2;
+		b = realloc(nm->buf, cap);
+		if (!b)
+			return -ENOMEM;
+		nm->buf = b;
+		nm->cap = cap;
+	}
+	memcpy(nm->buf + nm->len, name, l);
+	nm->len += l;
+	return 0;
+}
+
+static int read_names(struct tfs_fs *fs, struct tfs_inode *dir, struct names *nm)
+{
+	struct dirent *de;
+	DIR *dp;
+	int fd, rc = tfs_ns_opendir(fs, dir, &fd);
+
+	if (rc)
+		return rc;
+	dp = fdopendir(fd);
+	if (!dp) {
+		close(fd);
+		return -errno;
+	}
+	while (rc == 0 && (de = readdir(dp)) != NULL)
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			rc = names_add(nm, de->d_name);
+	closedir(dp);
+	return rc;
+}
+
+static int walk_dir(struct tfs_fs *fs, struct tfs_inode *dir, tfs_walk_fn fn, void *arg)
+{
+	struct names nm = { 0 };
+	int rc = read_names(fs, dir, &nm);
+
+	for (size_t pos = 0; rc == 0 && pos < nm.len; pos += strlen(nm.buf + pos) + 1) {
+		struct tfs_entry e;
+		int r = tfs_ns_lookup(fs, dir, nm.buf + pos, &e);
+
+		if (r == -ENOENT)
+			continue;	/* gone meanwhile */
+		if (r) {
+			rc = r;
+			break;
+		}
+		if (S_ISDIR(e.st.st_mode))
+			rc = walk_dir(fs, e.in, fn, arg);
+		else if (S_ISREG(e.st.st_mode))
+			rc = fn(arg, e.in, &e.st);
+		tfs_inode_forget(fs, e.in, 1);
+	}
+	free(nm.buf);
+	return rc;
+}
+
+int tfs_walk_files(struct tfs_fs *fs, tfs_walk_fn fn, void *arg)
+{
+	return walk_dir(fs, &fs->root, fn, arg);
+}

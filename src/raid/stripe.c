@@ -1,0 +1,1041 @@
+/* stripe.c - file data on the parity levels (RAID5, RAID6).
+ *
+ * Owns: turning one logical request on a parity level into member reads,
+ * parity arithmetic (parity.c) and member writes; the row locks; the
+ * write-intent marks that close the write hole.
+ *
+ * A row (stripe) of a file is ndata data chunks plus nparity parity chunks
+ * at the same member offset (layout.c).  For every row and every in-chunk
+ * offset x, P[x] is the xor and Q[x] the GF(2^8) syndrome of the data
+ * chunks' bytes at x, where bytes past a member file's end count as zeros.
+ *
+ * Invariants:
+ *  1. Every write of a row holds that row's lock (a hash of fid and row)
+ *     from its first read to its last write, so two writers never compute
+ *     parity from each other's half-written data.  Degraded reads, rebuild
+ *     and scrub take the same locks.  Locks of one request are taken in
+ *     ascending order.
+ *  2. A row written without all of its data and parity in place would have
+ *     parity that disagrees with its data if the daemon dies in the middle
+ *     (the write hole).  So before any member write, the row's region is
+ *     marked in the journal (fid, region) and the mark is made durable; it
+ *     is cleared lazily, once no write has touched the region for a while
+ *     (md's write-intent bitmap).  The next mount resynchronises the rows
+ *     of every marked region (tfs_stripe_recover).
+ *  3. Per row, a write reads either what it overwrites plus the parity
+ *     (read-modify-write) or what it does not overwrite (reconstruct-
+ *     write), whichever is fewer member reads and possible with the members
+ *     in sync; a write covering whole rows reads nothing.  A degraded row
+ *     that allows neither reads everything left, reconstructs what is
+ *     missing and recomputes the parity.  All reads of a request go to the
+ *     members in one batch, then all writes in a second.
+ *  4. A member error during the reads fails the member and the request is
+ *     planned again; during the writes it fails the member and the write
+ *     stands, because the parity written covers the data that member lost.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tierfs/log.h"
+#include "tierfs/meta.h"
+#include "tierfs/ns.h"
+#include "tierfs/parity.h"
+#include "tierfs/super.h"
+
+#define OPS(fs) ((fs)->be->ops)
+#define BE(fs)  ((fs)->be)
+
+#define ROW_LOCKS    TFS_ROW_LOCKS
+#define REGION_BYTES (64ull << 20)	/* logical bytes a write-intent mark covers */
+#define MARK_IDLE_NS (2ull * 1000000000ull)
+
+struct mark {
+	uint64_t fid, region;
+	unsigned users;		/* writes in flight */
+	uint64_t idle_since;	/* ns, when users dropped to 0 */
+	struct mark *next;
+};
+
+struct tfs_stripes {
+	pthread_mutex_t row_lock[ROW_LOCKS];
+	pthread_mutex_t mlock;		/* marks */
+	struct mark *marks;
+	pthread_t cleaner;
+	pthread_cond_t cond;
+	bool stop, cleaner_running;
+	uint64_t region_rows;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------ */
+/* Row locks                                                           */
+/* ------------------------------------------------------------------ */
+
+static unsigned lock_of(uint64_t fid, uint64_t row)
+{
+	return (unsigned)(((fid * 0x9E3779B97F4A7C15ull) ^ (row * 0xC2B2AE3D27D4EB4Full)) >> 54) %
+	       ROW_LOCKS;
+}
+
+static int cmp_uint(const void *a, const void *b)
+{
+	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Lock rows [r0, r1] of fid; the distinct lock numbers go to held[]. */
+static unsigned rows_lock(struct tfs_stripes *s, uint64_t fid, uint64_t r0, uint64_t r1,
+			  unsigned *held)
+{
+	unsigned n = 0, m = 0;
+
+	if (r1 - r0 >= ROW_LOCKS)
+		r1 = r0 + ROW_LOCKS - 1;	/* covers every lock anyway */
+	for (uint64_t r = r0; r <= r1; r++)
+		held[n++] = lock_of(fid, r);
+	qsort(held, n, sizeof(*held), cmp_uint);
+	for (unsigned i = 0; i < n; i++)
+		if (m == 0 || held[m - 1] != held[i])
+			held[m++] = held[i];
+	for (unsigned i = 0; i < m; i++)
+		pthread_mutex_lock(&s->row_lock[held[i]]);
+	return m;
+}
+
+static void rows_unlock(struct tfs_stripes *s, const unsigned *held, unsigned n)
+{
+	while (n-- > 0)
+		pthread_mutex_unlock(&s->row_lock[held[n]]);
+}
+
+unsigned tfs_rows_lock(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1, unsigned *held)
+{
+	return rows_lock(fs->stripes, fid, r0, r1, held);
+}
+
+void tfs_rows_unlock(struct tfs_fs *fs, const unsigned *held, unsigned n)
+{
+	rows_unlock(fs->stripes, held, n);
+}
+
+/* ------------------------------------------------------------------ */
+/* Write-intent marks                                                  */
+/* ------------------------------------------------------------------ */
+
+static struct mark *mark_find(struct tfs_stripes *s, uint64_t fid, uint64_t region)
+{
+	for (struct mark *m = s->marks; m; m = m->next)
+		if (m->fid == fid && m->region == region)
+			return m;
+	return NULL;
+}
+
+/* Mark the regions of rows [r0, r1] before writing them. */
+static int marks_get(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
+{
+	struct tfs_stripes *s = fs->stripes;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->mlock);
+	for (uint64_t g = r0 / s->region_rows; g <= r1 / s->region_rows && rc == 0; g++) {
+		struct mark *m = mark_find(s, fid, g);
+
+		if (!m) {
+			m = calloc(1, sizeof(*m));
+			if (!m) {
+				rc = -ENOMEM;
+				break;
+			}
+			rc = tfs_meta_set_put(fs->meta, TFS_SET_MARK, fid, g);
+			if (rc == 0)
+				rc = tfs_meta_sync(fs->meta);	/* durable before the write */
+			if (rc) {
+				free(m);
+				tfs_err("write-intent mark for file %" PRIu64 ": %s", fid,
+					strerror(-rc));
+				break;
+			}
+			m->fid = fid;
+			m->region = g;
+			m->next = s->marks;
+			s->marks = m;
+		}
+		m->users++;
+	}
+	pthread_mutex_unlock(&s->mlock);
+	return rc;
+}
+
+static void marks_put(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
+{
+	struct tfs_stripes *s = fs->stripes;
+	uint64_t now = now_ns();
+
+	pthread_mutex_lock(&s->mlock);
+	for (uint64_t g = r0 / s->region_rows; g <= r1 / s->region_rows; g++) {
+		struct mark *m = mark_find(s, fid, g);
+
+		if (m && --m->users == 0)
+			m->idle_since = now;
+	}
+	pthread_mutex_unlock(&s->mlock);
+}
+
+/* Clear marks idle for at least idle ns.  The members' data must be on
+ * stable storage first: a mark is the only record that a row may be torn,
+ * so it goes only after syncfs of every member. */
+static void marks_clear(struct tfs_fs *fs, uint64_t idle)
+{
+	struct tfs_stripes *s = fs->stripes;
+	struct mark **pp, *gone = NULL;
+	uint64_t now = now_ns();
+
+	pthread_mutex_lock(&s->mlock);
+	for (pp = &s->marks; *pp;) {
+		struct mark *m = *pp;
+
+		if (m->users == 0 && now - m->idle_since >= idle) {
+			*pp = m->next;
+			m->next = gone;
+			gone = m;
+		} else {
+			pp = &m->next;
+		}
+	}
+	pthread_mutex_unlock(&s->mlock);
+	if (!gone)
+		return;
+	for (uint32_t k = 0; k < fs->n; k++)
+		if (tfs_m_writable(fs, k))
+			OPS(fs)->syncfs(BE(fs), k);
+	while (gone) {
+		struct mark *m = gone;
+
+		gone = m->next;
+		pthread_mutex_lock(&s->mlock);
+		/* a write may have marked it again meanwhile: then it stays */
+		if (!mark_find(s, m->fid, m->region))
+			tfs_meta_set_del(fs->meta, TFS_SET_MARK, m->fid, m->region);
+		pthread_mutex_unlock(&s->mlock);
+		free(m);
+	}
+}
+
+static void *cleaner(void *arg)
+{
+	struct tfs_fs *fs = arg;
+	struct tfs_stripes *s = fs->stripes;
+
+	pthread_mutex_lock(&s->mlock);
+	while (!s->stop) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&s->cond, &s->mlock, &ts);
+		if (s->stop)
+			break;
+		pthread_mutex_unlock(&s->mlock);
+		marks_clear(fs, MARK_IDLE_NS);
+		pthread_mutex_lock(&s->mlock);
+	}
+	pthread_mutex_unlock(&s->mlock);
+	return NULL;
+}
+
+int tfs_stripe_init(struct tfs_fs *fs)
+{
+	struct tfs_stripes *s;
+	uint64_t rowbytes;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	for (unsigned i = 0; i < ROW_LOCKS; i++)
+		pthread_mutex_init(&s->row_lock[i], NULL);
+	pthread_mutex_init(&s->mlock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	rowbytes = tfs_layout_nparity(&fs->layout) ? (uint64_t)tfs_layout_ndata(&fs->layout) *
+						     fs->layout.chunk : fs->layout.chunk;
+	s->region_rows = REGION_BYTES / rowbytes ? REGION_BYTES / rowbytes : 1;
+	fs->stripes = s;
+	return 0;
+}
+
+int tfs_stripe_start(struct tfs_fs *fs)
+{
+	struct tfs_stripes *s = fs->stripes;
+
+	if (!s || s->cleaner_running)
+		return 0;
+	if (pthread_create(&s->cleaner, NULL, cleaner, fs))
+		return -EAGAIN;
+	s->cleaner_running = true;
+	return 0;
+}
+
+void tfs_stripe_stop(struct tfs_fs *fs)
+{
+	struct tfs_stripes *s = fs->stripes;
+
+	if (!s)
+		return;
+	if (s->cleaner_running) {
+		pthread_mutex_lock(&s->mlock);
+		s->stop = true;
+		pthread_cond_signal(&s->cond);
+		pthread_mutex_unlock(&s->mlock);
+		pthread_join(s->cleaner, NULL);
+		s->cleaner_running = false;
+	}
+	if (fs->meta)
+		marks_clear(fs, 0);	/* clean unmount: nothing is in flight */
+}
+
+uint64_t tfs_stripe_marks(struct tfs_fs *fs)
+{
+	uint64_t n = 0;
+
+	if (fs->meta && fs->stripes)
+		tfs_meta_set_count(fs->meta, TFS_SET_MARK, &n);
+	return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Planning                                                            */
+/* ------------------------------------------------------------------ */
+
+enum { M_FULL, M_RMW, M_RCW, M_DEGRADED };
+
+/* One row of a request. */
+struct row {
+	uint64_t row;
+	uint32_t a, b;				/* in-chunk span the row's work covers */
+	int mode;
+	uint32_t member[TFS_MAX_MEMBERS];	/* by position: data 0..nd-1, P, Q */
+	uint32_t cs[TFS_MAX_MEMBERS], ce[TFS_MAX_MEMBERS];	/* covered part of data i */
+	const char *src[TFS_MAX_MEMBERS];	/* new bytes for [cs, ce) */
+	char *blk[TFS_MAX_MEMBERS];		/* span-sized buffers */
+	uint32_t fix;				/* positions to write back (whole rows) */
+};
+
+struct req {
+	struct tfs_fs *fs;
+	struct tfs_inode *in;
+	uint32_t rot, nd, np, npos;
+	uint64_t C;
+	bool direct;
+	bool in_locked;			/* caller holds in->lock (truncate) */
+	struct row *rows;
+	unsigned nrows;
+	struct tfs_mio *v;
+	unsigned nv, capv;
+	char *mem;
+	size_t memcap, memused;
+	int *fd;			/* per member, -1 unopened */
+};
+
+static __thread struct {
+	struct row *rows;
+	unsigned cap;
+	struct tfs_mio *v;
+	unsigned capv;
+	char *mem;
+	size_t memcap;
+} tls;
+
+static int req_mem(struct req *q, size_t mem)
+{
+	if (mem > tls.memcap) {
+		void *p;
+
+		if (posix_memalign(&p, 4096, mem))
+			return -ENOMEM;
+		free(tls.mem);
+		tls.mem = p;
+		tls.memcap = mem;
+	}
+	q->mem = tls.mem;
+	q->memcap = mem;
+	q->memused = 0;
+	return 0;
+}
+
+/* Scratch for rows [0, nrows) already planned: per position, the span. */
+static int req_mem_rows(struct req *q, unsigned nrows)
+{
+	size_t mem = 0;
+
+	for (unsigned k = 0; k < nrows; k++)
+		mem += (size_t)(q->npos + q->np) * (q->rows[k].b - q->rows[k].a + 64);
+	return req_mem(q, mem);
+}
+
+static int req_setup(struct req *q, unsigned nrows, unsigned nv, size_t mem)
+{
+	if (nrows > tls.cap) {
+		struct row *r = realloc(tls.rows, nrows * sizeof(*r));
+
+		if (!r)
+			return -ENOMEM;
+		tls.rows = r;
+		tls.cap = nrows;
+	}
+	if (nv > tls.capv) {
+		struct tfs_mio *v = realloc(tls.v, nv * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		tls.v = v;
+		tls.capv = nv;
+	}
+	q->rows = tls.rows;
+	q->v = tls.v;
+	q->capv = nv;
+	q->nv = 0;
+	return req_mem(q, mem);
+}
+
+static char *req_buf(struct req *q, size_t len)
+{
+	char *p = q->mem + q->memused;
+
+	q->memused += (len + 63) & ~(size_t)63;
+	if (q->memused > q->memcap) {	/* a sizing bug: never write past it */
+		tfs_err("stripe scratch overrun (%zu of %zu bytes)", q->memused, q->memcap);
+		abort();
+	}
+	return p;
+}
+
+static int mfd(struct req *q, uint32_t member)
+{
+	int fd;
+
+	if (!q->in_locked)
+		return tfs_ns_member_fd(q->fs, q->in, member, q->direct);
+	/* the caller holds in->lock and opened every member file */
+	fd = q->in->of->fd[member];
+	return fd >= 0 ? fd : -ENOENT;
+}
+
+static int add_io(struct req *q, uint8_t op, uint32_t member, void *buf, uint64_t len,
+		  uint64_t moff)
+{
+	int fd;
+
+	if (len == 0)
+		return 0;
+	fd = mfd(q, member);
+	/* a member being rebuilt lacks files unlinked before it joined */
+	if (fd == -ENOENT && tfs_mstate(q->fs, member) == TFS_M_REBUILD)
+		return 0;
+	if (fd < 0)
+		return fd;
+	q->v[q->nv++] = (struct tfs_mio){ .member = member, .op = op, .fd = fd, .buf = buf,
+					   .len = (uint32_t)len, .off = moff };
+	return 0;
+}
+
+/* Submit the batch; zero what reads found past a member file's end.
+ * Returns 0, -EAGAIN if a member failed (replan), or -errno. */
+static int req_run(struct req *q, bool reads)
+{
+	struct tfs_fs *fs = q->fs;
+	bool failed = false;
+	int rc = q->nv ? OPS(fs)->submit(BE(fs), q->v, q->nv) : 0;
+
+	for (unsigned i = 0; i < q->nv && rc == 0; i++) {
+		struct tfs_mio *m = &q->v[i];
+
+		if (m->res == -EINVAL && q->direct) {	/* O_DIRECT refused: buffered */
+			m->fd = tfs_ns_member_fd(fs, q->in, m->member, false);
+			rc = m->fd < 0 ? m->fd : OPS(fs)->submit(BE(fs), m, 1);
+			if (rc)
+				break;
+		}
+		if (m->res >= 0) {
+			if (m->op == TFS_MIO_READ && (uint64_t)m->res < m->len)
+				memset((char *)m->buf + m->res, 0, m->len - (size_t)m->res);
+			continue;
+		}
+		if (tfs_member_error((int)m->res) &&
+		    tfs_member_fail(fs, m->member, (int)m->res, reads ? "read" : "write"))
+			failed = true;
+		else
+			rc = (int)m->res;
+	}
+	q->nv = 0;
+	if (rc)
+		return rc;
+	return failed && reads ? -EAGAIN : 0;
+}
+
+static bool any_unreadable(struct tfs_fs *fs)
+{
+	for (uint32_t k = 0; k < fs->n; k++)
+		if (!tfs_m_readable(fs, k))
+			return true;
+	return false;
+}
+
+/* Fill the geometry of row r and the covered part of each data chunk for
+ * logical [off, end). */
+static void row_init(struct req *q, struct row *rw, uint64_t r, uint64_t off, uint64_t end,
+		     const char *src)
+{
+	uint64_t rs = r * q->nd * q->C;
+
+	rw->row = r;
+	rw->a = (uint32_t)q->C;
+	rw->b = 0;
+	for (uint32_t pos = 0; pos < q->npos; pos++)
+		rw->member[pos] = tfs_layout_row_member(&q->fs->layout, q->rot, r, pos);
+	for (uint32_t i = 0; i < q->nd; i++) {
+		uint64_t cs = rs + i * q->C, ce = cs + q->C;
+		uint64_t s = off > cs ? off : cs, e = end < ce ? end : ce;
+
+		if (s >= e) {
+			rw->cs[i] = rw->ce[i] = 0;
+			rw->src[i] = NULL;
+			continue;
+		}
+		rw->cs[i] = (uint32_t)(s - cs);
+		rw->ce[i] = (uint32_t)(e - cs);
+		rw->src[i] = src ? src + (s - off) : NULL;
+		if (rw->cs[i] < rw->a)
+			rw->a = rw->cs[i];
+		if (rw->ce[i] > rw->b)
+			rw->b = rw->ce[i];
+	}
+}
+
+static bool readable(struct req *q, struct row *rw, uint32_t pos)
+{
+	return tfs_m_readable(q->fs, rw->member[pos]);
+}
+
+static bool writable(struct req *q, struct row *rw, uint32_t pos)
+{
+	return tfs_m_writable(q->fs, rw->member[pos]);
+}
+
+/* Choose how to write row rw (invariant 3). */
+static int row_mode(struct req *q, struct row *rw)
+{
+	unsigned rmw = 0, rcw = 0;
+	bool rmw_ok = true, rcw_ok = true, full = rw->a == 0 && rw->b == q->C;
+
+	for (uint32_t i = 0; i < q->nd; i++) {
+		bool touched = rw->ce[i] > rw->cs[i];
+		bool whole = rw->cs[i] <= rw->a && rw->ce[i] >= rw->b;
+
+		full = full && whole;
+		if (touched) {
+			rmw++;
+			rmw_ok = rmw_ok && readable(q, rw, i);
+		}
+		if (!whole) {
+			rcw += 1 + (touched && rw->cs[i] > rw->a && rw->ce[i] < rw->b);
+			rcw_ok = rcw_ok && readable(q, rw, i);
+		}
+	}
+	for (uint32_t j = 0; j < q->np; j++)
+		rmw += readable(q, rw, q->nd + j);
+	if (full)
+		return M_FULL;
+	if (rmw_ok && (!rcw_ok || rmw <= rcw))
+		return M_RMW;
+	if (rcw_ok)
+		return M_RCW;
+	return M_DEGRADED;
+}
+
+static uint64_t moff_of(struct req *q, struct row *rw, uint32_t x)
+{
+	return rw->row * q->C + x;
+}
+
+/* Queue the reads row rw's mode needs. */
+static int row_reads(struct req *q, struct row *rw)
+{
+	uint32_t span = rw->b - rw->a;
+	int rc = 0;
+
+	for (uint32_t pos = 0; pos < q->npos && rc == 0; pos++) {
+		bool data = pos < q->nd;
+		bool touched = data && rw->ce[pos] > rw->cs[pos];
+
+		rw->blk[pos] = NULL;
+		switch (rw->mode) {
+		case M_FULL:
+			if (!data)
+				rw->blk[pos] = req_buf(q, span);
+			break;
+		case M_RMW:
+			if (touched) {	/* old bytes of what is overwritten */
+				rw->blk[pos] = req_buf(q, span);
+				rc = add_io(q, TFS_MIO_READ, rw->member[pos],
+					    rw->blk[pos] + (rw->cs[pos] - rw->a),
+					    rw->ce[pos] - rw->cs[pos], moff_of(q, rw, rw->cs[pos]));
+			} else if (!data) {
+				rw->blk[pos] = req_buf(q, span);
+				if (readable(q, rw, pos))
+					rc = add_io(q, TFS_MIO_READ, rw->member[pos], rw->blk[pos],
+						    span, moff_of(q, rw, rw->a));
+			}
+			break;
+		case M_RCW:
+			rw->blk[pos] = req_buf(q, span);
+			if (!data)
+				break;
+			if (!touched) {
+				rc = add_io(q, TFS_MIO_READ, rw->member[pos], rw->blk[pos], span,
+					    moff_of(q, rw, rw->a));
+				break;
+			}
+			rc = add_io(q, TFS_MIO_READ, rw->member[pos], rw->blk[pos],
+				    rw->cs[pos] - rw->a, moff_of(q, rw, rw->a));
+			if (rc == 0)
+				rc = add_io(q, TFS_MIO_READ, rw->member[pos],
+					    rw->blk[pos] + (rw->ce[pos] - rw->a), rw->b - rw->ce[pos],
+					    moff_of(q, rw, rw->ce[pos]));
+			break;
+		case M_DEGRADED:
+			rw->blk[pos] = req_buf(q, span);
+			if (readable(q, rw, pos))
+				rc = add_io(q, TFS_MIO_READ, rw->member[pos], rw->blk[pos], span,
+					    moff_of(q, rw, rw->a));
+			break;
+		}
+	}
+	return rc;
+}
+
+/* Rebuild the positions of rw that are not readable from the others. */
+static int row_recover(struct req *q, struct row *rw, uint32_t a, uint32_t b)
+{
+	unsigned miss[2], nmiss = 0;
+	void *blk[TFS_MAX_MEMBERS];
+
+	for (uint32_t pos = 0; pos < q->npos; pos++) {
+		blk[pos] = rw->blk[pos] + (a - rw->a);
+		if (!readable(q, rw, pos)) {
+			if (nmiss == q->np)
+				return -EIO;	/* more members lost than the level survives */
+			miss[nmiss++] = pos;
+		}
+	}
+	return nmiss ? tfs_parity_recover(blk, q->nd, q->np, miss, nmiss, b - a) : 0;
+}
+
+/* Compute the new parity of row rw from what the reads brought. */
+static int row_compute(struct req *q, struct row *rw)
+{
+	uint32_t span = rw->b - rw->a;
+	void *blk[TFS_MAX_MEMBERS];
+	int rc = 0;
+
+	switch (rw->mode) {
+	case M_RMW:
+		for (uint32_t i = 0; i < q->nd; i++) {
+			uint32_t len = rw->ce[i] - rw->cs[i];
+			char *old = rw->blk[i] + (rw->cs[i] - rw->a);
+
+			if (!len)
+				continue;
+			tfs_parity_xor(old, rw->src[i], len);	/* old ^ new: the change */
+			tfs_parity_xor(rw->blk[q->nd] + (rw->cs[i] - rw->a), old, len);
+			if (q->np == 2)
+				tfs_parity_mul_xor(rw->blk[q->nd + 1] + (rw->cs[i] - rw->a), old,
+						   tfs_gf_pow2(i), len);
+		}
+		return 0;
+	case M_DEGRADED:
+		rc = row_recover(q, rw, rw->a, rw->b);
+		if (rc)
+			return rc;
+		/* overlay the new bytes, then as reconstruct-write */
+		__attribute__((fallthrough));
+	case M_RCW:
+	case M_FULL:
+		for (uint32_t i = 0; i < q->nd; i++) {
+			if (rw->ce[i] > rw->cs[i] && rw->blk[i])
+				memcpy(rw->blk[i] + (rw->cs[i] - rw->a), rw->src[i],
+				       rw->ce[i] - rw->cs[i]);
+			blk[i] = rw->blk[i] ? rw->blk[i] : (void *)(rw->src[i] - (rw->cs[i] - rw->a));
+		}
+		for (uint32_t j = 0; j < q->np; j++)
+			blk[q->nd + j] = rw->blk[q->nd + j];
+		tfs_parity_gen(blk, q->nd, q->np, span);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* Queue the writes of row rw: new data, then parity, where writable. */
+static int row_writes(struct req *q, struct row *rw)
+{
+	int rc = 0;
+
+	for (uint32_t i = 0; i < q->nd && rc == 0; i++)
+		if (rw->ce[i] > rw->cs[i] && writable(q, rw, i))
+			rc = add_io(q, TFS_MIO_WRITE, rw->member[i], (void *)rw->src[i],
+				    rw->ce[i] - rw->cs[i], moff_of(q, rw, rw->cs[i]));
+	for (uint32_t j = 0; j < q->np && rc == 0; j++)
+		if (writable(q, rw, q->nd + j))
+			rc = add_io(q, TFS_MIO_WRITE, rw->member[q->nd + j], rw->blk[q->nd + j],
+				    rw->b - rw->a, moff_of(q, rw, rw->a));
+	return rc;
+}
+
+static void req_init(struct req *q, struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot,
+		     bool direct)
+{
+	memset(q, 0, sizeof(*q));
+	q->fs = fs;
+	q->in = in;
+	q->rot = rot;
+	q->direct = direct;
+	q->nd = tfs_layout_ndata(&fs->layout);
+	q->np = tfs_layout_nparity(&fs->layout);
+	q->npos = q->nd + q->np;
+	q->C = fs->layout.chunk;
+}
+
+/* Write [off, off+len) from src; rows locked and marked by the caller. */
+static int write_rows(struct req *q, const char *src, size_t len, uint64_t off,
+		      uint64_t r0, uint64_t r1)
+{
+	unsigned nrows = (unsigned)(r1 - r0 + 1);
+	int rc;
+
+	for (int tries = 0;; tries++) {
+		rc = req_setup(q, nrows, nrows * q->npos * 2, 0);
+		for (unsigned k = 0; k < nrows && rc == 0; k++)
+			row_init(q, &q->rows[k], r0 + k, off, off + len, src);
+		if (rc == 0)
+			rc = req_mem_rows(q, nrows);
+		for (unsigned k = 0; k < nrows && rc == 0; k++) {
+			struct row *rw = &q->rows[k];
+
+			rw->mode = row_mode(q, rw);
+			rc = row_reads(q, rw);
+		}
+		if (rc == 0)
+			rc = req_run(q, true);
+		if (rc != -EAGAIN || tries > (int)q->fs->n)
+			break;
+	}
+	for (unsigned k = 0; k < nrows && rc == 0; k++)
+		rc = row_compute(q, &q->rows[k]);
+	for (unsigned k = 0; k < nrows && rc == 0; k++)
+		rc = row_writes(q, &q->rows[k]);
+	if (rc == 0)
+		rc = req_run(q, false);
+	return rc;
+}
+
+/* Write [off, off+len) under row locks and write-intent marks. */
+static int locked_write(struct req *q, uint64_t fid, const char *buf, size_t len, uint64_t off)
+{
+	struct tfs_stripes *s = q->fs->stripes;
+	unsigned held[ROW_LOCKS], nheld;
+	uint64_t rowbytes = q->nd * q->C, r0 = off / rowbytes, r1 = (off + len - 1) / rowbytes;
+	int rc;
+
+	nheld = rows_lock(s, fid, r0, r1, held);
+	rc = marks_get(q->fs, fid, r0, r1);
+	if (rc == 0) {
+		rc = write_rows(q, buf, len, off, r0, r1);
+		marks_put(q->fs, fid, r0, r1);
+	}
+	rows_unlock(s, held, nheld);
+	return rc;
+}
+
+ssize_t tfs_stripe_write(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, uint64_t size,
+			 bool direct, const void *buf, size_t len, uint64_t off)
+{
+	struct req q;
+	uint64_t fid, end = off + len;
+	int rc;
+
+	req_init(&q, fs, in, rot, direct);
+	pthread_mutex_lock(&in->lock);
+	fid = in->fid;
+	pthread_mutex_unlock(&in->lock);
+	rc = locked_write(&q, fid, buf, len, off);
+	if (rc == 0) {
+		pthread_mutex_lock(&in->lock);
+		if (end > in->size)
+			in->size = end;
+		pthread_mutex_unlock(&in->lock);
+	}
+	return rc ? rc : (ssize_t)len;
+}
+
+int tfs_stripe_zero(struct tfs_fs *fs, struct tfs_inode *in, bool in_locked, uint64_t off,
+		    uint64_t len)
+{
+	const size_t step = 1u << 20;
+	struct req q;
+	char *zero = calloc(1, step);
+	int rc = zero ? 0 : -ENOMEM;
+
+	req_init(&q, fs, in, in->rot, false);
+	q.in_locked = in_locked;
+	for (uint64_t pos = off; rc == 0 && pos < off + len; pos += step) {
+		size_t l = off + len - pos < step ? (size_t)(off + len - pos) : step;
+
+		rc = locked_write(&q, in->fid, zero, l, pos);
+	}
+	free(zero);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Reads                                                               */
+/* ------------------------------------------------------------------ */
+
+/* Read logical [off, off+len) of rows r0..r1; pieces on members that are
+ * not in sync are rebuilt from the rest of their row. */
+static int read_rows(struct req *q, char *dst, size_t len, uint64_t off, uint64_t r0,
+		     uint64_t r1, bool *degraded)
+{
+	unsigned nrows = (unsigned)(r1 - r0 + 1);
+	int rc;
+
+	rc = req_setup(q, nrows, nrows * q->npos, 0);
+	for (unsigned k = 0; k < nrows && rc == 0; k++)
+		row_init(q, &q->rows[k], r0 + k, off, off + len, NULL);
+	if (rc == 0 && any_unreadable(q->fs))
+		rc = req_mem_rows(q, nrows);
+	if (rc)
+		return rc;
+	*degraded = false;
+	for (unsigned k = 0; k < nrows && rc == 0; k++) {
+		struct row *rw = &q->rows[k];
+
+		rw->mode = M_FULL;
+		for (uint32_t i = 0; i < q->nd && rc == 0; i++) {
+			uint32_t l = rw->ce[i] - rw->cs[i];
+			char *to = dst + (r0 + k) * q->nd * q->C + i * q->C + rw->cs[i] - off;
+
+			rw->blk[i] = NULL;
+			if (l && readable(q, rw, i))
+				rc = add_io(q, TFS_MIO_READ, rw->member[i], to, l,
+					    moff_of(q, rw, rw->cs[i]));
+			else if (l)
+				rw->mode = M_DEGRADED;
+		}
+		if (rw->mode != M_DEGRADED || rc)
+			continue;
+		*degraded = true;
+		for (uint32_t pos = 0; pos < q->npos && rc == 0; pos++) {
+			rw->blk[pos] = req_buf(q, rw->b - rw->a);
+			if (readable(q, rw, pos))
+				rc = add_io(q, TFS_MIO_READ, rw->member[pos], rw->blk[pos],
+					    rw->b - rw->a, moff_of(q, rw, rw->a));
+		}
+	}
+	if (rc == 0)
+		rc = req_run(q, true);
+	for (unsigned k = 0; k < nrows && rc == 0; k++) {
+		struct row *rw = &q->rows[k];
+
+		if (rw->mode != M_DEGRADED)
+			continue;
+		rc = row_recover(q, rw, rw->a, rw->b);
+		for (uint32_t i = 0; i < q->nd && rc == 0; i++) {
+			uint32_t l = rw->ce[i] - rw->cs[i];
+			char *to = dst + (r0 + k) * q->nd * q->C + i * q->C + rw->cs[i] - off;
+
+			if (l && !readable(q, rw, i))
+				memcpy(to, rw->blk[i] + (rw->cs[i] - rw->a), l);
+		}
+	}
+	return rc;
+}
+
+ssize_t tfs_stripe_read(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, uint64_t size,
+			bool direct, void *buf, size_t len, uint64_t off)
+{
+	struct tfs_stripes *s = fs->stripes;
+	struct req q;
+	unsigned held[ROW_LOCKS], nheld = 0;
+	uint64_t rowbytes, r0, r1, fid;
+	bool degraded, locked = false;
+	int rc;
+
+	if (off >= size || len == 0)
+		return 0;
+	if (len > size - off)
+		len = (size_t)(size - off);
+	req_init(&q, fs, in, rot, direct);
+	rowbytes = q.nd * q.C;
+	r0 = off / rowbytes;
+	r1 = (off + len - 1) / rowbytes;
+	pthread_mutex_lock(&in->lock);
+	fid = in->fid;
+	pthread_mutex_unlock(&in->lock);
+	for (int tries = 0;; tries++) {
+		/* a reconstruction reads whole rows: keep writers out of them */
+		if (!locked && any_unreadable(fs)) {
+			nheld = rows_lock(s, fid, r0, r1, held);
+			locked = true;
+		}
+		rc = read_rows(&q, buf, len, off, r0, r1, &degraded);
+		if (rc == -EAGAIN && tries <= (int)fs->n)
+			continue;
+		if (rc == 0 && degraded && !locked)
+			continue;	/* a member failed meanwhile: read again, locked */
+		break;
+	}
+	if (locked)
+		rows_unlock(s, held, nheld);
+	return rc ? rc : (ssize_t)len;
+}
+
+/* ------------------------------------------------------------------ */
+/* Whole rows: resync, check, rebuild                                  */
+/* ------------------------------------------------------------------ */
+
+/* Read all positions of rows [r0, r1] of a file of logical size size
+ * (only what the file has: up to share), into q's rows, whole chunks. */
+static int rows_read_all(struct req *q, uint64_t r0, uint64_t r1, uint64_t size)
+{
+	unsigned nrows = (unsigned)(r1 - r0 + 1);
+	uint64_t rowbytes = q->nd * q->C;
+	/* whole chunks of every position, and the recomputed parity */
+	int rc = req_setup(q, nrows, nrows * q->npos,
+			   (size_t)nrows * (q->npos + q->np) * ((size_t)q->C + 64));
+
+	for (unsigned k = 0; k < nrows && rc == 0; k++) {
+		struct row *rw = &q->rows[k];
+		uint64_t rs = (r0 + k) * rowbytes;
+		uint64_t rowlen = size > rs ? size - rs : 0;
+
+		row_init(q, rw, r0 + k, rs, rs + (rowlen < rowbytes ? rowlen : rowbytes), NULL);
+		rw->a = 0;
+		rw->b = (uint32_t)(rowlen >= q->C ? q->C : rowlen);
+		rw->mode = M_DEGRADED;
+		for (uint32_t pos = 0; pos < q->npos && rc == 0; pos++) {
+			rw->blk[pos] = req_buf(q, q->C);
+			memset(rw->blk[pos], 0, q->C);
+			if (readable(q, rw, pos) && rw->b)
+				rc = add_io(q, TFS_MIO_READ, rw->member[pos], rw->blk[pos], rw->b,
+					    moff_of(q, rw, 0));
+		}
+	}
+	if (rc == 0)
+		rc = req_run(q, true);
+	return rc;
+}
+
+/* Decide what to write back of whole row rw (read by rows_read_all):
+ * positions go into rw->fix.  Rebuild: the member being rebuilt.  Resync:
+ * the parity, recomputed.  Check/repair: compare the stored parity with
+ * the data's; report a mismatch; repair rewrites the parity from the data,
+ * or on RAID6, when the syndromes point at one data chunk, that chunk. */
+static int row_fix(struct req *q, struct row *rw, uint64_t fid, enum tfs_stripe_op op,
+		   tfs_stripe_report_fn report, void *arg)
+{
+	uint32_t span = rw->b;
+	void *blk[TFS_MAX_MEMBERS];
+	bool match = true;
+	int who = -1;
+
+	rw->fix = 0;
+	if (span == 0)
+		return 0;
+	if (op == TFS_STRIPE_REBUILD) {
+		for (uint32_t pos = 0; pos < q->npos; pos++)
+			if (!readable(q, rw, pos))
+				rw->fix |= 1u << pos;
+		return row_recover(q, rw, 0, span);
+	}
+	if (any_unreadable(q->fs))
+		return -EBUSY;	/* no redundancy to compare against */
+	for (uint32_t pos = 0; pos < q->npos; pos++)
+		blk[pos] = pos < q->nd ? rw->blk[pos] : req_buf(q, span);
+	tfs_parity_gen(blk, q->nd, q->np, span);
+	for (uint32_t j = 0; j < q->np; j++)
+		match = match && memcmp(blk[q->nd + j], rw->blk[q->nd + j], span) == 0;
+	if (op == TFS_STRIPE_RESYNC || !match) {
+		if (!match && q->np == 2) {
+			void *all[TFS_MAX_MEMBERS];
+
+			for (uint32_t pos = 0; pos < q->npos; pos++)
+				all[pos] = rw->blk[pos];
+			who = tfs_parity_locate(all, q->nd, span);
+		}
+		if (!match && report)
+			report(arg, fid, rw->row * q->nd * q->C, who >= 0 ? (int)rw->member[who] : -1);
+		if (op == TFS_STRIPE_CHECK)
+			return 0;
+		if (who >= 0 && who < (int)q->nd) {
+			unsigned miss = (unsigned)who;
+			void *all[TFS_MAX_MEMBERS];
+
+			for (uint32_t pos = 0; pos < q->npos; pos++)
+				all[pos] = rw->blk[pos];
+			rw->fix |= 1u << who;
+			return tfs_parity_recover(all, q->nd, q->np, &miss, 1, span);
+		}
+		for (uint32_t j = 0; j < q->np; j++) {
+			memcpy(rw->blk[q->nd + j], blk[q->nd + j], span);
+			rw->fix |= 1u << (q->nd + j);
+		}
+	}
+	return 0;
+}
+
+int tfs_stripe_rows(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, uint64_t fid,
+		    uint64_t size, uint64_t r0, uint64_t r1, enum tfs_stripe_op op,
+		    tfs_stripe_report_fn report, void *arg)
+{
+	struct tfs_stripes *s = fs->stripes;
+	struct req q;
+	unsigned held[ROW_LOCKS], nheld;
+	int rc;
+
+	req_init(&q, fs, in, rot, false);
+	nheld = rows_lock(s, fid, r0, r1, held);
+	rc = op == TFS_STRIPE_CHECK ? 0 : marks_get(fs, fid, r0, r1);
+	if (rc == 0 && op != TFS_STRIPE_REBUILD && any_unreadable(fs))
+		rc = -EBUSY;	/* nothing to check or resync against */
+	if (rc == 0) {
+		do {
+			rc = rows_read_all(&q, r0, r1, size);
+		} while (rc == -EAGAIN);
+	}
+	for (unsigned k = 0; rc == 0 && k <= r1 - r0; k++)
+		rc = row_fix(&q, &q.rows[k], fid, op, report, arg);
+	for (unsigned k = 0; rc == 0 && k <= r1 - r0; k++) {
+		struct row *rw = &q.rows[k];
+
+		for (uint32_t pos = 0; pos < q.npos && rc == 0; pos++)
+			if (rw->fix & (1u << pos) && writable(&q, rw, pos))
+				rc = add_io(&q, TFS_MIO_WRITE, rw->member[pos], rw->blk[pos],
+					    rw->b, moff_of(&q, rw, 0));
+	}
+	if (rc == 0)
+		rc = req_run(&q, false);
+	if (op != TFS_STRIPE_CHECK)
+		marks_put(fs, fid, r0, r1);
+	rows_unlock(s, held, nheld);
+	return rc;
+}

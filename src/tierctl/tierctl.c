@@ -1,0 +1,259 @@
+/* tierctl.c - the administrator's command for a mounted tierfs array.
+ *
+ * Owns: nothing but the command line.  It speaks to the daemon through two
+ * xattrs on the mount's root (src/raid/maint.c):
+ *   user.tierfs.status   read: key=value lines describing the array
+ *   user.tierfs.ctl      write: a command ("fail N", "replace N DIR",
+ *                        "scrub", "repair", "cancel"); on refusal the
+ *                        reason is the status's ctl_error line
+ *
+ * Exit status: 0 done; 1 refused or failed; 2 usage; 3 scrub found
+ * mismatches it did not repair.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#define XATTR_CTL    "user.tierfs.ctl"
+#define XATTR_STATUS "user.tierfs.status"
+
+static const char *prog = "tierctl";
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: %s COMMAND MOUNTPOINT [ARGS]\n\n"
+		"  status  MOUNTPOINT [--raw]          level, chunk, member states, jobs\n"
+		"  fail    MOUNTPOINT INDEX            take a member out of the array\n"
+		"  replace MOUNTPOINT INDEX NEWDIR [--wait]\n"
+		"                                      rebuild a failed member onto the empty\n"
+		"                                      directory NEWDIR, in the background\n"
+		"  scrub   MOUNTPOINT [--repair] [--wait]\n"
+		"                                      read everything, check mirrors and\n"
+		"                                      parity (and repair mismatches)\n"
+		"  cancel  MOUNTPOINT                  stop a running scrub\n"
+		"  wait    MOUNTPOINT                  wait for a running job, with progress\n",
+		prog);
+}
+
+static char *status(const char *mnt)
+{
+	ssize_t n = getxattr(mnt, XATTR_STATUS, NULL, 0);
+	char *buf;
+
+	if (n < 0) {
+		fprintf(stderr, "%s: %s: %s\n", prog, mnt,
+			errno == ENODATA || errno == ENOTSUP ? "not a tierfs mount"
+							      : strerror(errno));
+		return NULL;
+	}
+	buf = malloc((size_t)n + 4097);	/* it may grow between the calls */
+	if (!buf)
+		return NULL;
+	n = getxattr(mnt, XATTR_STATUS, buf, (size_t)n + 4096);
+	if (n < 0) {
+		fprintf(stderr, "%s: %s: %s\n", prog, mnt, strerror(errno));
+		free(buf);
+		return NULL;
+	}
+	buf[n] = 0;
+	return buf;
+}
+
+/* Value of key in a status text ("" if absent), into out. */
+static const char *get(const char *st, const char *key, char *out, size_t len)
+{
+	size_t kl = strlen(key);
+
+	out[0] = 0;
+	for (const char *p = st; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+		if (strncmp(p, key, kl) == 0 && p[kl] == '=') {
+			const char *e = strchr(p, '\n');
+			size_t l = e ? (size_t)(e - p - (ptrdiff_t)kl - 1) : strlen(p + kl + 1);
+
+			if (l >= len)
+				l = len - 1;
+			memcpy(out, p + kl + 1, l);
+			out[l] = 0;
+			break;
+		}
+	}
+	return out;
+}
+
+static void print_status(const char *st)
+{
+	char v[8][PATH_MAX + 64];
+
+	printf("array %s: %s, %s members, chunk %s bytes: %s (survives %s failed member(s))\n",
+	       get(st, "uuid", v[0], sizeof(v[0])), get(st, "level", v[1], sizeof(v[1])),
+	       get(st, "members", v[2], sizeof(v[2])), get(st, "chunk", v[3], sizeof(v[3])),
+	       get(st, "health", v[4], sizeof(v[4])), get(st, "tolerates", v[5], sizeof(v[5])));
+	for (unsigned k = 0;; k++) {
+		char key[32], *sp;
+
+		snprintf(key, sizeof(key), "member.%u", k);
+		if (!*get(st, key, v[0], sizeof(v[0])))
+			break;
+		sp = strchr(v[0], ' ');
+		if (sp)
+			*sp++ = 0;
+		printf("  member %-2u %-11s %s\n", k, v[0], sp ? sp : "");
+	}
+	if (strcmp(get(st, "job", v[0], sizeof(v[0])), "none") != 0)
+		printf("  %s running: %s%% (%s of %s bytes), %s MB/s, ETA %s s, %s files, "
+		       "%s mismatches\n", v[0], get(st, "progress", v[1], sizeof(v[1])),
+		       get(st, "done_bytes", v[2], sizeof(v[2])),
+		       get(st, "total_bytes", v[3], sizeof(v[3])),
+		       get(st, "rate_mbps", v[4], sizeof(v[4])), get(st, "eta_s", v[5], sizeof(v[5])),
+		       get(st, "files", v[6], sizeof(v[6])), get(st, "mismatches", v[7], sizeof(v[7])));
+	if (*get(st, "last", v[0], sizeof(v[0])))
+		printf("  last job: %s\n", v[0]);
+	for (const char *p = strstr(st, "mismatch="); p; p = strstr(p + 1, "\nmismatch=")) {
+		const char *s = strchr(p, '=') + 1, *e = strchr(s, '\n');
+
+		printf("  mismatch: %.*s\n", (int)(e ? e - s : (long)strlen(s)), s);
+	}
+}
+
+static int ctl(const char *mnt, const char *cmd)
+{
+	char err[1024];
+	char *st;
+
+	if (setxattr(mnt, XATTR_CTL, cmd, strlen(cmd), 0) == 0)
+		return 0;
+	st = status(mnt);
+	if (st && *get(st, "ctl_error", err, sizeof(err)))
+		fprintf(stderr, "%s: %s\n", prog, err);
+	else
+		fprintf(stderr, "%s: %s: %s\n", prog, mnt,
+			errno == EPERM ? "only root may change the array" : strerror(errno));
+	free(st);
+	return 1;
+}
+
+/* Follow the running job until it ends; returns the exit status. */
+static int wait_job(const char *mnt)
+{
+	bool tty = isatty(STDOUT_FILENO);
+	char job[64], pct[32], rate[32], eta[32], last[512], mism[32];
+	char *st;
+
+	for (;;) {
+		st = status(mnt);
+		if (!st)
+			return 1;
+		if (strcmp(get(st, "job", job, sizeof(job)), "none") == 0)
+			break;
+		get(st, "progress", pct, sizeof(pct));
+		get(st, "rate_mbps", rate, sizeof(rate));
+		get(st, "eta_s", eta, sizeof(eta));
+		printf(tty ? "\r%s: %s%%, %s MB/s, ETA %s s   " : "%s: %s%%, %s MB/s, ETA %s s\n",
+		       job, pct, rate, eta);
+		fflush(stdout);
+		free(st);
+		usleep(500000);
+	}
+	get(st, "last", last, sizeof(last));
+	printf("%s%s\n", tty ? "\r" : "", last);
+	free(st);
+	if (!strstr(last, "done: ok"))
+		return 1;
+	if (strstr(last, "check done") && sscanf(strstr(last, "files, ") ?
+						 strstr(last, "files, ") + 7 : "0", "%31s", mism) &&
+	    strcmp(mism, "0") != 0)
+		return 3;
+	return 0;
+}
+
+static int index_arg(const char *s, unsigned *k)
+{
+	char *e;
+	unsigned long v = strtoul(s, &e, 10);
+
+	if (!*s || *e || v > 31) {
+		fprintf(stderr, "%s: '%s' is not a member index\n", prog, s);
+		return -1;
+	}
+	*k = (unsigned)v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd, *mnt;
+	bool wait = false, repair = false, raw = false;
+	char buf[PATH_MAX + 64];
+	int nargs = 0;
+	char *args[4];
+	unsigned k;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--wait"))
+			wait = true;
+		else if (!strcmp(argv[i], "--repair"))
+			repair = true;
+		else if (!strcmp(argv[i], "--raw"))
+			raw = true;
+		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			return usage(stdout), 0;
+		else if (nargs < 4)
+			args[nargs++] = argv[i];
+		else
+			return usage(stderr), 2;
+	}
+	if (nargs < 2)
+		return usage(stderr), 2;
+	cmd = args[0];
+	mnt = args[1];
+	if (!strcmp(cmd, "status") && nargs == 2) {
+		char *st = status(mnt);
+
+		if (!st)
+			return 1;
+		if (raw)
+			fputs(st, stdout);
+		else
+			print_status(st);
+		free(st);
+		return 0;
+	}
+	if (!strcmp(cmd, "fail") && nargs == 3) {
+		if (index_arg(args[2], &k))
+			return 2;
+		snprintf(buf, sizeof(buf), "fail %u", k);
+		return ctl(mnt, buf);
+	}
+	if (!strcmp(cmd, "replace") && nargs == 4) {
+		char real[PATH_MAX];
+
+		if (index_arg(args[2], &k))
+			return 2;
+		if (!realpath(args[3], real)) {
+			fprintf(stderr, "%s: %s: %s\n", prog, args[3], strerror(errno));
+			return 1;
+		}
+		snprintf(buf, sizeof(buf), "replace %u %s", k, real);
+		if (ctl(mnt, buf))
+			return 1;
+		return wait ? wait_job(mnt) : 0;
+	}
+	if (!strcmp(cmd, "scrub") && nargs == 2) {
+		if (ctl(mnt, repair ? "repair" : "scrub"))
+			return 1;
+		return wait ? wait_job(mnt) : 0;
+	}
+	if (!strcmp(cmd, "cancel") && nargs == 2)
+		return ctl(mnt, "cancel");
+	if (!strcmp(cmd, "wait") && nargs == 2)
+		return wait_job(mnt);
+	usage(stderr);
+	return 2;
+}

@@ -30,6 +30,7 @@ struct opts {
 	double timeout;
 	int ro;
 	unsigned dir_cache;
+	double maint_mbps;
 	char *member_model;
 	struct tfs_hdd_params hdd;
 };
@@ -41,6 +42,7 @@ static const struct fuse_opt tierfs_opts[] = {
 	OPT("entry_timeout=%lf", timeout),
 	OPT("attr_timeout=%lf", timeout),
 	OPT("dir_cache=%u", dir_cache),
+	OPT("maint_mbps=%lf", maint_mbps),
 	OPT("member_model=%s", member_model),
 	OPT("hdd_seek_ms=%lf", hdd.seek_ms),
 	OPT("hdd_rpm=%u", hdd.rpm),
@@ -74,6 +76,7 @@ static void usage(const char *prog)
 	       "    -o attr_timeout=SECONDS    kernel attribute and name cache (default 10;\n"
 	       "                               entry_timeout is the same option)\n"
 	       "    -o dir_cache=N             directories whose member fds stay open (1024)\n"
+	       "    -o maint_mbps=MB/S         rate cap of scrub and rebuild (default: none)\n"
 	       "    -o member_model=hdd7200    make each member behave like a 7200 rpm disk\n"
 	       "       hdd_seek_ms=8.5, hdd_rpm=7200, hdd_mbps=180   its parameters\n"
 	       "       hdd_ncq=1       requests the disk may reorder (1: none; SATA NCQ: 32)\n"
@@ -158,6 +161,7 @@ static int fs_setup(struct tfs_fs *fs, struct tfs_array *array, const struct opt
 	fs->layout = array->sb.layout;
 	fs->n = array->n;
 	fs->timeout = o->timeout;
+	fs->maint_mbps = o->maint_mbps;
 	fs->readonly = o->ro;
 	fs->chown_ok = geteuid() == 0;
 	fs->root_group = getegid() == 0;

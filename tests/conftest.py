@@ -7,7 +7,11 @@ import time
 import signal
 import pathlib
 
+import itertools
+
 import pytest
+
+_LOG_SEQ = itertools.count()     # one log file per daemon start, across Mount objects
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BUILD = pathlib.Path(os.environ.get("TIERFS_BUILD", ROOT / "build"))
@@ -50,7 +54,7 @@ class Mount:
 
     def start(self, timeout=10):
         os.makedirs(self.mnt, exist_ok=True)
-        self.log_path = f"{self.mnt}.log.{len(self.logs)}"
+        self.log_path = f"{self.mnt}.log.{next(_LOG_SEQ)}"
         self.logs.append(self.log_path)
         log = open(self.log_path, "w")
         args = [str(TIERFS), "-f", ":".join(self.members), self.mnt]

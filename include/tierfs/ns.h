@@ -98,6 +98,7 @@ struct tfs_fs {
 	struct tfs_inode root;
 	struct tfs_stripes *stripes;	/* redundant levels: row locks, marks */
 	struct tfs_maint *maint;	/* scrub, rebuild */
+	double maint_mbps;		/* rate cap of scrub and rebuild (0: none) */
 	/* Data writes hold this shared from planning to completion; changing
 	 * a member to or from a state that takes writes holds it exclusive,
 	 * so no write planned without a member lands after it joined. */
@@ -139,6 +140,12 @@ static inline bool tfs_m_writable(const struct tfs_fs *fs, uint32_t k)
 static inline uint32_t tfs_primary(const struct tfs_fs *fs)
 {
 	return __atomic_load_n(&fs->primary, __ATOMIC_ACQUIRE);
+}
+/* Has its names used: takes changes, or is still the primary (a failed
+ * primary stays one until failover has re-keyed the inode table). */
+static inline bool tfs_m_named(const struct tfs_fs *fs, uint32_t k)
+{
+	return tfs_m_writable(fs, k) || k == tfs_primary(fs);
 }
 /* Set up states and primary from the assembled array. */
 void tfs_health_init(struct tfs_fs *fs);

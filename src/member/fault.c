@@ -367,7 +367,7 @@ static void undo_all(struct fault *f)
 			if (undo_rec_apply(uf->fd, r))
 				nfail++;
 	tfs_warn("fault: power cut: undid %u unsynced changes in %u member files "
-		 "(%llu bytes of old data)%s", nrec, u->nfiles, (unsigned long long)u->bytes,
+		 "(undo log: %llu bytes)%s", nrec, u->nfiles, (unsigned long long)u->bytes,
 		 u->overflow ? "; the log had overflowed, some changes survive" : "");
 	if (nfail)
 		tfs_warn("fault: power cut: %u undo records could not be applied: %s", nfail,

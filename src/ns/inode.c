@@ -520,7 +520,7 @@ static int dir_fds(struct tfs_fs *fs, struct tfs_inode *dir, int *fds)
 	 * directory the primary has is failed (if the level allows) */
 	for (k = 0; rc == 0 && k < fs->n; k++) {
 		mine[k] = -1;
-		if (!tfs_m_writable(fs, k) || (parent && pfd[k] < 0))
+		if (!tfs_m_named(fs, k) || (parent && pfd[k] < 0))
 			continue;
 		mine[k] = fs->be->ops->open_dir(fs->be, k, parent ? pfd[k] : -1, parent ? name : "");
 		if (mine[k] >= 0)

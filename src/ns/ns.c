@@ -226,7 +226,7 @@ static int ofile_open_locked(struct tfs_fs *fs, struct tfs_inode *in, uint32_t k
 	struct tfs_ofile *of = in->of;
 	int rc = 0, fd;
 
-	if (!tfs_m_writable(fs, k))
+	if (!tfs_m_named(fs, k))
 		return -ENODEV;
 	if (of->fd[k] < 0) {
 		struct tfs_loc loc;
@@ -266,7 +266,7 @@ static int ofile_fill_locked(struct tfs_fs *fs, struct tfs_inode *in)
 	int rc = 0;
 
 	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
-		if (!tfs_m_writable(fs, k))
+		if (!tfs_m_named(fs, k))
 			continue;
 		rc = ofile_open_locked(fs, in, k, false);
 		/* a member being rebuilt lacks files unlinked before it joined */

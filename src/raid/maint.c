@@ -116,6 +116,21 @@ static void report(void *arg, uint64_t fid, uint64_t off, int bad)
 	pthread_mutex_unlock(&mt->lock);
 }
 
+/* Account len bytes done; sleep to keep under the rate cap. */
+static void progress(struct tfs_fs *fs, uint64_t len)
+{
+	struct tfs_maint *mt = M(fs);
+	double t, due;
+
+	pthread_mutex_lock(&mt->lock);
+	mt->done += len;
+	due = fs->maint_mbps > 0 ? (double)mt->done / (fs->maint_mbps * 1e6) : 0;
+	pthread_mutex_unlock(&mt->lock);
+	t = elapsed(&mt->started);
+	if (due > t && !mt->cancel)
+		usleep((useconds_t)((due - t) * 1e6));
+}
+
 /* Run op over the whole of an open file. */
 static int file_op(struct tfs_fs *fs, struct tfs_inode *in, enum tfs_stripe_op op,
 		   struct file_job *fj)
@@ -140,21 +155,18 @@ static int file_op(struct tfs_fs *fs, struct tfs_inode *in, enum tfs_stripe_op o
 								      : rows - 1;
 
 			rc = tfs_stripe_rows(fs, in, rot, fid, size, r, r1, op, report, fj);
-			pthread_mutex_lock(&M(fs)->lock);
-			M(fs)->done += (r1 - r + 1) * rowbytes;
-			pthread_mutex_unlock(&M(fs)->lock);
+			progress(fs, (r1 - r + 1) * rowbytes);
 		}
-		return rc;
+		return rc == 0 && M(fs)->cancel ? -ECANCELED : rc;
 	}
 	for (uint64_t off = 0; off < size && rc == 0 && !M(fs)->cancel; off += 1u << 20) {
 		uint64_t len = size - off < (1u << 20) ? size - off : 1u << 20;
 
 		rc = tfs_data_maint(fs, in, off, len, op, report, fj);
-		pthread_mutex_lock(&M(fs)->lock);
-		M(fs)->done += len;
-		pthread_mutex_unlock(&M(fs)->lock);
+		progress(fs, len);
 	}
-	return rc;
+	/* a file cut short must not count as done */
+	return rc == 0 && M(fs)->cancel ? -ECANCELED : rc;
 }
 
 struct walk_arg {
@@ -203,7 +215,7 @@ static int visit(void *arg, struct tfs_inode *in, const struct stat *st)
 		wa->redone++;
 	}
 	tfs_ns_release(fs, in);
-	if (rc)
+	if (rc && rc != -ECANCELED)
 		tfs_err("%s of file '%s': %s", wa->op == TFS_STRIPE_REBUILD ? "rebuild" : "scrub",
 			fj.path, strerror(-rc));
 	return rc;

@@ -329,6 +329,7 @@ struct row {
 	const char *src[TFS_MAX_MEMBERS];	/* new bytes for [cs, ce) */
 	char *blk[TFS_MAX_MEMBERS];		/* span-sized buffers */
 	uint32_t fix;				/* positions to write back (whole rows) */
+	uint64_t rowlen;			/* whole rows: bytes of the file in the row */
 };
 
 struct req {
@@ -929,6 +930,7 @@ static int rows_read_all(struct req *q, uint64_t r0, uint64_t r1, uint64_t size)
 		uint64_t rowlen = size > rs ? size - rs : 0;
 
 		row_init(q, rw, r0 + k, rs, rs + (rowlen < rowbytes ? rowlen : rowbytes), NULL);
+		rw->rowlen = rowlen;
 		rw->a = 0;
 		rw->b = (uint32_t)(rowlen >= q->C ? q->C : rowlen);
 		rw->mode = M_DEGRADED;
@@ -1027,10 +1029,18 @@ int tfs_stripe_rows(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, uint6
 	for (unsigned k = 0; rc == 0 && k <= r1 - r0; k++) {
 		struct row *rw = &q.rows[k];
 
-		for (uint32_t pos = 0; pos < q.npos && rc == 0; pos++)
+		for (uint32_t pos = 0; pos < q.npos && rc == 0; pos++) {
+			/* a data chunk is written only as far as the file goes
+			 * (layout.c invariant 4: no member past its share) */
+			uint64_t in_row = pos * q.C, len = rw->b;
+
+			if (pos < q.nd)
+				len = rw->rowlen <= in_row ? 0 : rw->rowlen - in_row < len
+				      ? rw->rowlen - in_row : len;
 			if (rw->fix & (1u << pos) && writable(&q, rw, pos))
 				rc = add_io(&q, TFS_MIO_WRITE, rw->member[pos], rw->blk[pos],
-					    rw->b, moff_of(&q, rw, 0));
+					    len, moff_of(&q, rw, 0));
+		}
 	}
 	if (rc == 0)
 		rc = req_run(&q, false);

@@ -134,7 +134,7 @@ static int ctl(const char *mnt, const char *cmd)
 		fprintf(stderr, "%s: %s\n", prog, err);
 	else
 		fprintf(stderr, "%s: %s: %s\n", prog, mnt,
-			errno == EPERM ? "only root may change the array" : strerror(errno));
+			errno == EPERM || errno == EACCES ? "only root may change the array" : strerror(errno));
 	free(st);
 	return 1;
 }

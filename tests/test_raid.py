@@ -1,0 +1,397 @@
+"""Redundancy on a real mount: members failing in the middle of a workload,
+degraded mounts, replace and rebuild (also resumed after a remount), scrub
+finding and repairing planted corruption, the write hole after SIGKILL, and
+every refusal of tierctl."""
+import os
+import random
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILD, Mount
+
+TIERCTL = BUILD / "tierctl"
+K = 1024
+M = 1024 * K
+
+REDUNDANT = [
+    ("raid1", 2, 64 * K),
+    ("raid10", 4, 64 * K),
+    ("raid5", 3, 4 * K),
+    ("raid5", 4, 64 * K),
+    ("raid6", 4, 4 * K),
+    ("raid6", 5, 64 * K),
+]
+
+
+def case_id(c):
+    return f"{c[0]}-{c[1]}-{c[2] // K}K"
+
+
+def tierctl(*args, check=True):
+    r = subprocess.run([str(TIERCTL), *map(str, args)], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise AssertionError(f"tierctl {args}: rc {r.returncode}: {r.stderr}{r.stdout}")
+    return r
+
+
+def status(mnt):
+    out = tierctl("status", mnt, "--raw").stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def wait_idle(mnt, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        st = status(mnt)
+        if st["job"] == "none":
+            return st
+        time.sleep(0.1)
+    raise AssertionError(f"job still running: {st}")
+
+
+class Files:
+    """A few files under random writes, truncates and reads, checked against
+    an in-memory model."""
+
+    def __init__(self, mnt, seed, nfiles=4, max_size=600 * K):
+        self.mnt = str(mnt)
+        self.rng = random.Random(seed)
+        self.max_size = max_size
+        self.data = {f"f{i}": bytearray() for i in range(nfiles)}
+        for name in self.data:
+            open(self.path(name), "wb").close()
+
+    def path(self, name):
+        return os.path.join(self.mnt, name)
+
+    def step(self):
+        rng = self.rng
+        name = rng.choice(sorted(self.data))
+        d = self.data[name]
+        off = rng.randint(0, self.max_size)
+        ln = rng.randint(1, 96 * K)
+        r = rng.random()
+        with open(self.path(name), "r+b") as f:
+            if r < 0.55:
+                b = rng.randbytes(ln)
+                f.seek(off)
+                f.write(b)
+                if len(d) < off + ln:
+                    d.extend(bytes(off + ln - len(d)))
+                d[off:off + ln] = b
+            elif r < 0.62:
+                f.truncate(off)
+                if off < len(d):
+                    del d[off:]
+                else:
+                    d.extend(bytes(off - len(d)))
+            else:
+                f.seek(off)
+                got = f.read(ln)
+                assert got == bytes(d[off:off + ln]), f"{name} [{off}, +{ln}) differs"
+
+    def run(self, n):
+        for _ in range(n):
+            self.step()
+
+    def verify(self, mnt=None):
+        for name, d in self.data.items():
+            p = os.path.join(str(mnt or self.mnt), name)
+            with open(p, "rb") as f:
+                got = f.read()
+            assert len(got) == len(d), f"{name}: size {len(got)}, want {len(d)}"
+            assert got == bytes(d), f"{name}: contents differ"
+
+
+def raid(make_array, level, n, chunk, **kw):
+    a = make_array(level, n, chunk)
+    return a, a.mount(expect_errors=True, **kw)
+
+
+def new_dir(a, name):
+    d = a.tmp / name
+    d.mkdir()
+    return d
+
+
+def member_index(mnt, path):
+    st = status(mnt)
+    for k in range(int(st["members"])):
+        if st[f"member.{k}"].split(" ", 1)[1] == str(path):
+            return k
+    raise KeyError(path)
+
+
+# ---------------------------------------------------------------------------
+# Failure in the middle of a workload, replace, rebuild, another failure
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("case", REDUNDANT, ids=case_id)
+def test_fail_replace_fail_again(make_array, case):
+    level, n, chunk = case
+    a, m = raid(make_array, level, n, chunk)
+    w = Files(a.mnt, seed=hash(case_id(case)) & 0xffff)
+    w.run(150)
+    tierctl("fail", a.mnt, 0)                 # the primary, mid-workload
+    assert status(a.mnt)["health"] == "degraded"
+    w.run(150)                                 # applications see no error
+    w.verify()
+
+    new0 = new_dir(a, "new0")
+    tierctl("replace", a.mnt, 0, new0, "--wait")
+    m.members[0] = str(new0)       # the array's member 0 is there now
+    st = status(a.mnt)
+    assert st["state"] == "U" * n and st["health"] == "optimal", st
+    w.verify()
+    r = tierctl("scrub", a.mnt, "--wait")
+    assert "0 mismatches" in r.stdout, r.stdout
+
+    # a different member (two for RAID6), then everything again
+    others = [1, 2] if level == "raid6" else [n - 1]
+    for k in others:
+        tierctl("fail", a.mnt, k)
+    w.run(100)
+    w.verify()
+    # and the degraded array survives a remount
+    m.remount()
+    w.verify()
+    st = status(a.mnt)
+    assert st["state"].count("_") == len(others), st
+
+
+def test_failed_primary_keeps_namespace_working(make_array):
+    """Member 0 is where names are read from; when it fails, another member
+    takes over while files are open and the tree changes."""
+    a, m = raid(make_array, "raid1", 3, 64 * K)
+    os.makedirs(a.mnt / "d/e")
+    with open(a.mnt / "d/e/f", "wb") as f:
+        f.write(b"x" * 100000)
+    held = open(a.mnt / "d/e/f", "rb")
+    tierctl("fail", a.mnt, 0)
+    time.sleep(0.2)
+    assert status(a.mnt)["primary"] == "1"
+    assert held.read() == b"x" * 100000
+    held.close()
+    os.rename(a.mnt / "d/e", a.mnt / "d/g")
+    os.mkdir(a.mnt / "h")
+    with open(a.mnt / "h/new", "wb") as f:
+        f.write(b"y" * 5000)
+    assert sorted(os.listdir(a.mnt / "d")) == ["g"]
+    assert open(a.mnt / "d/g/f", "rb").read() == b"x" * 100000
+    m.remount()
+    assert open(a.mnt / "h/new", "rb").read() == b"y" * 5000
+    assert os.path.exists(a.mnt / "d/g/f")
+
+
+# ---------------------------------------------------------------------------
+# Members missing at mount, stale members
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("level,n", [("raid1", 2), ("raid5", 3), ("raid6", 4), ("raid10", 4)])
+def test_member_missing_at_mount(make_array, level, n):
+    a = make_array(level, n, "4K")
+    m = a.mount()
+    sizes = [1, 4095, 4096, 4097, 3 * 4096 + 7, 100 * K + 3]
+    blobs = {f"f{s}": os.urandom(s) for s in sizes}
+    for name, b in blobs.items():
+        (a.mnt / name).write_bytes(b)
+    m.stop()
+    for missing in range(n):
+        # every member in turn: copy the array, mount it without that one
+        a2 = make_array(level, n, "4K")
+        for k in range(n):
+            subprocess.run(["rm", "-rf", str(a2.members[k])], check=True)
+            subprocess.run(["cp", "-a", str(a.members[k]), str(a2.members[k])], check=True)
+        given = [p for k, p in enumerate(a2.members) if k != missing]
+        m2 = Mount(given, a2.mnt, expect_errors=True)
+        a2.mounts.append(m2)
+        m2.start()
+        assert "DEGRADED" in m2.log()
+        st = status(a2.mnt)
+        assert st["state"][missing] == "_" and st["health"] == "degraded"
+        for name, b in blobs.items():
+            assert (a2.mnt / name).read_bytes() == b, f"{name} without member {missing}"
+        m2.stop()
+        # the failure is recorded: the member, given again, is stale
+        m3 = Mount(a2.members, a2.mnt, expect_errors=True)
+        a2.mounts.append(m3)
+        m3.start()
+        assert "stale" in m3.log()
+        assert status(a2.mnt)["state"][missing] == "_"
+        m3.stop()
+
+
+def test_non_redundant_array_with_a_missing_member_does_not_mount(make_array):
+    a = make_array("raid0", 3, "64K")
+    m = Mount(a.members[:2], a.mnt, expect_errors=True)
+    a.mounts.append(m)
+    with pytest.raises(RuntimeError, match="member 2 of 3 is missing"):
+        m.start()
+
+
+def test_too_many_missing_members_do_not_mount(make_array):
+    a = make_array("raid5", 4, "64K")
+    m = Mount(a.members[:2], a.mnt, expect_errors=True)
+    a.mounts.append(m)
+    with pytest.raises(RuntimeError, match="2 of 4 members are missing or failed"):
+        m.start()
+
+
+# ---------------------------------------------------------------------------
+# Rebuild: progress, resume after a remount
+# ---------------------------------------------------------------------------
+
+def test_rebuild_progress_and_resume_after_remount(make_array):
+    a = make_array("raid5", 3, "64K")
+    # a rate cap makes the rebuild slow enough to interrupt
+    m = a.mount(opts=["maint_mbps=4"], expect_errors=True)
+    blobs = {}
+    for i in range(12):
+        blobs[f"f{i}"] = os.urandom(2 * M + i * 4099)
+        (a.mnt / f"f{i}").write_bytes(blobs[f"f{i}"])
+    tierctl("fail", a.mnt, 2)
+    tierctl("replace", a.mnt, 2, new_dir(a, "new2"))
+    time.sleep(1.0)
+    st = status(a.mnt)
+    assert st["job"] == "rebuild" and st["state"][2] == "R", st
+    assert 0 <= float(st["progress"]) < 100 and "eta_s" in st and "rate_mbps" in st
+    r = tierctl("status", a.mnt)
+    assert "rebuild running" in r.stdout and "rebuilding" in r.stdout, r.stdout
+    # unmount in the middle; the next mount carries on
+    m.members = [str(a.members[0]), str(a.members[1]), str(a.tmp / "new2")]
+    m.remount()
+    assert "resumes" in m.log()
+    tierctl("wait", a.mnt)
+    st = wait_idle(a.mnt, timeout=60)
+    assert st["state"] == "UUU", st
+    for name, b in blobs.items():
+        assert (a.mnt / name).read_bytes() == b
+    # the rebuilt member alone with one other has everything
+    tierctl("fail", a.mnt, 0)
+    for name, b in blobs.items():
+        assert (a.mnt / name).read_bytes() == b
+
+
+# ---------------------------------------------------------------------------
+# Scrub: planted corruption found and repaired
+# ---------------------------------------------------------------------------
+
+def row_positions(n, np_, row, rot):
+    """Members of a parity row, by position (data 0..nd-1, P, Q): the md
+    left-symmetric layout rotated by the file's fid."""
+    pd = n - 1 - row % n
+    if np_ == 1:
+        pos = [(pd + 1 + i) % n for i in range(n - 1)] + [pd]
+    else:
+        pos = [(pd + 2 + i) % n for i in range(n - 2)] + [pd, (pd + 1) % n]
+    return [(x + rot) % n for x in pos]
+
+
+def fid_of(a, name):
+    return int(os.getxattr(a.members[0] / "root" / name, "user.tierfs.fid"))
+
+
+def corrupt(path, off, ln=16):
+    with open(path, "r+b") as f:
+        f.seek(off)
+        old = f.read(ln)
+        f.seek(off)
+        f.write(bytes(b ^ 0x5a for b in old))
+
+
+@pytest.mark.parametrize("level,n,what", [
+    ("raid5", 4, "parity"),
+    ("raid6", 5, "data"),
+    ("raid6", 5, "parity"),
+    ("raid1", 2, "copy"),
+    ("raid10", 4, "copy"),
+])
+def test_scrub_finds_and_repairs_planted_corruption(make_array, level, n, what):
+    chunk = 64 * K
+    a = make_array(level, n, "64K")
+    m = a.mount(expect_errors=True)
+    data = os.urandom(20 * chunk + 1234)
+    (a.mnt / "victim").write_bytes(data)
+    (a.mnt / "bystander").write_bytes(os.urandom(300 * K))
+    m.stop()                                   # plant it with the array offline
+    fid = fid_of(a, "victim")
+    row = 2
+    if level in ("raid5", "raid6"):
+        np_ = 1 if level == "raid5" else 2
+        pos = row_positions(n, np_, row, fid % n)
+        member = pos[n - np_] if what == "parity" else pos[1]
+        moff = row * chunk + 100
+    else:
+        member, moff = (1, 3 * chunk + 100) if level == "raid1" else (None, None)
+        if level == "raid10":
+            # chunk c copy 1 is slot 2c+1, on member (2c+1+rot) % n, row (2c+1) // n
+            c = 5
+            s = 2 * c + 1
+            member, moff = (s + fid % n) % n, (s // n) * chunk + 100
+    corrupt(a.members[member] / "root" / "victim", moff)
+    m.start()
+    r = tierctl("scrub", a.mnt, "--wait", check=False)
+    assert r.returncode == 3, r.stdout + r.stderr
+    st = status(a.mnt)
+    assert int(st["mismatches"] if "mismatches" in st else 0) >= 0
+    assert "mismatch=victim " in tierctl("status", a.mnt, "--raw").stdout
+    assert "bystander" not in tierctl("status", a.mnt, "--raw").stdout
+    r = tierctl("scrub", a.mnt, "--repair", "--wait")
+    assert "repaired" in r.stdout, r.stdout
+    r = tierctl("scrub", a.mnt, "--wait")
+    assert "0 mismatches" in r.stdout, r.stdout
+    m.remount()
+    assert (a.mnt / "victim").read_bytes() == data
+
+
+# ---------------------------------------------------------------------------
+# Refusals: each a clear message, nothing touched
+# ---------------------------------------------------------------------------
+
+def test_tierctl_refusals(make_array):
+    a = make_array("raid5", 3, "64K")
+    a.mount(expect_errors=True)
+    (a.mnt / "f").write_bytes(b"z" * 200000)
+    before = status(a.mnt)
+
+    r = tierctl("replace", a.mnt, 1, new_dir(a, "spare"), check=False)
+    assert r.returncode == 1 and "member 1 is in sync: fail it first" in r.stderr
+
+    tierctl("fail", a.mnt, 1)
+    r = tierctl("fail", a.mnt, 2, check=False)
+    assert r.returncode == 1 and "cannot be failed: raid5 would lose data" in r.stderr
+    assert status(a.mnt)["state"] == "U_U"
+
+    full = new_dir(a, "full")
+    (full / "keep").write_text("mine")
+    r = tierctl("replace", a.mnt, 1, full, check=False)
+    assert r.returncode == 1 and "not empty" in r.stderr
+    assert os.listdir(full) == ["keep"] and (full / "keep").read_text() == "mine"
+
+    r = tierctl("replace", a.mnt, 1, a.members[0], check=False)
+    assert r.returncode == 1 and ("not empty" in r.stderr or "is member 0" in r.stderr)
+
+    r = tierctl("replace", a.mnt, 7, new_dir(a, "x"), check=False)
+    assert r.returncode == 1 and "no member 7" in r.stderr
+
+    r = tierctl("scrub", a.mnt, check=False)
+    assert r.returncode == 1 and "not in sync" in r.stderr
+
+    r = tierctl("frobnicate", a.mnt, check=False)
+    assert r.returncode == 2
+    r = tierctl("status", a.tmp, check=False)
+    assert r.returncode == 1 and "not a tierfs mount" in r.stderr
+    assert (a.mnt / "f").read_bytes() == b"z" * 200000
+    assert status(a.mnt)["uuid"] == before["uuid"]
+
+
+def test_scrub_refused_without_redundancy_and_for_non_root(make_array):
+    a = make_array("raid0", 2, "64K")
+    a.mount(expect_errors=True)
+    r = tierctl("scrub", a.mnt, check=False)
+    assert r.returncode == 1 and "no redundancy" in r.stderr
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        str(TIERCTL), "fail", str(a.mnt), "0"], capture_output=True, text=True)
+    assert r.returncode == 1 and "only root" in r.stderr

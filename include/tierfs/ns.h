@@ -71,6 +71,7 @@ struct tfs_fs {
 	 * from.  Changes of either hold health_lock. */
 	char mstate[TFS_MAX_MEMBERS];
 	uint32_t primary;
+	uint32_t fail_refused;		/* members whose failure was refused (logged once) */
 	pthread_mutex_t health_lock;
 	/* Held shared by every thread using directory fds (tfs_dir_fds to
 	 * tfs_dir_fds_put); held exclusive to change the primary or to copy

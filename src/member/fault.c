@@ -23,6 +23,10 @@
  *   eio_write=M[:P]    probability P (0 < P <= 1, default 1); failed
  *                      requests are not performed.
  *   seed=N             seed of the PRNG behind P (default fixed).
+ *   torn               the requests of a batch go to the member one at a
+ *                      time, each counted as it completes, so crash_after
+ *                      can land between the data and parity writes of one
+ *                      stripe (the RAID write hole).
  *
  * Invariants:
  *  1. Only successful calls count towards N; the N-th call itself succeeds.
@@ -110,6 +114,7 @@ struct fault {
 	_Atomic uint64_t rng;
 	atomic_long injected;
 	bool drop_unsynced;
+	bool torn;			/* requests of a batch one at a time */
 	struct undo_log undo;
 };
 
@@ -485,6 +490,17 @@ static int ft_submit(struct tfs_backend *be, struct tfs_mio *v, unsigned n)
 	unsigned start = 0;
 	int rc = 0;
 
+	if (f->torn && n > 1) {
+		/* each request alone, counted as it completes: a crash lands
+		 * between the writes of one batch (a torn stripe) */
+		for (unsigned i = 0; i < n; i++) {
+			int r = ft_submit(be, &v[i], 1);
+
+			if (r && !rc)
+				rc = r;
+		}
+		return rc;
+	}
 	undo_enter(f);
 	for (unsigned i = 0; i <= n; i++) {
 		if (i < n && !fail_before(f, &v[i]))
@@ -673,6 +689,8 @@ static bool parse_token(struct fault *f, const char *tok)
 	}
 	if (strcmp(tok, "drop_unsynced") == 0)
 		return f->drop_unsynced = true;
+	if (strcmp(tok, "torn") == 0)
+		return f->torn = true;
 	return parse_eio(tok, "eio_read", f->eio_read) || parse_eio(tok, "eio_write", f->eio_write);
 }
 

@@ -125,11 +125,16 @@ bool tfs_member_fail(struct tfs_fs *fs, uint32_t k, int err, const char *what)
 	}
 	if (st == TFS_M_UP && (count_state(fs, TFS_M_FAILED) + 1 > lo->tolerates(&fs->layout) ||
 			       count_state(fs, TFS_M_UP) == 1)) {
+		bool first = !(fs->fail_refused & (1u << k));
+
+		fs->fail_refused |= 1u << k;
 		pthread_mutex_unlock(&fs->health_lock);
-		tfs_err("member %u (%s): %s failed: %s; the array cannot lose it (%s survives %u "
-			"failed member%s), so it stays in use", k, fs->array->path[k], what,
-			strerror(-err), lo->name, lo->tolerates(&fs->layout),
-			lo->tolerates(&fs->layout) == 1 ? "" : "s");
+		if (first)	/* once per member: a dead disk fails every request */
+			tfs_err("member %u (%s): %s failed: %s; the array cannot lose it (%s "
+				"survives %u failed member%s), so it stays in use and requests "
+				"that need it fail", k, fs->array->path[k], what, strerror(-err),
+				lo->name, lo->tolerates(&fs->layout),
+				lo->tolerates(&fs->layout) == 1 ? "" : "s");
 		return false;
 	}
 	__atomic_store_n(&fs->mstate[k], TFS_M_FAILED, __ATOMIC_RELEASE);

@@ -102,8 +102,18 @@ def test_mkfs_missing_level(tmp_path):
 def test_mkfs_unknown_level(tmp_path):
     ms = mkdirs(tmp_path, 2)
     before = tree_state(ms)
-    r = mkfs_raw("--level", "raid5", *ms)
-    assert_refused(r, "mkfs.tierfs", "raid5")
+    r = mkfs_raw("--level", "raid7", *ms)
+    assert_refused(r, "mkfs.tierfs", "unknown level 'raid7'")
+    assert tree_state(ms) == before
+
+
+@pytest.mark.parametrize("level,n,need", [("raid5", 2, "raid5 needs at least 3 members"),
+                                          ("raid6", 3, "raid6 needs at least 4 members")])
+def test_mkfs_parity_levels_need_members(tmp_path, level, n, need):
+    ms = mkdirs(tmp_path, n)
+    before = tree_state(ms)
+    r = mkfs_raw("--level", level, *ms)
+    assert_refused(r, "mkfs.tierfs", need)
     assert tree_state(ms) == before
 
 

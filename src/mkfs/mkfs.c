@@ -29,7 +29,7 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: mkfs.tierfs --level jbod|raid0|raid1|raid10 [--chunk SIZE] [--force] DIR...\n"
+	fprintf(f, "usage: mkfs.tierfs --level jbod|raid0|raid1|raid10|raid5|raid6 [--chunk SIZE] [--force] DIR...\n"
 		   "  --level   RAID level (required)\n"
 		   "  --chunk   stripe unit, a power of two from 4K to 16M (default 512K)\n"
 		   "  --force   reformat members that already belong to an array\n");
@@ -92,7 +92,7 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'l':
 			if (tfs_level_parse(optarg, &sb.layout.level))
-				return die("unknown level '%s' (jbod, raid0, raid1, raid10)", optarg);
+				return die("unknown level '%s' (jbod, raid0, raid1, raid10, raid5, raid6)", optarg);
 			have_level = 1;
 			break;
 		case 'c':

@@ -20,7 +20,10 @@ across mounts).  With every file closed the daemon must hold no member file.
 The members themselves are checked with an independent Python implementation
 of the layout: each member file holds exactly its chunks, is no larger than
 its share, and the member(s) holding the last byte have exactly their share
-(so the size survives a remount); RAID1 members hold the whole file; every
+(so the size survives a remount); RAID1 members hold the whole file; RAID5
+and RAID6 parity members hold the P (xor) and Q (GF(2^8)) syndromes of their
+rows, recomputed independently here (bytes past EOF count as zeros, parity of
+a never-written hole may be missing but then must be zero); every
 member has the same tree; hard links are hard links on every member; file
 identities agree across members and differ between files.  A sparse file
 written past 4 GiB, 5 GiB and 1 TiB is checked the same way.  statfs on the
@@ -63,6 +66,13 @@ CASES = [
     ("raid10", 4, 64 * K, 0),
     ("raid10", 4, 1 * M, None),
     ("raid10", 3, 64 * K, None),  # odd member count: copies straddle rows
+    ("raid5", 3, 4 * K, None),
+    ("raid5", 3, 64 * K, None),
+    ("raid5", 4, 64 * K, 0),
+    ("raid5", 5, 1 * M, None),
+    ("raid6", 4, 4 * K, None),
+    ("raid6", 4, 64 * K, None),
+    ("raid6", 6, 64 * K, None),
 ]
 
 
@@ -80,6 +90,58 @@ def case_seed(c):
 
 
 # ---------------------------------------------------------------------------
+# Independent GF(2^8) arithmetic (polynomial 0x11d, generator 2: Linux md RAID6)
+# ---------------------------------------------------------------------------
+
+def gf_mul(a, b):
+    """Carry-less multiply reduced by x^8+x^4+x^3+x^2+1, bit by bit."""
+    r = 0
+    while b:
+        if b & 1:
+            r ^= a
+        b >>= 1
+        a <<= 1
+        if a & 0x100:
+            a ^= 0x11d
+    return r
+
+
+def gf_pow2(i):
+    r = 1
+    for _ in range(i):
+        r = gf_mul(r, 2)
+    return r
+
+
+_GF_TABLES = {}
+
+
+def gf_scale(coef, buf):
+    """coef * every byte of buf."""
+    t = _GF_TABLES.get(coef)
+    if t is None:
+        t = _GF_TABLES[coef] = bytes(gf_mul(coef, x) for x in range(256))
+    return buf.translate(t)
+
+
+def xor_bytes(a, b):
+    assert len(a) == len(b)
+    return (int.from_bytes(a, "little") ^ int.from_bytes(b, "little")).to_bytes(len(a), "little")
+
+
+def syndromes(datas, nparity):
+    """[P] or [P, Q] of equal-length data chunks D_0..D_{nd-1}:
+    P = xor of D_i, Q = xor of g^i * D_i."""
+    ln = len(datas[0])
+    p = q = bytes(ln)
+    for i, d in enumerate(datas):
+        p = xor_bytes(p, d)
+        if nparity == 2:
+            q = xor_bytes(q, gf_scale(gf_pow2(i), d))
+    return [p, q][:nparity]
+
+
+# ---------------------------------------------------------------------------
 # Independent layout: which member bytes hold which logical bytes
 # ---------------------------------------------------------------------------
 
@@ -90,16 +152,66 @@ class PyLayout:
     raid0  - chunk c on member (c + fid) % n, at row c // n
     raid10 - md "near 2": chunk c's copies are slots 2c and 2c+1; slot s is on
              member (s + fid) % n at row s // n
+    raid5/6 - np = 1 / 2 parity chunks and nd = n - np data chunks per row;
+             chunk c is data index c % nd of row c // nd; md left-symmetric:
+             pd = n-1 - row % n holds P, raid6 has Q on pd+1, data i follows
+             (pd+1+i, raid6 pd+2+i); every member number then + fid, mod n.
+             A row's chunks all sit at member offset row * chunk.
     """
 
     def __init__(self, level, n, chunk):
         self.level, self.n, self.chunk = level, n, chunk
-        self.copies = {"jbod": 1, "raid0": 1, "raid1": n, "raid10": 2}[level]
+        self.copies = {"jbod": 1, "raid0": 1, "raid1": n, "raid10": 2,
+                       "raid5": 1, "raid6": 1}[level]
+        self.np = {"raid5": 1, "raid6": 2}.get(level, 0)
+        self.nd = n - self.np
+        self.rowbytes = self.nd * chunk
+
+    # ---- parity levels ----
+
+    def row_members(self, r, fid):
+        """(data members by data index, parity members [P] or [P, Q]) of row r."""
+        n, rot = self.n, fid % self.n
+        pd = n - 1 - r % n
+        par = [pd] if self.np == 1 else [pd, (pd + 1) % n]
+        data = [(pd + self.np + i) % n for i in range(self.nd)]
+        return [(x + rot) % n for x in data], [(x + rot) % n for x in par]
+
+    def role(self, k, moff, fid):
+        """What member k holds at moff, for messages."""
+        if not self.np:
+            return ""
+        r = moff // self.chunk
+        data, par = self.row_members(r, fid)
+        what = f"data {data.index(k)}" if k in data else "PQ"[par.index(k)]
+        return f"row {r} {what}, logical row at {r * self.rowbytes}"
+
+    def parity_images(self, data, fid):
+        n, ch, nd = self.n, self.chunk, self.nd
+        size = len(data)
+        pieces = [[] for _ in range(n)]
+        nrows = (size + self.rowbytes - 1) // self.rowbytes
+        for r in range(nrows):
+            row = bytes(data[r * self.rowbytes:(r + 1) * self.rowbytes])
+            used = len(row)                     # < rowbytes only in the last row
+            row += bytes(self.rowbytes - used)  # bytes past EOF count as zeros
+            datas = [row[i * ch:(i + 1) * ch] for i in range(nd)]
+            dm, pm = self.row_members(r, fid)
+            for i, k in enumerate(dm):
+                pieces[k].append(datas[i][:max(0, min(ch, used - i * ch))])
+            plen = min(ch, used)                # as long as the longest data chunk
+            for k, s in zip(pm, syndromes(datas, self.np)):
+                pieces[k].append(s[:plen])
+        return [b"".join(p) for p in pieces]
+
+    # ---- all levels ----
 
     def images(self, data, fid):
         """The exact contents each member file should have if every byte of
         the file had been written (len == the member's share)."""
         n, rot = self.n, fid % self.n
+        if self.np:
+            return self.parity_images(data, fid)
         if self.level == "raid1":
             return [bytes(data)] * n
         if self.level == "jbod":
@@ -125,6 +237,11 @@ class PyLayout:
             return copy, off
         if self.level == "jbod":
             return rot, off
+        if self.np:
+            assert copy == 0
+            c = off // ch
+            r, i = c // self.nd, c % self.nd
+            return self.row_members(r, fid)[0][i], r * ch + off % ch
         s = (off // ch) * self.copies + copy
         return (s + rot) % n, (s // n) * ch + off % ch
 
@@ -135,6 +252,17 @@ class PyLayout:
             return size
         if self.level == "jbod":
             return size if k == rot else 0
+        if self.np:
+            full, rem = divmod(size, self.rowbytes)
+            out = full * ch
+            if rem:
+                dm, pm = self.row_members(full, fid)
+                if k in pm:
+                    out += min(rem, ch)
+                else:
+                    i = dm.index(k)
+                    out += max(0, min(ch, rem - i * ch))
+            return out
         nchunks = (size + ch - 1) // ch
         slots = nchunks * self.copies
         j = (k - rot) % n
@@ -155,9 +283,13 @@ class PyLayout:
         if self.level == "jbod":
             return {rot}
         c = (size - 1) // self.chunk
+        if self.np:
+            return {self.place(size - 1, 0, fid)[0]}
         return {(c * self.copies + k + rot) % n for k in range(self.copies)}
 
     def usable_factor(self):
+        if self.np:
+            return self.nd
         return {"jbod": self.n, "raid0": self.n, "raid1": 1, "raid10": self.n / 2}[self.level]
 
 
@@ -238,6 +370,8 @@ class Workload:
             self.stripe = ch * n
         elif layout.level == "raid10":
             self.stripe = ch * n // 2
+        elif layout.np:
+            self.stripe = layout.rowbytes
         else:
             self.stripe = ch * 2
         self.max_size = max(512 * K, min(12 * M, 24 * self.stripe))
@@ -907,11 +1041,17 @@ class Workload:
                          f"not its share {len(img)} (size would not survive a remount)")
                 assert len(mb) <= len(img), \
                     f"{where}: {len(mb)} bytes, larger than its share {len(img)}"
+                if mb != img[:len(mb)] and lay.np:
+                    d = first_diff(mb, img)
+                    where += f" [member offset {d}: {lay.role(k, d, fid)}]"
                 assert mb == img[:len(mb)], describe_diff(where, mb, img[:len(mb)])
                 tail = img[len(mb):]
+                if tail.count(0) != len(tail) and lay.np:
+                    d = len(mb) + len(tail) - len(tail.lstrip(b"\0"))
+                    where += f" [first nonzero expected at {d}: {lay.role(k, d, fid)}]"
                 assert tail.count(0) == len(tail), \
                     (f"{where}: member file ends at {len(mb)} but its share is {len(img)} "
-                     f"and logical data past that is not zero")
+                     f"and logical data (or parity) past that is not zero")
 
 
 def far_writes(lay, seed, huge_limit):
@@ -988,6 +1128,22 @@ def check_far(members, mnt, lay, seed, when, create):
                         f"far file ({when}): member {k} at {moff} (logical {pos}, copy {c})",
                         got, want)
                 pos += ln
+        if lay.np:  # parity of every row a write touched (a missing tail reads as zeros)
+            rb, ch = lay.rowbytes, lay.chunk
+            rows = sorted({r for o, b in writes for r in range(o // rb, (o + len(b) - 1) // rb + 1)})
+            for r in rows:
+                row = sparse_expect(writes, r * rb, rb, size)
+                plen = min(ch, len(row))
+                row += bytes(rb - len(row))
+                datas = [row[i * ch:(i + 1) * ch] for i in range(lay.nd)]
+                _, pm = lay.row_members(r, fid)
+                for j, (k, want) in enumerate(zip(pm, syndromes(datas, lay.np))):
+                    want = want[:plen]
+                    got = os.pread(fds[k], plen, r * ch)
+                    got += bytes(plen - len(got))
+                    assert got == want, describe_diff(
+                        f"far file ({when}): member {k} at {r * ch}, {'PQ'[j]} of row {r} "
+                        f"(logical {r * rb})", got, want)
     finally:
         for fd in fds:
             os.close(fd)

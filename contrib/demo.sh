@@ -9,8 +9,10 @@ contrib/build.sh
 B=$PWD/build
 demo=$(mktemp -d /tmp/tierfs-demo.XXXXXX)
 mnt=$demo/mnt
-mkdir -p "$demo"/m{0,1,2,3} "$mnt"
+r5=$demo/r5
+mkdir -p "$demo"/m{0,1,2,3} "$mnt" "$r5"/m{0,1,2,3} "$r5/spare" "$r5/mnt"
 cleanup() {
+    if mountpoint -q "$r5/mnt"; then fusermount3 -u "$r5/mnt" || fusermount3 -u -z "$r5/mnt"; fi
     if [ "${KEEP:-0}" != 1 ]; then
         if mountpoint -q "$mnt"; then fusermount3 -u "$mnt" || fusermount3 -u -z "$mnt"; fi
         rm -rf "$demo"
@@ -48,6 +50,20 @@ first=$(for i in 0 1 2 3; do
 echo "chunk 0 is on member $first; chunk 1 on member $(( (first + 1) % 4 ))"
 cmp -s -n 65536 <(tail -c +65537 "$mnt/big.bin") "$demo/m$(( (first + 1) % 4 ))/root/big.bin" \
     && echo "verified: chunk 1 of the file is chunk 0 of the next member"
+
+say "RAID5 of 4 members: a member fails, the data stays, a spare is rebuilt"
+"$B/mkfs.tierfs" --level raid5 --chunk 64K "$r5"/m{0,1,2,3} | head -1
+"$B/tierfs" "$r5/m0:$r5/m1:$r5/m2:$r5/m3" "$r5/mnt"
+cp "$mnt/big.bin" "$r5/mnt/big.bin"
+"$B/tierctl" status "$r5/mnt"
+"$B/tierctl" fail "$r5/mnt" 1
+echo "after tierctl fail 1:"
+"$B/tierctl" status "$r5/mnt" | head -3
+[ "$(md5sum < "$r5/mnt/big.bin")" = "$sum" ] && echo "md5 still matches, read from the 3 members left"
+"$B/tierctl" replace "$r5/mnt" 1 "$r5/spare" --wait
+"$B/tierctl" scrub "$r5/mnt" --wait
+"$B/tierctl" status "$r5/mnt"
+fusermount3 -u "$r5/mnt"
 
 say "unmount and mount again: data persists"
 fusermount3 -u "$mnt"

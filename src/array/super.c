@@ -228,6 +228,21 @@ uint32_t tfs_array_count(const struct tfs_array *a, char st)
 	return c;
 }
 
+/* Lock a member's superblock.  A daemon that was just unmounted may still
+ * be exiting (and holding it): wait a little before calling it in use. */
+static int lock_member(int lfd)
+{
+	for (int i = 0; i < 60; i++) {
+		if (flock(lfd, LOCK_EX | LOCK_NB) == 0)
+			return 0;
+		if (errno != EWOULDBLOCK)
+			return -1;
+		usleep(50000);
+	}
+	errno = EWOULDBLOCK;
+	return -1;
+}
+
 static void drop_member(struct tfs_array *a, uint32_t i)
 {
 	if (a->dirfd[i] >= 0)
@@ -290,7 +305,7 @@ int tfs_array_assemble(char **paths, unsigned npaths, struct tfs_array *a,
 			FAIL(-EINVAL, "member %s: tree directory %s/ is missing", paths[i], TFS_TREE_DIR);
 		}
 		lfd = openat(fd, TFS_SUPER_NAME, O_RDONLY | O_CLOEXEC);
-		if (lfd < 0 || flock(lfd, LOCK_EX | LOCK_NB)) {
+		if (lfd < 0 || lock_member(lfd)) {
 			int e = errno;
 			if (lfd >= 0)
 				close(lfd);

@@ -282,13 +282,15 @@ int tfs_stripe_init(struct tfs_fs *fs);		/* row locks, marks */
 int tfs_stripe_start(struct tfs_fs *fs);	/* the mark cleaner thread */
 void tfs_stripe_stop(struct tfs_fs *fs);	/* clean unmount: clear marks */
 uint64_t tfs_stripe_marks(struct tfs_fs *fs);	/* marks in the journal */
+/* stripe.* lines of user.tierfs.status into buf; returns their length. */
+int tfs_stripe_stats(struct tfs_fs *fs, char *buf, size_t len);
 ssize_t tfs_stripe_read(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, uint64_t size,
 			bool direct, void *buf, size_t len, uint64_t off);
 ssize_t tfs_stripe_write(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, uint64_t size,
 			 bool direct, const void *buf, size_t len, uint64_t off);
 /* Write zeros over [off, off+len) of an open file, keeping the parity
- * right (truncate, hole punch); in_locked: the caller holds in->lock and
- * opened every member file. */
+ * right (truncate, hole punch); in_locked: the caller holds the row locks
+ * and in->lock and opened every member file. */
 int tfs_stripe_zero(struct tfs_fs *fs, struct tfs_inode *in, bool in_locked, uint64_t off,
 		    uint64_t len);
 enum tfs_stripe_op {

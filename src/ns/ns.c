@@ -725,15 +725,33 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 	uint64_t seq = 0;
 	int rc;
 
+	unsigned held[TFS_ROW_LOCKS], nheld = 0;
+
 	rc = tfs_ns_load_file(fs, in);
 	if (rc)
 		return rc;
+	if (fs->stripes) {
+		/* the rows between the old and the new end: a rebuild or scrub
+		 * must not copy them while they change (row locks come before
+		 * in->lock; the kernel keeps writes out during a truncate) */
+		uint64_t rb = tfs_layout_nparity(&fs->layout)
+			? (uint64_t)tfs_layout_ndata(&fs->layout) * fs->layout.chunk
+			: fs->layout.chunk, old;
+
+		pthread_mutex_lock(&in->lock);
+		old = in->size;
+		pthread_mutex_unlock(&in->lock);
+		nheld = tfs_rows_lock(fs, in->fid, (len < old ? len : old) / rb,
+				      (len < old ? old : len) / rb, held);
+	}
 	pthread_mutex_lock(&in->lock);
 	rc = ofile_get_locked(fs, in);
 	if (rc == 0 && (rc = ofile_fill_locked(fs, in)))
 		ofile_put_locked(fs, in);
 	if (rc) {
 		pthread_mutex_unlock(&in->lock);
+		if (nheld)
+			tfs_rows_unlock(fs, held, nheld);
 		return rc;
 	}
 	if (fs->n > 1 && tfs_inode_loc(fs, in, &loc) == 0) {
@@ -766,6 +784,8 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 	intent_end(fs, seq);
 	ofile_put_locked(fs, in);
 	pthread_mutex_unlock(&in->lock);
+	if (nheld)
+		tfs_rows_unlock(fs, held, nheld);
 	return rc;
 }
 

@@ -432,10 +432,21 @@ int tfs_data_maint(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64
 
 		if (ext > end - pos)
 			ext = end - pos;
-		mem = tfs_iobuf(ext * copies);
-		if (!mem)
-			return -ENOMEM;
 		nheld = tfs_rows_lock(fs, in->fid, pos / l->chunk, pos / l->chunk, held);
+		/* the size now: a truncate may have run since the caller looked */
+		pthread_mutex_lock(&in->lock);
+		if (in->size <= pos)
+			ext = 0;
+		else if (ext > in->size - pos)
+			ext = in->size - pos;
+		pthread_mutex_unlock(&in->lock);
+		mem = ext ? tfs_iobuf(ext * copies) : NULL;
+		if (!mem) {
+			tfs_rows_unlock(fs, held, nheld);
+			if (ext)
+				return -ENOMEM;
+			break;
+		}
 		for (uint32_t c = 0; c < copies && rc == 0; c++) {
 			tfs_layout_map(l, rot, pos, c, &p[c]);
 			buf[c] = mem + c * ext;

@@ -877,6 +877,7 @@ char *tfs_maint_status(struct tfs_fs *fs)
 		if (mt->last[0])
 			l += snprintf(out + l, cap - (size_t)l, "last=%s\n", mt->last);
 		l += snprintf(out + l, cap - (size_t)l, "marks=%" PRIu64 "\n", tfs_stripe_marks(fs));
+		l += tfs_stripe_stats(fs, out + l, cap - (size_t)l);
 		if (mt->ctl_error[0])
 			l += snprintf(out + l, cap - (size_t)l, "ctl_error=%s\n", mt->ctl_error);
 		if (mt->found_len && (size_t)l + mt->found_len + 16 < cap) {

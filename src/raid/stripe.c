@@ -35,6 +35,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -53,6 +54,9 @@
 #define REGION_BYTES (64ull << 20)	/* logical bytes a write-intent mark covers */
 #define MARK_IDLE_NS (2ull * 1000000000ull)
 
+/* How a row is written (invariant 3). */
+enum { M_FULL, M_RMW, M_RCW, M_DEGRADED };
+
 struct mark {
 	uint64_t fid, region;
 	unsigned users;		/* writes in flight */
@@ -68,6 +72,9 @@ struct tfs_stripes {
 	pthread_cond_t cond;
 	bool stop, cleaner_running;
 	uint64_t region_rows;
+	/* statistics (user.tierfs.status): rows written per mode, and the
+	 * member requests writes of parity rows cost */
+	_Atomic uint64_t rows[4], reads, writes;
 };
 
 static uint64_t now_ns(void)
@@ -304,6 +311,19 @@ void tfs_stripe_stop(struct tfs_fs *fs)
 		marks_clear(fs, 0);	/* clean unmount: nothing is in flight */
 }
 
+int tfs_stripe_stats(struct tfs_fs *fs, char *buf, size_t len)
+{
+	struct tfs_stripes *s = fs->stripes;
+
+	if (!s || !tfs_layout_nparity(&fs->layout))
+		return 0;
+	return snprintf(buf, len, "stripe.rows_full=%" PRIu64 "\nstripe.rows_rmw=%" PRIu64
+			"\nstripe.rows_rcw=%" PRIu64 "\nstripe.rows_degraded=%" PRIu64
+			"\nstripe.member_reads=%" PRIu64 "\nstripe.member_writes=%" PRIu64 "\n",
+			(uint64_t)s->rows[M_FULL], (uint64_t)s->rows[M_RMW], (uint64_t)s->rows[M_RCW],
+			(uint64_t)s->rows[M_DEGRADED], (uint64_t)s->reads, (uint64_t)s->writes);
+}
+
 uint64_t tfs_stripe_marks(struct tfs_fs *fs)
 {
 	uint64_t n = 0;
@@ -316,8 +336,6 @@ uint64_t tfs_stripe_marks(struct tfs_fs *fs)
 /* ------------------------------------------------------------------ */
 /* Planning                                                            */
 /* ------------------------------------------------------------------ */
-
-enum { M_FULL, M_RMW, M_RCW, M_DEGRADED };
 
 /* One row of a request. */
 struct row {
@@ -343,6 +361,7 @@ struct req {
 	unsigned nrows;
 	struct tfs_mio *v;
 	unsigned nv, capv;
+	unsigned nreads;		/* reads the last planning queued */
 	char *mem;
 	size_t memcap, memused;
 	int *fd;			/* per member, -1 unopened */
@@ -553,8 +572,13 @@ static int row_mode(struct req *q, struct row *rw)
 			rcw_ok = rcw_ok && readable(q, rw, i);
 		}
 	}
-	for (uint32_t j = 0; j < q->np; j++)
+	for (uint32_t j = 0; j < q->np; j++) {
 		rmw += readable(q, rw, q->nd + j);
+		/* parity on a member being rebuilt holds nothing to modify yet:
+		 * it must be computed whole */
+		if (!readable(q, rw, q->nd + j) && writable(q, rw, q->nd + j))
+			rmw_ok = false;
+	}
 	if (full)
 		return M_FULL;
 	if (rmw_ok && (!rcw_ok || rmw <= rcw))
@@ -733,8 +757,11 @@ static int write_rows(struct req *q, const char *src, size_t len, uint64_t off,
 			struct row *rw = &q->rows[k];
 
 			rw->mode = row_mode(q, rw);
+			if (tries == 0)
+				q->fs->stripes->rows[rw->mode]++;
 			rc = row_reads(q, rw);
 		}
+		q->nreads = q->nv;
 		if (rc == 0)
 			rc = req_run(q, true);
 		if (rc != -EAGAIN || tries > (int)q->fs->n)
@@ -742,8 +769,10 @@ static int write_rows(struct req *q, const char *src, size_t len, uint64_t off,
 	}
 	for (unsigned k = 0; k < nrows && rc == 0; k++)
 		rc = row_compute(q, &q->rows[k]);
+	q->fs->stripes->reads += q->nreads;
 	for (unsigned k = 0; k < nrows && rc == 0; k++)
 		rc = row_writes(q, &q->rows[k]);
+	q->fs->stripes->writes += q->nv;
 	if (rc == 0)
 		rc = req_run(q, false);
 	return rc;
@@ -757,7 +786,7 @@ static int locked_write(struct req *q, uint64_t fid, const char *buf, size_t len
 	uint64_t rowbytes = q->nd * q->C, r0 = off / rowbytes, r1 = (off + len - 1) / rowbytes;
 	int rc;
 
-	nheld = rows_lock(s, fid, r0, r1, held);
+	nheld = q->in_locked ? 0 : rows_lock(s, fid, r0, r1, held);	/* truncate holds them */
 	rc = marks_get(q->fs, fid, r0, r1);
 	if (rc == 0) {
 		rc = write_rows(q, buf, len, off, r0, r1);
@@ -1016,6 +1045,10 @@ int tfs_stripe_rows(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, uint6
 
 	req_init(&q, fs, in, rot, false);
 	nheld = rows_lock(s, fid, r0, r1, held);
+	/* the size now, not when the caller looked: a truncate may have run */
+	pthread_mutex_lock(&in->lock);
+	size = in->size;
+	pthread_mutex_unlock(&in->lock);
 	rc = op == TFS_STRIPE_CHECK ? 0 : marks_get(fs, fid, r0, r1);
 	if (rc == 0 && op != TFS_STRIPE_REBUILD && any_unreadable(fs))
 		rc = -EBUSY;	/* nothing to check or resync against */

@@ -28,6 +28,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -685,6 +686,44 @@ static int dir_empty(const char *path)
 	return n == 0;
 }
 
+/* Does dir hold this array's member k (as a failed or stale member)? */
+static bool stale_self(struct tfs_array *a, uint32_t k, const char *dir)
+{
+	struct tfs_super sb;
+	const char *why;
+	int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	bool yes;
+
+	if (fd < 0)
+		return false;
+	yes = tfs_super_read(fd, &sb, &why) == 0 && strcmp(sb.uuid, a->sb.uuid) == 0 &&
+	      sb.index == k;
+	close(fd);
+	return yes;
+}
+
+static int rm_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	return (type == FTW_DP ? rmdir(path) : unlink(path)) ? -errno : 0;
+}
+
+/* Remove a member's tree and metadata (only tierfs's own names). */
+static int wipe_member(const char *dir)
+{
+	static const char *const sub[] = { TFS_TREE_DIR, TFS_META_DIR };
+	char p[PATH_MAX];
+
+	for (unsigned i = 0; i < 2; i++) {
+		int rc;
+
+		snprintf(p, sizeof(p), "%s/%s", dir, sub[i]);
+		rc = nftw(p, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		if (rc && errno != ENOENT)
+			return rc < 0 ? rc : -EIO;
+	}
+	return 0;
+}
+
 static int replace(struct tfs_fs *fs, uint32_t k, const char *dir, char *err, size_t errlen)
 {
 	struct tfs_array *a = fs->array;
@@ -708,17 +747,27 @@ static int replace(struct tfs_fs *fs, uint32_t k, const char *dir, char *err, si
 		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
 		return -errno;
 	}
+	for (uint32_t i = 0; i < fs->n; i++) {
+		if (a->path[i] && i != k && tfs_mstate(fs, i) != TFS_M_FAILED &&
+		    strcmp(a->path[i], real) == 0) {
+			snprintf(err, errlen, "%s is member %u of this array", real, i);
+			return -EINVAL;
+		}
+	}
 	rc = dir_empty(real);
+	if (rc == 0 && stale_self(a, k, real)) {
+		/* this array's own member k, failed or stale (a disk that came
+		 * back, or a replacement interrupted before it took changes):
+		 * its contents are out of date, so it starts from nothing */
+		tfs_warn("%s was member %u of this array and is out of date: wiping it", real, k);
+		rc = wipe_member(real);
+		if (rc == 0)
+			rc = dir_empty(real);
+	}
 	if (rc <= 0) {
 		snprintf(err, errlen, "%s: %s", real, rc ? strerror(-rc)
 			 : "not empty: a replacement must be an empty directory");
 		return rc ? rc : -ENOTEMPTY;
-	}
-	for (uint32_t i = 0; i < fs->n; i++) {
-		if (a->path[i] && i != k && strcmp(a->path[i], real) == 0) {
-			snprintf(err, errlen, "%s is member %u of this array", real, i);
-			return -EINVAL;
-		}
 	}
 	fd = open(real, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || mkdirat(fd, TFS_TREE_DIR, 0755)) {
@@ -728,8 +777,10 @@ static int replace(struct tfs_fs *fs, uint32_t k, const char *dir, char *err, si
 			close(fd);
 		return rc;
 	}
+	/* still failed ('_') until the namespace is copied and the state R is
+	 * recorded on every member: a crash before that leaves a member that
+	 * assembly ignores and replace takes again */
 	sb.index = k;
-	sb.state[k] = TFS_M_REBUILD;
 	rc = tfs_super_write(fd, &sb);
 	lfd = rc ? -1 : openat(fd, TFS_SUPER_NAME, O_RDONLY | O_CLOEXEC);
 	if (lfd >= 0)

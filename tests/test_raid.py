@@ -228,19 +228,15 @@ def test_member_missing_at_mount(make_array, level, n):
         m3.stop()
 
 
-def test_non_redundant_array_with_a_missing_member_does_not_mount(make_array):
-    a = make_array("raid0", 3, "64K")
-    m = Mount(a.members[:2], a.mnt, expect_errors=True)
+@pytest.mark.parametrize("level,n,given,why", [
+    ("raid0", 3, 2, "member 2 of 3 is missing"),                 # no redundancy
+    ("raid5", 4, 2, "2 of 4 members are missing or failed"),     # more than it survives
+])
+def test_array_missing_too_much_does_not_mount(make_array, level, n, given, why):
+    a = make_array(level, n, "64K")
+    m = Mount(a.members[:given], a.mnt, expect_errors=True)
     a.mounts.append(m)
-    with pytest.raises(RuntimeError, match="member 2 of 3 is missing"):
-        m.start()
-
-
-def test_too_many_missing_members_do_not_mount(make_array):
-    a = make_array("raid5", 4, "64K")
-    m = Mount(a.members[:2], a.mnt, expect_errors=True)
-    a.mounts.append(m)
-    with pytest.raises(RuntimeError, match="2 of 4 members are missing or failed"):
+    with pytest.raises(RuntimeError, match=why):
         m.start()
 
 

@@ -166,6 +166,15 @@ static inline bool tfs_member_error(int err)
 /* A text report of the array (tierctl status), malloc'ed. */
 char *tfs_health_report(struct tfs_fs *fs);
 
+/* A write or allocation reached end: the logical size grows to it. */
+static inline void tfs_size_grow(struct tfs_inode *in, uint64_t end)
+{
+	pthread_mutex_lock(&in->lock);
+	if (end > in->size)
+		in->size = end;
+	pthread_mutex_unlock(&in->lock);
+}
+
 /* ---- inode.c: the inode table ---- */
 int tfs_fs_init(struct tfs_fs *fs);
 void tfs_fs_destroy(struct tfs_fs *fs);

@@ -239,10 +239,7 @@ ssize_t tfs_data_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, con
 	pthread_rwlock_unlock(&fs->io_gate);
 	if (rc)
 		return rc;
-	pthread_mutex_lock(&in->lock);
-	if (end > in->size)
-		in->size = end;
-	pthread_mutex_unlock(&in->lock);
+	tfs_size_grow(in, end);
 	return (ssize_t)len;
 }
 
@@ -364,10 +361,7 @@ int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64
 			end = end < size ? end : size;
 		rc = end > off ? tfs_stripe_zero(fs, in, false, off, end - off) : 0;
 		if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE)) {
-			pthread_mutex_lock(&in->lock);
-			if (end > in->size)
-				in->size = end;
-			pthread_mutex_unlock(&in->lock);
+			tfs_size_grow(in, end);
 		}
 		return rc;
 	}
@@ -383,10 +377,7 @@ int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64
 		}
 	}
 	if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE)) {
-		pthread_mutex_lock(&in->lock);
-		if (end > in->size)
-			in->size = end;
-		pthread_mutex_unlock(&in->lock);
+		tfs_size_grow(in, end);
 	}
 	return rc;
 }

@@ -809,10 +809,7 @@ ssize_t tfs_stripe_write(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, 
 	pthread_mutex_unlock(&in->lock);
 	rc = locked_write(&q, fid, buf, len, off);
 	if (rc == 0) {
-		pthread_mutex_lock(&in->lock);
-		if (end > in->size)
-			in->size = end;
-		pthread_mutex_unlock(&in->lock);
+		tfs_size_grow(in, end);
 	}
 	return rc ? rc : (ssize_t)len;
 }

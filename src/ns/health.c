@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,10 +152,12 @@ bool tfs_member_fail(struct tfs_fs *fs, uint32_t k, int err, const char *what)
 	if (primary) {
 		pthread_t t;
 
+		/* not inline: this thread may hold ns_lock shared */
 		if (pthread_create(&t, NULL, failover, fs) == 0)
 			pthread_detach(t);
 		else
-			failover(fs);	/* cannot happen under a lock we hold? then inline */
+			tfs_err("cannot start the failover thread: names stay on failed member %u",
+				k);
 	}
 	return true;
 }
@@ -162,7 +165,7 @@ bool tfs_member_fail(struct tfs_fs *fs, uint32_t k, int err, const char *what)
 char *tfs_health_report(struct tfs_fs *fs)
 {
 	const struct tfs_level_ops *lo = tfs_level_ops(fs->layout.level);
-	size_t cap = 4096;
+	size_t cap = 1024 + (size_t)fs->n * (PATH_MAX + 48);
 	char *buf = malloc(cap);
 	int len;
 	uint32_t failed = count_state(fs, TFS_M_FAILED);

@@ -900,7 +900,9 @@ char *tfs_maint_status(struct tfs_fs *fs)
 	if (!h)
 		return NULL;
 	pthread_mutex_lock(&mt->lock);
-	cap = strlen(h) + 1024 + mt->found_len;
+	/* the fixed lines are bounded (paths 256, messages 512, 100 mismatch
+	 * lines of at most found_len plus a prefix each): never truncated */
+	cap = strlen(h) + 8192 + 2 * mt->found_len;
 	out = malloc(cap);
 	if (out) {
 		t = elapsed(&mt->started);

@@ -46,7 +46,7 @@ int tfs_meta_counter_reserve(struct tfs_meta *mt, const char *name, uint64_t cou
 
 /* Persistent sets of (a, b) pairs. */
 enum tfs_meta_set {
-	TFS_SET_MARK,		/* (fid, region): parity region with writes in flight */
+	TFS_SET_MARK,		/* (fid bucket, region): parity regions with writes in flight */
 	TFS_SET_REBUILT,	/* (fid, 0): file done by the running rebuild */
 };
 int tfs_meta_set_put(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b);

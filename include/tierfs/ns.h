@@ -287,6 +287,8 @@ int tfs_walk_files(struct tfs_fs *fs, tfs_walk_fn fn, void *arg);
 
 /* ---- stripe.c: file data on the parity levels ---- */
 struct tfs_stripes;
+/* Write-intent marks are kept per (fid % TFS_MARK_BUCKETS, region). */
+#define TFS_MARK_BUCKETS 256
 int tfs_stripe_init(struct tfs_fs *fs);		/* row locks, marks */
 int tfs_stripe_start(struct tfs_fs *fs);	/* the mark cleaner thread */
 void tfs_stripe_stop(struct tfs_fs *fs);	/* clean unmount: clear marks */

@@ -8,7 +8,7 @@
  *   "intent"  key: u64 sequence, big-endian (so cursor order is age order)
  *             value: an intent record, opaque here (ns.c encodes it)
  *   "counter" key: name string          value: u64 next free value
- *   "mark"    key: u64 fid, u64 region (big-endian)   value: empty
+ *   "mark"    key: u64 fid % 256, u64 region (big-endian)   value: empty
  *             parity regions that may have stripes in flight (stripe.c)
  *   "rebuilt" key: u64 fid, u64 0        value: empty
  *             files whose data a running rebuild has finished (rebuild.c)

@@ -271,7 +271,7 @@ static int resync_file(void *arg, struct tfs_inode *in, const struct stat *st)
 	for (size_t i = 0; i < rs->n && rc == 0; i++) {
 		uint64_t rows = (in->size + rowbytes - 1) / rowbytes, r0, r1;
 
-		if (rs->mark[i][0] != in->fid)
+		if (rs->mark[i][0] != in->fid % TFS_MARK_BUCKETS)
 			continue;
 		r0 = rs->mark[i][1] * region_rows;
 		r1 = r0 + region_rows - 1;

@@ -18,10 +18,13 @@
  *  2. A row written without all of its data and parity in place would have
  *     parity that disagrees with its data if the daemon dies in the middle
  *     (the write hole).  So before any member write, the row's region is
- *     marked in the journal (fid, region) and the mark is made durable; it
- *     is cleared lazily, once no write has touched the region for a while
- *     (md's write-intent bitmap).  The next mount resynchronises the rows
- *     of every marked region (tfs_stripe_recover).
+ *     marked in the journal and the mark is made durable; it is cleared
+ *     lazily, once no write has touched the region for a while (md's
+ *     write-intent bitmap).  A mark is (fid % TFS_MARK_BUCKETS, region):
+ *     files share marks, as md's bitmap bits cover many blocks, so a stream
+ *     of new small files costs a synced journal commit per bucket, not per
+ *     file.  The next mount resynchronises the marked regions of every file
+ *     in a marked bucket (maint.c tfs_maint_resync).
  *  3. Per row, a write reads either what it overwrites plus the parity
  *     (read-modify-write) or what it does not overwrite (reconstruct-
  *     write), whichever is fewer member reads and possible with the members
@@ -155,6 +158,7 @@ static int marks_get(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
 	struct tfs_stripes *s = fs->stripes;
 	int rc = 0;
 
+	fid %= TFS_MARK_BUCKETS;	/* files share marks: see invariant 2 */
 	pthread_mutex_lock(&s->mlock);
 	for (uint64_t g = r0 / s->region_rows; g <= r1 / s->region_rows && rc == 0; g++) {
 		struct mark *m = mark_find(s, fid, g);
@@ -190,6 +194,7 @@ static void marks_put(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
 	struct tfs_stripes *s = fs->stripes;
 	uint64_t now = now_ns();
 
+	fid %= TFS_MARK_BUCKETS;
 	pthread_mutex_lock(&s->mlock);
 	for (uint64_t g = r0 / s->region_rows; g <= r1 / s->region_rows; g++) {
 		struct mark *m = mark_find(s, fid, g);

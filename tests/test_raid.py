@@ -402,39 +402,56 @@ def test_scrub_refused_without_redundancy_and_for_non_root(make_array):
 # The write hole: SIGKILL between the writes of one stripe
 # ---------------------------------------------------------------------------
 
-def torn_rows(members, names, chunk):
-    """Rows whose member chunks do not xor to zero (RAID5: data ^ P == 0)."""
-    torn = 0
+def torn(a, level, n, names, chunk):
+    """Rows (parity) or chunks (mirrors) whose member copies disagree, read
+    straight from the member files: P must be the xor of the data chunks,
+    mirror copies must be equal."""
+    bad = 0
     for name in names:
-        fhs = [open(m / "root" / name, "rb") for m in members]
-        try:
-            size = max(os.fstat(f.fileno()).st_size for f in fhs)
-            for off in range(0, size, chunk):
+        fid = fid_of(a, name)
+        data = []
+        for mb in a.members:
+            with open(mb / "root" / name, "rb") as f:
+                data.append(f.read())
+        size = max(len(d) for d in data)
+
+        def piece(k, off):
+            b = data[k][off:off + chunk]
+            return b + bytes(chunk - len(b))
+        if level in ("raid5", "raid6"):
+            np_ = 1 if level == "raid5" else 2
+            for row in range(0, (size + chunk - 1) // chunk):
+                pos = row_positions(n, np_, row, fid % n)
                 acc = bytearray(chunk)
-                for f in fhs:
-                    f.seek(off)
-                    b = f.read(chunk)
-                    acc[:len(b)] = bytes(x ^ y for x, y in zip(acc[:len(b)], b))
-                torn += any(acc)
-        finally:
-            for f in fhs:
-                f.close()
-    return torn
+                for k in pos[:n - np_ + 1]:             # data and P
+                    acc = bytearray(x ^ y for x, y in zip(acc, piece(k, row * chunk)))
+                bad += any(acc)
+        elif level == "raid1":
+            bad += sum(data[k] != data[0] for k in range(1, n))
+        else:                                            # raid10: slots 2c, 2c+1
+            rot = fid % n
+            for c in range(0, (size * n // 2 + chunk - 1) // chunk):
+                (s0, s1) = (2 * c, 2 * c + 1)
+                a0 = piece((s0 + rot) % n, (s0 // n) * chunk)
+                a1 = piece((s1 + rot) % n, (s1 // n) * chunk)
+                bad += a0 != a1
+    return bad
 
 
-def test_write_hole_closed_after_sigkill(make_array):
-    """The daemon is killed between the data and parity writes of a stripe
-    (fault injection 'torn'), several times at different points.  The
-    members then hold stripes whose parity disagrees; the next mount
-    resynchronises the marked regions and scrub finds nothing."""
+@pytest.mark.parametrize("level,n", [("raid5", 4), ("raid6", 5), ("raid1", 2), ("raid10", 4)])
+def test_write_hole_closed_after_sigkill(make_array, level, n):
+    """The daemon is killed between the member writes of one stripe (or of
+    one mirrored chunk) -- fault injection 'torn' -- at several points.  The
+    members then disagree (checked on the member files); the next mount
+    resynchronises the marked regions, and scrub finds nothing."""
     chunk = 4 * K
-    a = make_array("raid5", 4, "4K")
+    a = make_array(level, n, "4K")
     names = [f"db{i}" for i in range(3)]
     m = a.mount()
     for name in names:
         (a.mnt / name).write_bytes(os.urandom(300 * K))
     m.stop()
-    seen_torn = 0
+    seen = 0
     for trial, crash_at in enumerate([7, 40, 101, 233, 380]):
         m = a.mount(env={"TIERFS_FAULT": f"crash_after=write:{crash_at},torn"},
                     expect_errors=True)
@@ -449,15 +466,15 @@ def test_write_hole_closed_after_sigkill(make_array):
         except OSError:
             pass                                   # the daemon died
         m.wait_dead()
-        seen_torn += torn_rows(a.members, names, chunk)
+        seen += torn(a, level, n, names, chunk) > 0
         m = a.mount(expect_errors=True)
         assert "resynchronised" in m.log(), m.log()
         r = tierctl("scrub", a.mnt, "--wait")
         assert "0 mismatches" in r.stdout, r.stdout
         m.stop()
-        assert torn_rows(a.members, names, chunk) == 0
-    print(f"torn rows found after the kills: {seen_torn}")
-    assert seen_torn > 0, "no kill landed inside a stripe: the test proved nothing"
+        assert torn(a, level, n, names, chunk) == 0
+    print(f"kills that left a torn stripe: {seen} of 5")
+    assert seen > 0, "no kill landed inside a stripe: the test proved nothing"
 
 
 # ---------------------------------------------------------------------------

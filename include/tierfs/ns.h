@@ -293,6 +293,9 @@ int tfs_stripe_init(struct tfs_fs *fs);		/* row locks, marks */
 int tfs_stripe_start(struct tfs_fs *fs);	/* the mark cleaner thread */
 void tfs_stripe_stop(struct tfs_fs *fs);	/* clean unmount: clear marks */
 uint64_t tfs_stripe_marks(struct tfs_fs *fs);	/* marks in the journal */
+/* Write-intent marks around a write of rows (chunks on mirrors) r0..r1. */
+int tfs_marks_get(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1);
+void tfs_marks_put(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1);
 /* stripe.* lines of user.tierfs.status into buf; returns their length. */
 int tfs_stripe_stats(struct tfs_fs *fs, char *buf, size_t len);
 ssize_t tfs_stripe_read(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, uint64_t size,

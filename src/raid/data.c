@@ -266,9 +266,16 @@ static int mirror_write(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, b
 	v = mio_array(pieces(l, off, len) * copies);
 	if (!v)
 		return -ENOMEM;
-	/* rebuild and scrub must not copy a chunk while it is being written */
-	if (fs->stripes)
+	/* rebuild and scrub must not copy a chunk while it is being written;
+	 * a crash between the copies leaves them different: mark it first */
+	if (fs->stripes) {
 		nheld = tfs_rows_lock(fs, in->fid, off / l->chunk, (end - 1) / l->chunk, held);
+		rc = tfs_marks_get(fs, in->fid, off / l->chunk, (end - 1) / l->chunk);
+		if (rc) {
+			tfs_rows_unlock(fs, held, nheld);
+			return rc;
+		}
+	}
 again:
 	n = 0;
 	for (pos = off; pos < end;) {
@@ -306,8 +313,10 @@ again:
 	if (rc == -EAGAIN)
 		goto again;
 out:
-	if (nheld)
+	if (nheld) {
+		tfs_marks_put(fs, in->fid, off / l->chunk, (end - 1) / l->chunk);
 		tfs_rows_unlock(fs, held, nheld);
+	}
 	return rc;
 }
 

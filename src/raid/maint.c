@@ -261,7 +261,10 @@ static int resync_file(void *arg, struct tfs_inode *in, const struct stat *st)
 {
 	struct resync *rs = arg;
 	struct tfs_fs *fs = rs->fs;
-	uint64_t rowbytes = (uint64_t)tfs_layout_ndata(&fs->layout) * fs->layout.chunk;
+	bool parity = tfs_layout_nparity(&fs->layout) != 0;
+	/* rows: parity rows, or chunks on the mirror levels (as stripe.c) */
+	uint64_t rowbytes = parity ? (uint64_t)tfs_layout_ndata(&fs->layout) * fs->layout.chunk
+				   : fs->layout.chunk;
 	uint64_t region_rows = (64ull << 20) / rowbytes ? (64ull << 20) / rowbytes : 1;
 	int rc = tfs_ns_open(fs, in);
 
@@ -280,8 +283,11 @@ static int resync_file(void *arg, struct tfs_inode *in, const struct stat *st)
 		for (uint64_t r = r0; r < rows && r <= r1 && rc == 0; r += ROWS_PER_STEP) {
 			uint64_t e = r + ROWS_PER_STEP - 1 < r1 ? r + ROWS_PER_STEP - 1 : r1;
 
-			rc = tfs_stripe_rows(fs, in, in->rot, in->fid, in->size, r, e,
-					     TFS_STRIPE_RESYNC, NULL, NULL);
+			/* mirrors: the copies are made equal (to the first in sync) */
+			rc = parity ? tfs_stripe_rows(fs, in, in->rot, in->fid, in->size, r, e,
+						      TFS_STRIPE_RESYNC, NULL, NULL)
+				    : tfs_data_maint(fs, in, r * rowbytes, (e - r + 1) * rowbytes,
+						     TFS_STRIPE_REPAIR, NULL, NULL);
 			rs->rows += e - r + 1;
 		}
 	}
@@ -294,15 +300,14 @@ int tfs_maint_resync(struct tfs_fs *fs)
 	struct resync rs = { fs, NULL, 0, 0, 0 };
 	int rc;
 
-	if (!fs->stripes || !tfs_layout_nparity(&fs->layout))
+	if (!fs->stripes)
 		return 0;
 	rc = tfs_meta_set_foreach(fs->meta, TFS_SET_MARK, collect_mark, &rs);
 	if (rc || rs.n == 0) {
 		free(rs.mark);
 		return rc;
 	}
-	tfs_warn("recovery: %zu region(s) had parity writes in flight; resynchronising them",
-		 rs.n);
+	tfs_warn("recovery: %zu region(s) had writes in flight; resynchronising them", rs.n);
 	for (uint32_t k = 0; k < fs->n; k++)
 		if (!tfs_m_readable(fs, k))
 			tfs_err("recovery: member %u is not in sync, so rows written when the "
@@ -831,7 +836,7 @@ int tfs_maint_ctl(struct tfs_fs *fs, const char *val, size_t len, char *err, siz
 	memcpy(cmd, val, len);
 	cmd[len] = 0;
 	if (fs->readonly)
-		return -EROFS;
+		return -EROFS;	/* the kernel refuses the setxattr before us anyway */
 	if (sscanf(cmd, "fail %u", &k) == 1) {
 		if (k >= fs->n) {
 			snprintf(err, errlen, "no member %u: the array has %u members", k, fs->n);

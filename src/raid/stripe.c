@@ -56,6 +56,7 @@
 #define ROW_LOCKS    TFS_ROW_LOCKS
 #define REGION_BYTES (64ull << 20)	/* logical bytes a write-intent mark covers */
 #define MARK_IDLE_NS (2ull * 1000000000ull)
+#define MARK_SLOTS   1024
 
 /* How a row is written (invariant 3). */
 enum { M_FULL, M_RMW, M_RCW, M_DEGRADED };
@@ -70,7 +71,7 @@ struct mark {
 struct tfs_stripes {
 	pthread_mutex_t row_lock[ROW_LOCKS];
 	pthread_mutex_t mlock;		/* marks */
-	struct mark *marks;
+	struct mark *marks[MARK_SLOTS];	/* hash chains by (bucket, region) */
 	pthread_t cleaner;
 	pthread_cond_t cond;
 	bool stop, cleaner_running;
@@ -144,16 +145,22 @@ void tfs_rows_unlock(struct tfs_fs *fs, const unsigned *held, unsigned n)
 /* Write-intent marks                                                  */
 /* ------------------------------------------------------------------ */
 
+static struct mark **mark_slot(struct tfs_stripes *s, uint64_t fid, uint64_t region)
+{
+	return &s->marks[((fid * 0x9E3779B97F4A7C15ull) ^ (region * 0xC2B2AE3D27D4EB4Full)) >>
+			 54 & (MARK_SLOTS - 1)];
+}
+
 static struct mark *mark_find(struct tfs_stripes *s, uint64_t fid, uint64_t region)
 {
-	for (struct mark *m = s->marks; m; m = m->next)
+	for (struct mark *m = *mark_slot(s, fid, region); m; m = m->next)
 		if (m->fid == fid && m->region == region)
 			return m;
 	return NULL;
 }
 
 /* Mark the regions of rows [r0, r1] before writing them. */
-static int marks_get(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
+int tfs_marks_get(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
 {
 	struct tfs_stripes *s = fs->stripes;
 	int rc = 0;
@@ -180,8 +187,8 @@ static int marks_get(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
 			}
 			m->fid = fid;
 			m->region = g;
-			m->next = s->marks;
-			s->marks = m;
+			m->next = *mark_slot(s, fid, g);
+			*mark_slot(s, fid, g) = m;
 		}
 		m->users++;
 	}
@@ -189,7 +196,7 @@ static int marks_get(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
 	return rc;
 }
 
-static void marks_put(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
+void tfs_marks_put(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
 {
 	struct tfs_stripes *s = fs->stripes;
 	uint64_t now = now_ns();
@@ -215,15 +222,17 @@ static void marks_clear(struct tfs_fs *fs, uint64_t idle)
 	uint64_t now = now_ns();
 
 	pthread_mutex_lock(&s->mlock);
-	for (pp = &s->marks; *pp;) {
-		struct mark *m = *pp;
+	for (unsigned i = 0; i < MARK_SLOTS; i++) {
+		for (pp = &s->marks[i]; *pp;) {
+			struct mark *m = *pp;
 
-		if (m->users == 0 && now - m->idle_since >= idle) {
-			*pp = m->next;
-			m->next = gone;
-			gone = m;
-		} else {
-			pp = &m->next;
+			if (m->users == 0 && now - m->idle_since >= idle) {
+				*pp = m->next;
+				m->next = gone;
+				gone = m;
+			} else {
+				pp = &m->next;
+			}
 		}
 	}
 	pthread_mutex_unlock(&s->mlock);
@@ -792,10 +801,10 @@ static int locked_write(struct req *q, uint64_t fid, const char *buf, size_t len
 	int rc;
 
 	nheld = q->in_locked ? 0 : rows_lock(s, fid, r0, r1, held);	/* truncate holds them */
-	rc = marks_get(q->fs, fid, r0, r1);
+	rc = tfs_marks_get(q->fs, fid, r0, r1);
 	if (rc == 0) {
 		rc = write_rows(q, buf, len, off, r0, r1);
-		marks_put(q->fs, fid, r0, r1);
+		tfs_marks_put(q->fs, fid, r0, r1);
 	}
 	rows_unlock(s, held, nheld);
 	return rc;
@@ -1051,7 +1060,7 @@ int tfs_stripe_rows(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, uint6
 	pthread_mutex_lock(&in->lock);
 	size = in->size;
 	pthread_mutex_unlock(&in->lock);
-	rc = op == TFS_STRIPE_CHECK ? 0 : marks_get(fs, fid, r0, r1);
+	rc = op == TFS_STRIPE_CHECK ? 0 : tfs_marks_get(fs, fid, r0, r1);
 	if (rc == 0 && op != TFS_STRIPE_REBUILD && any_unreadable(fs))
 		rc = -EBUSY;	/* nothing to check or resync against */
 	if (rc == 0) {
@@ -1080,7 +1089,7 @@ int tfs_stripe_rows(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, uint6
 	if (rc == 0)
 		rc = req_run(&q, false);
 	if (op != TFS_STRIPE_CHECK)
-		marks_put(fs, fid, r0, r1);
+		tfs_marks_put(fs, fid, r0, r1);
 	rows_unlock(s, held, nheld);
 	return rc;
 }

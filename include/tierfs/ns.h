@@ -36,6 +36,11 @@ struct tfs_ofile {
 	unsigned users;
 	int fd[TFS_MAX_MEMBERS];	/* O_RDWR (O_RDONLY on ro mounts), or -1 until first use */
 	int dfd[TFS_MAX_MEMBERS];	/* O_DIRECT twins, or -1 until first use */
+	uint32_t gen[TFS_MAX_MEMBERS];	/* fs->mgen[k] when fd[k] was opened */
+	/* fds of members since replaced: another thread may still be using
+	 * one, so they are closed only with the ofile */
+	int stale[2 * TFS_MAX_MEMBERS];
+	unsigned nstale;
 };
 
 struct tfs_inode {
@@ -72,6 +77,7 @@ struct tfs_fs {
 	char mstate[TFS_MAX_MEMBERS];
 	uint32_t primary;
 	uint32_t fail_refused;		/* members whose failure was refused (logged once) */
+	uint32_t mgen[TFS_MAX_MEMBERS];	/* bumped when index k gets a new member */
 	pthread_mutex_t health_lock;
 	/* Held shared by every thread using directory fds (tfs_dir_fds to
 	 * tfs_dir_fds_put); held exclusive to change the primary or to copy
@@ -100,9 +106,13 @@ struct tfs_fs {
 	struct tfs_stripes *stripes;	/* redundant levels: row locks, marks */
 	struct tfs_maint *maint;	/* scrub, rebuild */
 	double maint_mbps;		/* rate cap of scrub and rebuild (0: none) */
-	/* Data writes hold this shared from planning to completion; changing
-	 * a member to or from a state that takes writes holds it exclusive,
-	 * so no write planned without a member lands after it joined. */
+	/* Data writes hold this shared from planning to completion; a member
+	 * joining (state R) takes it exclusive once, as a barrier, before its
+	 * data is rebuilt, so no write planned without it is still running.
+	 * Lock order: io_gate, row locks, in->lock, health_lock.  ns_lock is
+	 * taken shared anywhere (readers never wait for readers); its
+	 * exclusive holders (failover, a rebuild's namespace copy) take no
+	 * inode or row lock and never wait for io_gate. */
 	pthread_rwlock_t io_gate;
 };
 
@@ -209,8 +219,8 @@ void tfs_dir_fds_put(struct tfs_fs *fs, struct tfs_inode *dir);
  * exclusive. */
 void tfs_inode_rekey(struct tfs_fs *fs, uint64_t (*ino_of)(struct tfs_fs *fs, const char *path));
 /* Member k changed (a replacement): drop every cached directory fd and
- * close open files' fds on k, so both are opened again on the new member.
- * Caller holds ns_lock exclusive. */
+ * make open files reopen their file on k (mgen), so both are opened again
+ * on the new member.  Caller holds ns_lock exclusive. */
 void tfs_inode_member_reset(struct tfs_fs *fs, uint32_t k);
 
 /* ---- ns.c: namespace operations over all members ---- */

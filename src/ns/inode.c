@@ -581,37 +581,14 @@ void tfs_dir_fds_put(struct tfs_fs *fs, struct tfs_inode *dir)
 
 void tfs_inode_member_reset(struct tfs_fs *fs, uint32_t k)
 {
-	struct tfs_inode **v;
-	size_t n = 0;
-
+	/* no inode lock here: a thread holding one may wait for ns_lock */
 	pthread_mutex_lock(&fs->ilock);
-	v = calloc(fs->icount + 1, sizeof(*v));
-	for (size_t i = 0; i < fs->hsize; i++) {
-		for (struct tfs_inode *in = fs->htab[i]; in; in = in->hnext) {
+	for (size_t i = 0; i < fs->hsize; i++)
+		for (struct tfs_inode *in = fs->htab[i]; in; in = in->hnext)
 			dfd_drop_locked(fs, in);
-			if (v) {
-				in->refs++;
-				v[n++] = in;
-			}
-		}
-	}
 	dfd_drop_locked(fs, &fs->root);
+	__atomic_add_fetch(&fs->mgen[k], 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&fs->ilock);
-	for (size_t i = 0; i < n; i++) {
-		struct tfs_inode *in = v[i];
-
-		pthread_mutex_lock(&in->lock);
-		if (in->of) {
-			if (in->of->fd[k] >= 0)
-				close(in->of->fd[k]);
-			if (in->of->dfd[k] >= 0)
-				close(in->of->dfd[k]);
-			in->of->fd[k] = in->of->dfd[k] = -1;
-		}
-		pthread_mutex_unlock(&in->lock);
-		tfs_inode_unref(fs, in);
-	}
-	free(v);
 }
 
 void tfs_inode_rekey(struct tfs_fs *fs, uint64_t (*ino_of)(struct tfs_fs *fs, const char *path))

@@ -202,7 +202,32 @@ static void ofile_close(struct tfs_fs *fs, struct tfs_ofile *of)
 		if (of->dfd[k] >= 0)
 			close(of->dfd[k]);
 	}
+	for (unsigned i = 0; i < of->nstale; i++)
+		close(of->stale[i]);
 	free(of);
+}
+
+/* Member k was replaced since fd[k] was opened: set its fds aside (closed
+ * with the ofile; a request on another thread may still hold them). */
+static void ofile_retire_locked(struct tfs_fs *fs, struct tfs_ofile *of, uint32_t k)
+{
+	int *fds[2] = { &of->fd[k], &of->dfd[k] };
+
+	for (unsigned i = 0; i < 2; i++) {
+		if (*fds[i] < 0)
+			continue;
+		if (of->nstale < sizeof(of->stale) / sizeof(of->stale[0]))
+			of->stale[of->nstale++] = *fds[i];
+		else
+			close(*fds[i]);	/* replaced over and over: cannot happen twice in flight */
+		__atomic_store_n(fds[i], -1, __ATOMIC_RELEASE);
+	}
+}
+
+static bool ofile_current(struct tfs_fs *fs, struct tfs_ofile *of, uint32_t k)
+{
+	return __atomic_load_n(&of->gen[k], __ATOMIC_ACQUIRE) ==
+	       __atomic_load_n(&fs->mgen[k], __ATOMIC_ACQUIRE);
 }
 
 static struct tfs_ofile *ofile_new(struct tfs_fs *fs)
@@ -210,8 +235,10 @@ static struct tfs_ofile *ofile_new(struct tfs_fs *fs)
 	struct tfs_ofile *of = calloc(1, sizeof(*of));
 
 	if (of)
-		for (uint32_t k = 0; k < TFS_MAX_MEMBERS; k++)
+		for (uint32_t k = 0; k < TFS_MAX_MEMBERS; k++) {
 			of->fd[k] = of->dfd[k] = -1;
+			of->gen[k] = __atomic_load_n(&fs->mgen[k], __ATOMIC_ACQUIRE);
+		}
 	return of;
 }
 
@@ -228,6 +255,8 @@ static int ofile_open_locked(struct tfs_fs *fs, struct tfs_inode *in, uint32_t k
 
 	if (!tfs_m_named(fs, k))
 		return -ENODEV;
+	if (!ofile_current(fs, of, k))
+		ofile_retire_locked(fs, of, k);
 	if (of->fd[k] < 0) {
 		struct tfs_loc loc;
 		int dfd[TFS_MAX_MEMBERS];
@@ -240,10 +269,13 @@ static int ofile_open_locked(struct tfs_fs *fs, struct tfs_inode *in, uint32_t k
 			fd = OPS(fs)->openat(BE(fs), k, dfd[k], loc.name,
 					     fs->readonly ? O_RDONLY : O_RDWR, 0);
 			tfs_dir_fds_put(fs, loc.parent);
-			if (fd < 0)
+			if (fd < 0) {
 				rc = fd;
-			else
+			} else {
+				__atomic_store_n(&of->gen[k], __atomic_load_n(&fs->mgen[k],
+						 __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
 				__atomic_store_n(&of->fd[k], fd, __ATOMIC_RELEASE);
+			}
 		}
 		tfs_loc_put(fs, &loc);
 		if (rc)
@@ -284,7 +316,7 @@ int tfs_ns_member_fd(struct tfs_fs *fs, struct tfs_inode *in, uint32_t k, bool d
 	int fd = __atomic_load_n(direct ? &of->dfd[k] : &of->fd[k], __ATOMIC_ACQUIRE);
 	int rc;
 
-	if (fd >= 0)
+	if (fd >= 0 && ofile_current(fs, of, k))
 		return fd;
 	pthread_mutex_lock(&in->lock);
 	rc = ofile_open_locked(fs, in, k, direct);

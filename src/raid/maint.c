@@ -523,16 +523,22 @@ static int copy_namespace(struct tfs_fs *fs, uint32_t to)
 /* The maintenance thread                                              */
 /* ------------------------------------------------------------------ */
 
+/* Member k is now in state st, recorded on every member.  Safe under
+ * ns_lock exclusive: it waits for no inode, row or io_gate lock (ns.h). */
 static void set_state(struct tfs_fs *fs, uint32_t k, char st)
 {
 	pthread_mutex_lock(&fs->health_lock);
-	/* writes that planned without the member finish first (io_gate) */
-	pthread_rwlock_wrlock(&fs->io_gate);
 	__atomic_store_n(&fs->mstate[k], st, __ATOMIC_RELEASE);
-	pthread_rwlock_unlock(&fs->io_gate);
 	fs->array->sb.state[k] = st;
 	tfs_array_record(fs->array);
 	pthread_mutex_unlock(&fs->health_lock);
+}
+
+/* Wait for every data write planned before now (io_gate). */
+static void write_barrier(struct tfs_fs *fs)
+{
+	pthread_rwlock_wrlock(&fs->io_gate);
+	pthread_rwlock_unlock(&fs->io_gate);
 }
 
 static int rebuild(struct tfs_fs *fs, uint32_t k)
@@ -545,11 +551,14 @@ static int rebuild(struct tfs_fs *fs, uint32_t k)
 		rc = copy_namespace(fs, k);
 		if (rc == 0) {
 			tfs_inode_member_reset(fs, k);
-			set_state(fs, k, TFS_M_REBUILD);
+			set_state(fs, k, TFS_M_REBUILD);	/* takes changes from now */
 		}
 		pthread_rwlock_unlock(&fs->ns_lock);
 		if (rc)
 			return rc;
+		/* writes planned without the member are done before any file's
+		 * data is rebuilt (a later one would not be copied again) */
+		write_barrier(fs);
 	}
 	/* a file renamed from a part not yet walked into one already walked
 	 * is missed: walk again until a walk finds nothing left to do */

@@ -78,6 +78,7 @@ struct tfs_fs {
 	uint32_t primary;
 	uint32_t fail_refused;		/* members whose failure was refused (logged once) */
 	uint32_t mgen[TFS_MAX_MEMBERS];	/* bumped when index k gets a new member */
+	uint32_t reading[TFS_MAX_MEMBERS];	/* mirror reads in flight per member */
 	pthread_mutex_t health_lock;
 	/* Held shared by every thread using directory fds (tfs_dir_fds to
 	 * tfs_dir_fds_put); held exclusive to change the primary or to copy

@@ -144,17 +144,40 @@ static int run_batch(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_mio *v,
 	return rc ? rc : redo ? -EAGAIN : 0;
 }
 
-/* Copy of logical chunk chunk_no to read: spread over the copies chunk by
- * chunk, skipping members that are not in sync; -1 if none is. */
+/* Copy of logical chunk chunk_no to read, on a member in sync: the one
+ * with the fewest reads in flight (md's read balancing, by queue length),
+ * on a tie the next in turn chunk by chunk; -1 if no copy is in sync.  The
+ * chosen member's count is raised; read_done() lowers it. */
 static int read_copy(struct tfs_fs *fs, uint32_t rot, uint64_t off, uint64_t chunk_no,
 		     uint32_t copies, struct tfs_place *p)
 {
+	uint32_t best = UINT32_MAX, load = UINT32_MAX;
+
 	for (uint32_t i = 0; i < copies; i++) {
-		tfs_layout_map(&fs->layout, rot, off, (uint32_t)((chunk_no + rot + i) % copies), p);
-		if (tfs_m_readable(fs, p->member))
-			return 0;
+		struct tfs_place q;
+		uint32_t busy;
+
+		tfs_layout_map(&fs->layout, rot, off, (uint32_t)((chunk_no + rot + i) % copies), &q);
+		if (!tfs_m_readable(fs, q.member))
+			continue;
+		busy = __atomic_load_n(&fs->reading[q.member], __ATOMIC_RELAXED);
+		if (busy < load) {
+			best = i;
+			load = busy;
+			*p = q;
+		}
 	}
-	return -1;
+	if (best == UINT32_MAX)
+		return -1;
+	if (copies > 1)
+		__atomic_add_fetch(&fs->reading[p->member], 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static void read_done(struct tfs_fs *fs, const struct tfs_mio *v, unsigned n, uint32_t copies)
+{
+	for (unsigned i = 0; copies > 1 && i < n; i++)
+		__atomic_sub_fetch(&fs->reading[v[i].member], 1, __ATOMIC_RELAXED);
 }
 
 ssize_t tfs_data_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
@@ -187,18 +210,23 @@ again:
 
 		if (ext > end - pos)
 			ext = end - pos;
-		if (read_copy(fs, rot, pos, chunk_no, copies, &p))
+		if (read_copy(fs, rot, pos, chunk_no, copies, &p)) {
+			read_done(fs, v, n, copies);
 			return -EIO;	/* every copy is on a failed member */
+		}
 		v[n] = (struct tfs_mio){
 			.member = p.member, .op = TFS_MIO_READ,
 			.fd = tfs_ns_member_fd(fs, in, p.member, direct),
 			.buf = (char *)buf + (pos - off), .len = (uint32_t)ext, .off = p.moff,
 		};
-		if (v[n].fd < 0)
+		if (v[n].fd < 0) {
+			read_done(fs, v, n + 1, copies);
 			return v[n].fd;
+		}
 		pos += ext;
 	}
 	rc = run_batch(fs, in, v, n, direct);
+	read_done(fs, v, n, copies);
 	if (rc == -EAGAIN)
 		goto again;
 	if (rc)

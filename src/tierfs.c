@@ -305,8 +305,12 @@ int main(int argc, char *argv[])
 	cfg = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_clone_fd(cfg, cl.clone_fd);
 	/* libfuse 3.14 leaves both at UINT_MAX unless given with -o */
-	fuse_loop_cfg_set_max_threads(cfg, cl.max_threads > 0 && cl.max_threads <= 1024
-					   ? cl.max_threads : 16);
+	if (cl.max_threads != UINT_MAX && (cl.max_threads == 0 || cl.max_threads > 1024))
+		tfs_warn("max_threads=%u is out of range (1..1024): using %u", cl.max_threads,
+			 cl.max_threads ? 1024 : 1);
+	fuse_loop_cfg_set_max_threads(cfg, cl.max_threads == UINT_MAX ? 16
+					   : cl.max_threads == 0 ? 1
+					   : cl.max_threads > 1024 ? 1024 : cl.max_threads);
 	fuse_loop_cfg_set_idle_threads(cfg, cl.max_idle_threads <= 1024 ? cl.max_idle_threads
 									 : 16);
 	rc = cl.singlethread ? fuse_session_loop(se) : fuse_session_loop_mt(se, cfg);

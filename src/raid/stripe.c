@@ -54,15 +54,17 @@
 #define BE(fs)  ((fs)->be)
 
 #define ROW_LOCKS    TFS_ROW_LOCKS
-#define REGION_BYTES (64ull << 20)	/* logical bytes a write-intent mark covers */
+#define REGION_BYTES (1ull << 30)	/* logical bytes a write-intent mark covers */
 #define MARK_IDLE_NS (2ull * 1000000000ull)
 #define MARK_SLOTS   1024
+#define BLK_ALIGN    4096		/* scratch blocks: O_DIRECT member requests use them */
 
 /* How a row is written (invariant 3). */
 enum { M_FULL, M_RMW, M_RCW, M_DEGRADED };
 
 struct mark {
 	uint64_t fid, region;
+	bool durable;		/* in the journal and synced */
 	unsigned users;		/* writes in flight */
 	uint64_t idle_since;	/* ns, when users dropped to 0 */
 	struct mark *next;
@@ -74,6 +76,7 @@ struct tfs_stripes {
 	struct mark *marks[MARK_SLOTS];	/* hash chains by (bucket, region) */
 	pthread_t cleaner;
 	pthread_cond_t cond;
+	pthread_cond_t synced;		/* a new mark became durable */
 	bool stop, cleaner_running;
 	uint64_t region_rows;
 	/* statistics (user.tierfs.status): rows written per mode, and the
@@ -165,9 +168,12 @@ int tfs_marks_get(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
 	struct tfs_stripes *s = fs->stripes;
 	int rc = 0;
 
+	uint64_t done = 0;
+
 	fid %= TFS_MARK_BUCKETS;	/* files share marks: see invariant 2 */
 	pthread_mutex_lock(&s->mlock);
-	for (uint64_t g = r0 / s->region_rows; g <= r1 / s->region_rows && rc == 0; g++) {
+	for (uint64_t g = r0 / s->region_rows; g <= r1 / s->region_rows && rc == 0;
+	     g++, done += rc == 0) {
 		struct mark *m = mark_find(s, fid, g);
 
 		if (!m) {
@@ -177,21 +183,40 @@ int tfs_marks_get(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
 				break;
 			}
 			rc = tfs_meta_set_put(fs->meta, TFS_SET_MARK, fid, g);
-			if (rc == 0)
-				rc = tfs_meta_sync(fs->meta);	/* durable before the write */
 			if (rc) {
 				free(m);
-				tfs_err("write-intent mark for file %" PRIu64 ": %s", fid,
-					strerror(-rc));
+				tfs_err("write-intent mark: %s", strerror(-rc));
 				break;
 			}
 			m->fid = fid;
 			m->region = g;
 			m->next = *mark_slot(s, fid, g);
 			*mark_slot(s, fid, g) = m;
+			m->users++;
+			/* durable before the write; the sync runs without mlock, so
+			 * writers of other regions go on meanwhile, and writers of
+			 * this one wait for it (a group commit) */
+			pthread_mutex_unlock(&s->mlock);
+			rc = tfs_meta_sync(fs->meta);
+			pthread_mutex_lock(&s->mlock);
+			if (rc)
+				tfs_err("write-intent mark: sync: %s", strerror(-rc));
+			m->durable = true;	/* a failed sync is logged; the mark stays */
+			pthread_cond_broadcast(&s->synced);
+			rc = 0;
+			continue;
 		}
 		m->users++;
+		while (!m->durable)
+			pthread_cond_wait(&s->synced, &s->mlock);
 	}
+	if (rc)	/* undo what this call took */
+		for (uint64_t u = r0 / s->region_rows; u < r0 / s->region_rows + done; u++) {
+			struct mark *m = mark_find(s, fid, u);
+
+			if (m && --m->users == 0)
+				m->idle_since = now_ns();
+		}
 	pthread_mutex_unlock(&s->mlock);
 	return rc;
 }
@@ -288,6 +313,7 @@ int tfs_stripe_init(struct tfs_fs *fs)
 		pthread_mutex_init(&s->row_lock[i], NULL);
 	pthread_mutex_init(&s->mlock, NULL);
 	pthread_cond_init(&s->cond, NULL);
+	pthread_cond_init(&s->synced, NULL);
 	rowbytes = tfs_layout_nparity(&fs->layout) ? (uint64_t)tfs_layout_ndata(&fs->layout) *
 						     fs->layout.chunk : fs->layout.chunk;
 	s->region_rows = REGION_BYTES / rowbytes ? REGION_BYTES / rowbytes : 1;
@@ -413,7 +439,7 @@ static int req_mem_rows(struct req *q, unsigned nrows)
 	size_t mem = 0;
 
 	for (unsigned k = 0; k < nrows; k++)
-		mem += (size_t)(q->npos + q->np) * (q->rows[k].b - q->rows[k].a + 64);
+		mem += (size_t)(q->npos + q->np) * (q->rows[k].b - q->rows[k].a + BLK_ALIGN);
 	return req_mem(q, mem);
 }
 
@@ -446,7 +472,7 @@ static char *req_buf(struct req *q, size_t len)
 {
 	char *p = q->mem + q->memused;
 
-	q->memused += (len + 63) & ~(size_t)63;
+	q->memused += (len + BLK_ALIGN - 1) & ~(size_t)(BLK_ALIGN - 1);
 	if (q->memused > q->memcap) {	/* a sizing bug: never write past it */
 		tfs_err("stripe scratch overrun (%zu of %zu bytes)", q->memused, q->memcap);
 		abort();
@@ -818,6 +844,17 @@ ssize_t tfs_stripe_write(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, 
 	int rc;
 
 	req_init(&q, fs, in, rot, direct);
+	if (direct) {
+		/* libfuse hands the payload at an unaligned address: stage it,
+		 * or every O_DIRECT data write would be refused and redone
+		 * through the page cache */
+		char *b = tfs_iobuf(len);
+
+		if (!b)
+			return -ENOMEM;
+		memcpy(b, buf, len);
+		buf = b;
+	}
 	pthread_mutex_lock(&in->lock);
 	fid = in->fid;
 	pthread_mutex_unlock(&in->lock);
@@ -962,7 +999,7 @@ static int rows_read_all(struct req *q, uint64_t r0, uint64_t r1, uint64_t size)
 	uint64_t rowbytes = q->nd * q->C;
 	/* whole chunks of every position, and the recomputed parity */
 	int rc = req_setup(q, nrows, nrows * q->npos,
-			   (size_t)nrows * (q->npos + q->np) * ((size_t)q->C + 64));
+			   (size_t)nrows * (q->npos + q->np) * ((size_t)q->C + BLK_ALIGN));
 
 	for (unsigned k = 0; k < nrows && rc == 0; k++) {
 		struct row *rw = &q->rows[k];

@@ -606,3 +606,31 @@ def test_failed_member_readded_and_rebuild_survives_sigkill(make_array):
     tierctl("fail", a.mnt, 2)                          # read it through member 1
     for name, b in blobs.items():
         assert (a.mnt / name).read_bytes() == b, name
+
+
+@pytest.mark.parametrize("level,n", [("raid5", 3), ("raid1", 2), ("raid10", 4)])
+def test_rebuild_keeps_sparse_files_sparse(make_array, level, n):
+    """A 1 GiB file with data only near its start and end is rebuilt without
+    allocating the hole on the new member, and reads back the same."""
+    a = make_array(level, n, "64K")
+    m = a.mount(expect_errors=True)
+    head, tail = os.urandom(300 * K), os.urandom(5000)
+    with open(a.mnt / "vm.img", "wb") as f:
+        f.write(head)
+        f.seek(1024 * M - len(tail))
+        f.write(tail)
+    tierctl("fail", a.mnt, 1)
+    new = new_dir(a, "new1")
+    tierctl("replace", a.mnt, 1, new, "--wait")
+    m.members[1] = str(new)
+    st = os.stat(new / "root" / "vm.img")
+    assert st.st_blocks * 512 < 16 * M, f"{st.st_blocks * 512} bytes allocated"
+    m.remount()
+    tierctl("fail", a.mnt, 0)                     # read through the rebuilt member
+    with open(a.mnt / "vm.img", "rb") as f:
+        assert f.read(len(head)) == head
+        f.seek(512 * M)
+        assert f.read(4096) == bytes(4096)
+        f.seek(-len(tail), 2)
+        assert f.read() == tail
+    assert os.path.getsize(a.mnt / "vm.img") == 1024 * M

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -176,6 +177,14 @@ static inline bool tfs_member_error(int err)
 }
 /* A text report of the array (tierctl status), malloc'ed. */
 char *tfs_health_report(struct tfs_fs *fs);
+
+/* Is [p, p+n) all zero bytes? */
+static inline bool tfs_all_zero(const void *p, size_t n)
+{
+	const unsigned char *c = p;
+
+	return n == 0 || (c[0] == 0 && memcmp(c, c + 1, n - 1) == 0);
+}
 
 /* A write or allocation reached end: the logical size grows to it. */
 static inline void tfs_size_grow(struct tfs_inode *in, uint64_t end)

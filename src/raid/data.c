@@ -501,7 +501,9 @@ int tfs_data_maint(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64
 			bool readable = tfs_m_readable(fs, p[c].member), write;
 
 			if (op == TFS_STRIPE_REBUILD) {
-				write = !readable && tfs_m_writable(fs, p[c].member);
+				/* holes stay holes, but the file's end is written */
+				write = !readable && tfs_m_writable(fs, p[c].member) &&
+					(pos + ext == in->size || !tfs_all_zero(buf[good], ext));
 			} else {
 				write = readable && memcmp(buf[c], buf[good], ext) != 0;
 				if (write && report)

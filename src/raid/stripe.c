@@ -1041,10 +1041,16 @@ static int row_fix(struct req *q, struct row *rw, uint64_t fid, enum tfs_stripe_
 	if (span == 0)
 		return 0;
 	if (op == TFS_STRIPE_REBUILD) {
-		for (uint32_t pos = 0; pos < q->npos; pos++)
-			if (!readable(q, rw, pos))
+		int rc = row_recover(q, rw, 0, span);
+
+		/* a hole stays a hole on the new member (sparse files stay
+		 * sparse), except in the last row, where the member holding the
+		 * last byte must reach its share (layout.c invariant 4) */
+		for (uint32_t pos = 0; pos < q->npos && rc == 0; pos++)
+			if (!readable(q, rw, pos) &&
+			    (rw->rowlen < q->nd * q->C || !tfs_all_zero(rw->blk[pos], span)))
 				rw->fix |= 1u << pos;
-		return row_recover(q, rw, 0, span);
+		return rc;
 	}
 	if (any_unreadable(q->fs))
 		return -EBUSY;	/* no redundancy to compare against */

@@ -259,7 +259,8 @@ def test_rebuild_progress_and_resume_after_remount(make_array):
     assert st["job"] == "rebuild" and st["state"][2] == "R", st
     assert 0 <= float(st["progress"]) < 100 and "eta_s" in st and "rate_mbps" in st
     r = tierctl("status", a.mnt)
-    assert "rebuild running" in r.stdout and "rebuilding" in r.stdout, r.stdout
+    assert "rebuild running" in r.stdout and "member 2  rebuilding " in r.stdout, r.stdout
+    assert "%" in r.stdout.split("member 2  rebuilding ")[1].split()[0], r.stdout
     # unmount in the middle; the next mount carries on
     m.members = [str(a.members[0]), str(a.members[1]), str(a.tmp / "new2")]
     m.remount()

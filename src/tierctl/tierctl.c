@@ -104,7 +104,15 @@ static void print_status(const char *st)
 		sp = strchr(v[0], ' ');
 		if (sp)
 			*sp++ = 0;
-		printf("  member %-2u %-11s %s\n", k, v[0], sp ? sp : "");
+		/* a member being rebuilt shows how far it is */
+		if (!strcmp(v[0], "rebuilding") && *get(st, "rebuild.member", v[1], sizeof(v[1])) &&
+		    (unsigned)atoi(v[1]) == k) {
+			snprintf(v[2], sizeof(v[2]), "rebuilding %s%%",
+				 get(st, "progress", v[3], sizeof(v[3])));
+			printf("  member %-2u %-16s %s\n", k, v[2], sp ? sp : "");
+			continue;
+		}
+		printf("  member %-2u %-16s %s\n", k, v[0], sp ? sp : "");
 	}
 	if (strcmp(get(st, "job", v[0], sizeof(v[0])), "none") != 0)
 		printf("  %s running: %s%% (%s of %s bytes), %s MB/s, ETA %s s, %s files, "

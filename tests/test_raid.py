@@ -635,3 +635,76 @@ def test_rebuild_keeps_sparse_files_sparse(make_array, level, n):
         f.seek(-len(tail), 2)
         assert f.read() == tail
     assert os.path.getsize(a.mnt / "vm.img") == 1024 * M
+
+
+@pytest.mark.parametrize("level,n", [("raid5", 4), ("raid1", 3)])
+def test_concurrent_io_and_namespace_through_fail_replace_scrub(make_array, level, n):
+    """Four writer threads (each on its own files, checked against a model),
+    one thread renaming, creating and removing names, while the main thread
+    fails the primary, replaces it, scrubs and fails another member.  Nothing
+    hangs (every step has a deadline), nothing is lost."""
+    import threading
+    a = make_array(level, n, "4K")
+    m = a.mount(opts=["maint_mbps=20", "max_threads=32"], expect_errors=True)
+    stop = threading.Event()
+    errors = []
+    workers = [Files(a.mnt / f"w{i}", seed=100 + i, nfiles=3, max_size=300 * K)
+               if os.makedirs(a.mnt / f"w{i}") is None else None for i in range(4)]
+
+    def io(w):
+        try:
+            while not stop.is_set():
+                w.run(5)
+        except Exception as e:                    # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    def names():
+        rng = random.Random(5)
+        os.makedirs(a.mnt / "ns/a")
+        try:
+            i = 0
+            while not stop.is_set():
+                i += 1
+                p = a.mnt / "ns" / f"f{i}"
+                p.write_bytes(os.urandom(rng.randint(1, 20000)))
+                os.rename(p, a.mnt / "ns/a" / f"g{i}")
+                if i % 3 == 0:
+                    os.unlink(a.mnt / "ns/a" / f"g{i}")
+                if i % 7 == 0:
+                    os.rename(a.mnt / "ns/a", a.mnt / "ns/b")
+                    os.rename(a.mnt / "ns/b", a.mnt / "ns/a")
+        except Exception as e:                    # noqa: BLE001
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=io, args=(w,)) for w in workers]
+    threads.append(threading.Thread(target=names))
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(1)
+        tierctl("fail", a.mnt, 0)                 # the primary
+        time.sleep(1)
+        new = new_dir(a, "new0")
+        tierctl("replace", a.mnt, 0, new)
+        m.members[0] = str(new)
+        wait_idle(a.mnt, timeout=120)
+        assert status(a.mnt)["state"] == "U" * n
+        time.sleep(0.5)
+        tierctl("fail", a.mnt, n - 1)
+        time.sleep(1)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+        assert not any(t.is_alive() for t in threads), "a worker hung"
+    assert not errors, errors
+    for w in workers:
+        w.verify()
+    m.remount()
+    for w in workers:
+        w.verify()
+    # the survivors agree: replace the failed one and scrub
+    new2 = new_dir(a, "newlast")
+    tierctl("replace", a.mnt, n - 1, new2, "--wait")
+    r = tierctl("scrub", a.mnt, "--wait")
+    assert "0 mismatches" in r.stdout, r.stdout

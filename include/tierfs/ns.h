@@ -85,6 +85,10 @@ struct tfs_fs {
 	 * tfs_dir_fds_put); held exclusive to change the primary or to copy
 	 * the namespace to a replacement member. */
 	pthread_rwlock_t ns_lock;
+	/* Held shared by rename and link (the first lock they take); a
+	 * rebuild's final tree walk holds it exclusive, so no file can move
+	 * behind the walk (maint.c). */
+	pthread_rwlock_t move_lock;
 	struct tfs_backend *be;
 	struct tfs_meta *meta;
 	bool readonly;

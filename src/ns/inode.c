@@ -45,6 +45,7 @@ int tfs_fs_init(struct tfs_fs *fs)
 	pthread_rwlock_init(&fs->rename_lock, NULL);
 	pthread_rwlock_init(&fs->ns_lock, NULL);
 	pthread_rwlock_init(&fs->io_gate, NULL);
+	pthread_rwlock_init(&fs->move_lock, NULL);
 	pthread_mutex_init(&fs->health_lock, NULL);
 	fs->hsize = 1 << 16;
 	fs->htab = calloc(fs->hsize, sizeof(*fs->htab));

@@ -1106,8 +1106,37 @@ static void pair_close(struct tfs_fs *fs, struct tfs_loc *a, struct tfs_loc *b, 
 	tfs_loc_put(fs, b);
 }
 
+static int rename_moved(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
+			struct tfs_inode *np, const char *nname, unsigned flags);
+static int link_moved(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode *np,
+		      const char *nname, struct tfs_entry *e);
+
+/* Renames and links move a file to a name a tree walk may have passed:
+ * a rebuild's last walk holds move_lock exclusive so none can (maint.c). */
 int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 		  struct tfs_inode *np, const char *nname, unsigned flags)
+{
+	int rc;
+
+	pthread_rwlock_rdlock(&fs->move_lock);
+	rc = rename_moved(fs, op, oname, np, nname, flags);
+	pthread_rwlock_unlock(&fs->move_lock);
+	return rc;
+}
+
+int tfs_ns_link(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode *np,
+		const char *nname, struct tfs_entry *e)
+{
+	int rc;
+
+	pthread_rwlock_rdlock(&fs->move_lock);
+	rc = link_moved(fs, in, np, nname, e);
+	pthread_rwlock_unlock(&fs->move_lock);
+	return rc;
+}
+
+static int rename_moved(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
+			struct tfs_inode *np, const char *nname, unsigned flags)
 {
 	struct tfs_loc ol, nl;
 	struct stat so, sn;
@@ -1181,8 +1210,8 @@ int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 	return rc;
 }
 
-int tfs_ns_link(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode *np,
-		const char *nname, struct tfs_entry *e)
+static int link_moved(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode *np,
+		      const char *nname, struct tfs_entry *e)
 {
 	struct tfs_loc ol, nl;
 	uint64_t seq = 0;

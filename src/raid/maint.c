@@ -560,13 +560,21 @@ static int rebuild(struct tfs_fs *fs, uint32_t k)
 		 * data is rebuilt (a later one would not be copied again) */
 		write_barrier(fs);
 	}
-	/* a file renamed from a part not yet walked into one already walked
-	 * is missed: walk again until a walk finds nothing left to do */
-	for (int pass = 0; pass < 8 && rc == 0; pass++) {
+	/* A file renamed (or linked and unlinked) from a part of the tree not
+	 * yet walked into one already walked is missed by a walk: walk again
+	 * while walks find files to do, then once more with renames and links
+	 * held off (move_lock), which no file can escape.  Files created
+	 * meanwhile are complete on the member: it takes every change. */
+	for (int pass = 0; pass < 4 && rc == 0; pass++) {
 		wa.redone = 0;
 		rc = tfs_walk_files(fs, visit, &wa);
 		if (wa.redone == 0)
 			break;
+	}
+	if (rc == 0) {
+		pthread_rwlock_wrlock(&fs->move_lock);
+		rc = tfs_walk_files(fs, visit, &wa);
+		pthread_rwlock_unlock(&fs->move_lock);
 	}
 	if (rc == 0 && tfs_mstate(fs, k) == TFS_M_REBUILD) {
 		set_state(fs, k, TFS_M_UP);

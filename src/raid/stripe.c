@@ -498,6 +498,10 @@ static int add_io(struct req *q, uint8_t op, uint32_t member, void *buf, uint64_
 
 	if (len == 0)
 		return 0;
+	if (q->nv == q->capv) {	/* a sizing bug: never write past the array */
+		tfs_err("stripe request array overrun (%u entries)", q->capv);
+		return -EOVERFLOW;
+	}
 	fd = mfd(q, member);
 	/* a member being rebuilt lacks files unlinked before it joined */
 	if (fd == -ENOENT && tfs_mstate(q->fs, member) == TFS_M_REBUILD)
@@ -896,10 +900,12 @@ static int read_rows(struct req *q, char *dst, size_t len, uint64_t off, uint64_
 	unsigned nrows = (unsigned)(r1 - r0 + 1);
 	int rc;
 
-	rc = req_setup(q, nrows, nrows * q->npos, 0);
+	/* per row: the data pieces, and for a degraded row every position */
+	rc = req_setup(q, nrows, nrows * (q->nd + q->npos), 0);
 	for (unsigned k = 0; k < nrows && rc == 0; k++)
 		row_init(q, &q->rows[k], r0 + k, off, off + len, NULL);
-	if (rc == 0 && any_unreadable(q->fs))
+	/* scratch for rebuilding rows, in case a member fails meanwhile */
+	if (rc == 0)
 		rc = req_mem_rows(q, nrows);
 	if (rc)
 		return rc;

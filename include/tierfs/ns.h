@@ -190,6 +190,14 @@ static inline bool tfs_all_zero(const void *p, size_t n)
 	return n == 0 || (c[0] == 0 && memcmp(c, c + 1, n - 1) == 0);
 }
 
+/* Logical bytes a row lock (and the maintenance of one row) covers: a
+ * parity row, or one chunk on the mirror levels. */
+static inline uint64_t tfs_row_bytes(const struct tfs_fs *fs)
+{
+	return tfs_layout_nparity(&fs->layout)
+	       ? (uint64_t)tfs_layout_ndata(&fs->layout) * fs->layout.chunk : fs->layout.chunk;
+}
+
 /* A write or allocation reached end: the logical size grows to it. */
 static inline void tfs_size_grow(struct tfs_inode *in, uint64_t end)
 {
@@ -348,9 +356,10 @@ unsigned tfs_rows_lock(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1
 void tfs_rows_unlock(struct tfs_fs *fs, const unsigned *held, unsigned n);
 /* Whole rows r0..r1 of an open file (fid, logical size size).  -EBUSY:
  * check/resync need every member in sync. */
-int tfs_stripe_rows(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, uint64_t fid,
-		    uint64_t size, uint64_t r0, uint64_t r1, enum tfs_stripe_op op,
-		    tfs_stripe_report_fn report, void *arg);
+int tfs_stripe_rows(struct tfs_fs *fs, struct tfs_inode *in, uint64_t r0, uint64_t r1,
+		    enum tfs_stripe_op op, tfs_stripe_report_fn report, void *arg);
+/* Rows one write-intent mark covers (mark region g is rows g*n..g*n+n-1). */
+uint64_t tfs_mark_rows(struct tfs_fs *fs);
 
 /* Mirror levels: check, repair or rebuild [off, off+len) of an open file
  * (stripe.c does the parity levels). */

@@ -61,6 +61,11 @@ int tfs_super_write(int memberfd, const struct tfs_super *sb);
 
 void tfs_uuid_generate(char out[37]);
 
+/* 1 if the directory is empty, 0 if not, -errno. */
+int tfs_dir_empty(const char *path);
+/* Remove a member's tierfs metadata and tree (only tierfs's own names). */
+int tfs_member_wipe(const char *dir);
+
 /* An assembled array: members in index order.  A failed member has no
  * dirfd; sb.state says which members are usable. */
 struct tfs_array {

@@ -26,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <ftw.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -180,6 +182,39 @@ int tfs_super_write(int memberfd, const struct tfs_super *sb)
 	if (dfd >= 0) {
 		fsync(dfd);
 		close(dfd);
+	}
+	return 0;
+}
+
+int tfs_dir_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int empty = 1;
+
+	if (!d)
+		return -errno;
+	while (empty && (e = readdir(d)) != NULL)
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			empty = 0;
+	closedir(d);
+	return empty;
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	return remove(p) ? -1 : 0;
+}
+
+int tfs_member_wipe(const char *dir)
+{
+	static const char *const sub[] = { TFS_META_DIR, TFS_TREE_DIR };
+	char path[PATH_MAX];
+
+	for (unsigned i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, sub[i]);
+		if (nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS) && errno != ENOENT)
+			return -errno;
 	}
 	return 0;
 }

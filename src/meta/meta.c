@@ -14,8 +14,8 @@
  *             files whose data a running rebuild has finished (rebuild.c)
  *
  * Invariants:
- *  1. Writers are serialised by wlock and every write transaction is
- *     applied to every copy in turn, so the copies hold the same records
+ *  1. Writers are serialised by wlock (write_txn) and every write
+ *     transaction is applied to every copy in turn, so the copies hold the same records
  *     (a crash between two copies leaves one a transaction behind; opening
  *     merges them: union of records, maximum of counters).
  *  2. Environments are opened with MDB_NOSYNC | MDB_WRITEMAP, so a commit
@@ -265,7 +265,7 @@ int tfs_meta_add(struct tfs_meta *mt, const char *dir, uint32_t tag)
 	return rc;
 }
 
-int tfs_meta_sync(struct tfs_meta *mt)
+static int sync_locked(struct tfs_meta *mt)
 {
 	int rc = 0;
 
@@ -275,6 +275,16 @@ int tfs_meta_sync(struct tfs_meta *mt)
 		if (r && !rc)
 			rc = r;
 	}
+	return rc;
+}
+
+int tfs_meta_sync(struct tfs_meta *mt)
+{
+	int rc;
+
+	pthread_mutex_lock(&mt->wlock);	/* the copy list must not change */
+	rc = sync_locked(mt);
+	pthread_mutex_unlock(&mt->wlock);
 	return rc;
 }
 
@@ -309,13 +319,19 @@ static int store_txn(struct store *s, txn_fn fn, void *arg)
 	}
 }
 
-static int write_txn(struct tfs_meta *mt, txn_fn fn, void *arg)
+/* Under wlock (invariant 1); sync: make it durable before returning. */
+static int write_txn(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync)
 {
 	int rc = 0;
 
+	pthread_mutex_lock(&mt->wlock);
 	for (unsigned i = 0; i < mt->n && rc == 0; i++)
 		rc = store_txn(&mt->st[i], fn, arg);
-	return mdb_errno(rc);
+	rc = mdb_errno(rc);
+	if (rc == 0 && sync)
+		rc = sync_locked(mt);
+	pthread_mutex_unlock(&mt->wlock);
+	return rc;
 }
 
 /* Read-only transaction on the first copy. */
@@ -349,10 +365,8 @@ int tfs_meta_intent_add(struct tfs_meta *mt, const void *rec, size_t len, uint64
 	struct intent_put ip = { rec, len, 0 };
 	int rc;
 
-	pthread_mutex_lock(&mt->wlock);
-	ip.seq = mt->next_seq++;
-	rc = write_txn(mt, intent_put_fn, &ip);
-	pthread_mutex_unlock(&mt->wlock);
+	ip.seq = __atomic_fetch_add(&mt->next_seq, 1, __ATOMIC_RELAXED);
+	rc = write_txn(mt, intent_put_fn, &ip, false);
 	*seq = ip.seq;
 	return rc;
 }
@@ -370,12 +384,7 @@ static int intent_del_fn(struct store *s, MDB_txn *txn, void *arg)
 
 int tfs_meta_intent_del(struct tfs_meta *mt, uint64_t seq)
 {
-	int rc;
-
-	pthread_mutex_lock(&mt->wlock);
-	rc = write_txn(mt, intent_del_fn, &seq);
-	pthread_mutex_unlock(&mt->wlock);
-	return rc;
+	return write_txn(mt, intent_del_fn, &seq, false);
 }
 
 typedef int (*visit_fn)(void *arg, const MDB_val *k, const MDB_val *v);
@@ -485,11 +494,8 @@ int tfs_meta_counter_reserve(struct tfs_meta *mt, const char *name, uint64_t cou
 	struct counter_arg ca = { name, count, 0 };
 	int rc;
 
-	pthread_mutex_lock(&mt->wlock);
-	rc = write_txn(mt, counter_fn, &ca);
-	if (rc == 0)
-		rc = tfs_meta_sync(mt);	/* a reserved range must never come back */
-	pthread_mutex_unlock(&mt->wlock);
+	/* synced: a reserved range must never come back */
+	rc = write_txn(mt, counter_fn, &ca, true);
 	*first = ca.first;
 	return rc;
 }
@@ -526,14 +532,10 @@ static int set_change(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, ui
 		      bool del)
 {
 	struct set_arg sa = { set_db(set), { 0 }, del };
-	int rc;
 
 	be64(a, sa.key);
 	be64(b, sa.key + 8);
-	pthread_mutex_lock(&mt->wlock);
-	rc = write_txn(mt, set_fn, &sa);
-	pthread_mutex_unlock(&mt->wlock);
-	return rc;
+	return write_txn(mt, set_fn, &sa, false);
 }
 
 int tfs_meta_set_put(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b)
@@ -553,12 +555,9 @@ static int clear_fn(struct store *s, MDB_txn *txn, void *arg)
 
 int tfs_meta_set_clear(struct tfs_meta *mt, enum tfs_meta_set set)
 {
-	int db = set_db(set), rc;
+	int db = set_db(set);
 
-	pthread_mutex_lock(&mt->wlock);
-	rc = write_txn(mt, clear_fn, &db);
-	pthread_mutex_unlock(&mt->wlock);
-	return rc;
+	return write_txn(mt, clear_fn, &db, false);
 }
 
 int tfs_meta_set_has(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b)

@@ -6,11 +6,9 @@
  * --force), the same directory twice, a member count or chunk size the level
  * cannot use, a filesystem without user xattrs.
  */
-#include <dirent.h>
 #include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -46,30 +44,6 @@ static int die(const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	return 1;
-}
-
-static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	return remove(p) ? -1 : 0;
-}
-
-/* Is the directory empty (ignoring nothing)? 1 yes, 0 no, -errno. */
-static int dir_empty(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *e;
-	int empty = 1;
-
-	if (!d)
-		return -errno;
-	while ((e = readdir(d)) != NULL) {
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-			empty = 0;
-			break;
-		}
-	}
-	closedir(d);
-	return empty;
 }
 
 int main(int argc, char **argv)
@@ -162,7 +136,7 @@ int main(int argc, char **argv)
 			was_member[i] = 1;
 		} else {
 			struct stat tst;
-			int empty = dir_empty(real[i]);
+			int empty = tfs_dir_empty(real[i]);
 
 			if (empty < 0)
 				return die("member %s: %s", p, strerror(-empty));
@@ -194,14 +168,10 @@ int main(int argc, char **argv)
 	sb.events = 1;
 	memset(sb.state, TFS_M_UP, (size_t)n);
 	for (int i = 0; i < n; i++) {
-		char path[PATH_MAX];
 		int fd, rc;
 
 		if (was_member[i]) {	/* --force: the old array's metadata and tree go */
-			snprintf(path, sizeof(path), "%s/%s", real[i], TFS_META_DIR);
-			nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-			snprintf(path, sizeof(path), "%s/%s", real[i], TFS_TREE_DIR);
-			nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+			tfs_member_wipe(real[i]);
 		}
 		fd = open(real[i], O_PATH | O_DIRECTORY);
 		if (fd < 0)

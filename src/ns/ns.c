@@ -766,9 +766,7 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 		/* the rows between the old and the new end: a rebuild or scrub
 		 * must not copy them while they change (row locks come before
 		 * in->lock; the kernel keeps writes out during a truncate) */
-		uint64_t rb = tfs_layout_nparity(&fs->layout)
-			? (uint64_t)tfs_layout_ndata(&fs->layout) * fs->layout.chunk
-			: fs->layout.chunk, old;
+		uint64_t rb = tfs_row_bytes(fs), old;
 
 		pthread_mutex_lock(&in->lock);
 		old = in->size;
@@ -793,7 +791,7 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 	/* parity levels: the bytes cut from the new last row are zeroed
 	 * first, so its parity stays right (what is cut is then a hole) */
 	if (rc == 0 && tfs_layout_nparity(&fs->layout) && len < in->size) {
-		uint64_t rowbytes = (uint64_t)tfs_layout_ndata(&fs->layout) * fs->layout.chunk;
+		uint64_t rowbytes = tfs_row_bytes(fs);
 		uint64_t end = (len / rowbytes + 1) * rowbytes;
 
 		if (len % rowbytes)

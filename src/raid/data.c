@@ -256,6 +256,16 @@ ssize_t tfs_data_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, con
 		return 0;
 	if (end < off)
 		return -EFBIG;
+	if (direct) {
+		/* libfuse hands the payload at an unaligned address: stage it,
+		 * or O_DIRECT refuses it and every write is redone buffered */
+		char *b = tfs_iobuf(len);
+
+		if (!b)
+			return -ENOMEM;
+		memcpy(b, buf, len);
+		buf = b;
+	}
 	pthread_rwlock_rdlock(&fs->io_gate);
 	if (tfs_layout_nparity(l)) {
 		ssize_t r = tfs_stripe_write(fs, in, rot, size, direct, buf, len, off);
@@ -283,14 +293,6 @@ static int mirror_write(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, b
 	const char *src = buf;
 	int rc;
 
-	if (direct) {
-		char *b = tfs_iobuf(len);
-
-		if (!b)
-			return -ENOMEM;
-		memcpy(b, buf, len);
-		src = b;
-	}
 	v = mio_array(pieces(l, off, len) * copies);
 	if (!v)
 		return -ENOMEM;

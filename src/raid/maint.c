@@ -28,7 +28,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -132,42 +131,41 @@ static void progress(struct tfs_fs *fs, uint64_t len)
 		usleep((useconds_t)((due - t) * 1e6));
 }
 
+/* Run op over rows [r0, r1] of an open file (tfs_row_bytes each),
+ * ROWS_PER_STEP at a time: parity rows through stripe.c, chunks on the
+ * mirror levels through data.c.  count: add to the job's progress. */
+static int rows_op(struct tfs_fs *fs, struct tfs_inode *in, uint64_t r0, uint64_t r1,
+		   enum tfs_stripe_op op, struct file_job *fj, bool count)
+{
+	uint64_t rb = tfs_row_bytes(fs);
+	int rc = 0;
+
+	for (uint64_t r = r0; r <= r1 && rc == 0 && !M(fs)->cancel; r += ROWS_PER_STEP) {
+		uint64_t e = r1 - r >= ROWS_PER_STEP ? r + ROWS_PER_STEP - 1 : r1;
+
+		rc = tfs_layout_nparity(&fs->layout)
+		     ? tfs_stripe_rows(fs, in, r, e, op, fj ? report : NULL, fj)
+		     : tfs_data_maint(fs, in, r * rb, (e - r + 1) * rb, op, fj ? report : NULL, fj);
+		if (count)
+			progress(fs, (e - r + 1) * rb);
+	}
+	/* a file cut short must not count as done */
+	return rc == 0 && M(fs)->cancel ? -ECANCELED : rc;
+}
+
 /* Run op over the whole of an open file. */
 static int file_op(struct tfs_fs *fs, struct tfs_inode *in, enum tfs_stripe_op op,
 		   struct file_job *fj)
 {
-	uint64_t size, fid;
-	uint32_t rot;
+	uint64_t rb = tfs_row_bytes(fs), size;
 	int rc = tfs_ns_load_file(fs, in);
 
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&in->lock);
 	size = in->size;
-	fid = in->fid;
-	rot = in->rot;
 	pthread_mutex_unlock(&in->lock);
-	if (tfs_layout_nparity(&fs->layout)) {
-		uint64_t rowbytes = (uint64_t)tfs_layout_ndata(&fs->layout) * fs->layout.chunk;
-		uint64_t rows = (size + rowbytes - 1) / rowbytes;
-
-		for (uint64_t r = 0; r < rows && rc == 0 && !M(fs)->cancel; r += ROWS_PER_STEP) {
-			uint64_t r1 = r + ROWS_PER_STEP - 1 < rows - 1 ? r + ROWS_PER_STEP - 1
-								      : rows - 1;
-
-			rc = tfs_stripe_rows(fs, in, rot, fid, size, r, r1, op, report, fj);
-			progress(fs, (r1 - r + 1) * rowbytes);
-		}
-		return rc == 0 && M(fs)->cancel ? -ECANCELED : rc;
-	}
-	for (uint64_t off = 0; off < size && rc == 0 && !M(fs)->cancel; off += 1u << 20) {
-		uint64_t len = size - off < (1u << 20) ? size - off : 1u << 20;
-
-		rc = tfs_data_maint(fs, in, off, len, op, report, fj);
-		progress(fs, len);
-	}
-	/* a file cut short must not count as done */
-	return rc == 0 && M(fs)->cancel ? -ECANCELED : rc;
+	return size ? rows_op(fs, in, 0, (size - 1) / rb, op, fj, true) : 0;
 }
 
 struct walk_arg {
@@ -261,35 +259,24 @@ static int resync_file(void *arg, struct tfs_inode *in, const struct stat *st)
 {
 	struct resync *rs = arg;
 	struct tfs_fs *fs = rs->fs;
-	bool parity = tfs_layout_nparity(&fs->layout) != 0;
-	/* rows: parity rows, or chunks on the mirror levels (as stripe.c) */
-	uint64_t rowbytes = parity ? (uint64_t)tfs_layout_ndata(&fs->layout) * fs->layout.chunk
-				   : fs->layout.chunk;
-	uint64_t region_rows = (64ull << 20) / rowbytes ? (64ull << 20) / rowbytes : 1;
+	uint64_t rb = tfs_row_bytes(fs), region = tfs_mark_rows(fs);
 	int rc = tfs_ns_open(fs, in);
 
 	if (rc)
 		return 0;
 	rc = tfs_ns_load_file(fs, in);
-	for (size_t i = 0; i < rs->n && rc == 0; i++) {
-		uint64_t rows = (in->size + rowbytes - 1) / rowbytes, r0, r1;
+	for (size_t i = 0; i < rs->n && rc == 0 && in->size; i++) {
+		uint64_t last = (in->size - 1) / rb, r0 = rs->mark[i][1] * region;
+		uint64_t r1 = r0 + region - 1 < last ? r0 + region - 1 : last;
 
-		if (rs->mark[i][0] != in->fid % TFS_MARK_BUCKETS)
+		if (rs->mark[i][0] != in->fid % TFS_MARK_BUCKETS || r0 > last)
 			continue;
-		r0 = rs->mark[i][1] * region_rows;
-		r1 = r0 + region_rows - 1;
-		if (r1 >= rows)
-			r1 = rows ? rows - 1 : 0;
-		for (uint64_t r = r0; r < rows && r <= r1 && rc == 0; r += ROWS_PER_STEP) {
-			uint64_t e = r + ROWS_PER_STEP - 1 < r1 ? r + ROWS_PER_STEP - 1 : r1;
-
-			/* mirrors: the copies are made equal (to the first in sync) */
-			rc = parity ? tfs_stripe_rows(fs, in, in->rot, in->fid, in->size, r, e,
-						      TFS_STRIPE_RESYNC, NULL, NULL)
-				    : tfs_data_maint(fs, in, r * rowbytes, (e - r + 1) * rowbytes,
-						     TFS_STRIPE_REPAIR, NULL, NULL);
-			rs->rows += e - r + 1;
-		}
+		/* parity recomputed; mirrors: the copies made equal to the first
+		 * in sync */
+		rc = rows_op(fs, in, r0, r1, tfs_layout_nparity(&fs->layout) ? TFS_STRIPE_RESYNC
+									       : TFS_STRIPE_REPAIR,
+			     NULL, false);
+		rs->rows += r1 - r0 + 1;
 	}
 	tfs_ns_release(fs, in);
 	return rc == -EBUSY ? 0 : rc;
@@ -362,20 +349,13 @@ static int copy_entry(struct ncopy *nc, int sdir, int ddir, const char *name, co
 static int copy_dir(struct ncopy *nc, int sdir, int ddir, const char *path)
 {
 	struct tfs_fs *fs = nc->fs;
-	int lfd = OPS(fs)->openat(BE(fs), nc->from, sdir, "", O_RDONLY | O_DIRECTORY, 0);
+	int lfd = OPS(fs)->openat(BE(fs), nc->from, sdir, ".", O_RDONLY | O_DIRECTORY, 0);
 	struct dirent *de;
 	DIR *dp;
 	int rc = 0;
 
-	if (lfd < 0) {
-		/* "" is not accepted by openat without AT_EMPTY_PATH: reopen by /proc */
-		char p[64];
-
-		snprintf(p, sizeof(p), "/proc/self/fd/%d", sdir);
-		lfd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (lfd < 0)
-			return -errno;
-	}
+	if (lfd < 0)
+		return lfd;
 	dp = fdopendir(lfd);
 	if (!dp) {
 		close(lfd);
@@ -693,21 +673,6 @@ void tfs_maint_stop(struct tfs_fs *fs)
 /* Replace                                                             */
 /* ------------------------------------------------------------------ */
 
-static int dir_empty(const char *path)
-{
-	DIR *dp = opendir(path);
-	struct dirent *de;
-	int n = 0;
-
-	if (!dp)
-		return -errno;
-	while ((de = readdir(dp)) != NULL)
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			n++;
-	closedir(dp);
-	return n == 0;
-}
-
 /* Does dir hold this array's member k (as a failed or stale member)? */
 static bool stale_self(struct tfs_array *a, uint32_t k, const char *dir)
 {
@@ -722,28 +687,6 @@ static bool stale_self(struct tfs_array *a, uint32_t k, const char *dir)
 	      sb.index == k;
 	close(fd);
 	return yes;
-}
-
-static int rm_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	return (type == FTW_DP ? rmdir(path) : unlink(path)) ? -errno : 0;
-}
-
-/* Remove a member's tree and metadata (only tierfs's own names). */
-static int wipe_member(const char *dir)
-{
-	static const char *const sub[] = { TFS_TREE_DIR, TFS_META_DIR };
-	char p[PATH_MAX];
-
-	for (unsigned i = 0; i < 2; i++) {
-		int rc;
-
-		snprintf(p, sizeof(p), "%s/%s", dir, sub[i]);
-		rc = nftw(p, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-		if (rc && errno != ENOENT)
-			return rc < 0 ? rc : -EIO;
-	}
-	return 0;
 }
 
 static int replace(struct tfs_fs *fs, uint32_t k, const char *dir, char *err, size_t errlen)
@@ -776,15 +719,15 @@ static int replace(struct tfs_fs *fs, uint32_t k, const char *dir, char *err, si
 			return -EINVAL;
 		}
 	}
-	rc = dir_empty(real);
+	rc = tfs_dir_empty(real);
 	if (rc == 0 && stale_self(a, k, real)) {
 		/* this array's own member k, failed or stale (a disk that came
 		 * back, or a replacement interrupted before it took changes):
 		 * its contents are out of date, so it starts from nothing */
 		tfs_warn("%s was member %u of this array and is out of date: wiping it", real, k);
-		rc = wipe_member(real);
+		rc = tfs_member_wipe(real);
 		if (rc == 0)
-			rc = dir_empty(real);
+			rc = tfs_dir_empty(real);
 	}
 	if (rc <= 0) {
 		snprintf(err, errlen, "%s: %s", real, rc ? strerror(-rc)

@@ -314,8 +314,7 @@ int tfs_stripe_init(struct tfs_fs *fs)
 	pthread_mutex_init(&s->mlock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	pthread_cond_init(&s->synced, NULL);
-	rowbytes = tfs_layout_nparity(&fs->layout) ? (uint64_t)tfs_layout_ndata(&fs->layout) *
-						     fs->layout.chunk : fs->layout.chunk;
+	rowbytes = tfs_row_bytes(fs);
 	s->region_rows = REGION_BYTES / rowbytes ? REGION_BYTES / rowbytes : 1;
 	fs->stripes = s;
 	return 0;
@@ -362,6 +361,11 @@ int tfs_stripe_stats(struct tfs_fs *fs, char *buf, size_t len)
 			"\nstripe.member_reads=%" PRIu64 "\nstripe.member_writes=%" PRIu64 "\n",
 			(uint64_t)s->rows[M_FULL], (uint64_t)s->rows[M_RMW], (uint64_t)s->rows[M_RCW],
 			(uint64_t)s->rows[M_DEGRADED], (uint64_t)s->reads, (uint64_t)s->writes);
+}
+
+uint64_t tfs_mark_rows(struct tfs_fs *fs)
+{
+	return fs->stripes->region_rows;
 }
 
 uint64_t tfs_stripe_marks(struct tfs_fs *fs)
@@ -844,28 +848,14 @@ ssize_t tfs_stripe_write(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, 
 			 bool direct, const void *buf, size_t len, uint64_t off)
 {
 	struct req q;
-	uint64_t fid, end = off + len;
 	int rc;
 
 	req_init(&q, fs, in, rot, direct);
-	if (direct) {
-		/* libfuse hands the payload at an unaligned address: stage it,
-		 * or every O_DIRECT data write would be refused and redone
-		 * through the page cache */
-		char *b = tfs_iobuf(len);
-
-		if (!b)
-			return -ENOMEM;
-		memcpy(b, buf, len);
-		buf = b;
-	}
-	pthread_mutex_lock(&in->lock);
-	fid = in->fid;
-	pthread_mutex_unlock(&in->lock);
-	rc = locked_write(&q, fid, buf, len, off);
-	if (rc == 0) {
-		tfs_size_grow(in, end);
-	}
+	/* the identity is fixed once known (file_state loaded it); an
+	 * O_DIRECT payload arrives staged aligned (data.c invariant 4) */
+	rc = locked_write(&q, in->fid, buf, len, off);
+	if (rc == 0)
+		tfs_size_grow(in, off + len);
 	return rc ? rc : (ssize_t)len;
 }
 
@@ -972,9 +962,7 @@ ssize_t tfs_stripe_read(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, u
 	rowbytes = q.nd * q.C;
 	r0 = off / rowbytes;
 	r1 = (off + len - 1) / rowbytes;
-	pthread_mutex_lock(&in->lock);
-	fid = in->fid;
-	pthread_mutex_unlock(&in->lock);
+	fid = in->fid;		/* fixed once known (file_state loaded it) */
 	for (int tries = 0;; tries++) {
 		/* a reconstruction reads whole rows: keep writers out of them */
 		if (!locked && any_unreadable(fs)) {
@@ -1094,16 +1082,16 @@ static int row_fix(struct req *q, struct row *rw, uint64_t fid, enum tfs_stripe_
 	return 0;
 }
 
-int tfs_stripe_rows(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, uint64_t fid,
-		    uint64_t size, uint64_t r0, uint64_t r1, enum tfs_stripe_op op,
-		    tfs_stripe_report_fn report, void *arg)
+int tfs_stripe_rows(struct tfs_fs *fs, struct tfs_inode *in, uint64_t r0, uint64_t r1,
+		    enum tfs_stripe_op op, tfs_stripe_report_fn report, void *arg)
 {
 	struct tfs_stripes *s = fs->stripes;
 	struct req q;
 	unsigned held[ROW_LOCKS], nheld;
+	uint64_t fid = in->fid, size;	/* identity and rotation never change */
 	int rc;
 
-	req_init(&q, fs, in, rot, false);
+	req_init(&q, fs, in, in->rot, false);
 	nheld = rows_lock(s, fid, r0, r1, held);
 	/* the size now, not when the caller looked: a truncate may have run */
 	pthread_mutex_lock(&in->lock);

@@ -447,24 +447,26 @@ static int req_mem_rows(struct req *q, unsigned nrows)
 	return req_mem(q, mem);
 }
 
+/* Grow a per-thread array *p of *cap elements to at least n. */
+static int grow(void **p, unsigned *cap, unsigned n, size_t size)
+{
+	void *np;
+
+	if (n <= *cap)
+		return 0;
+	np = realloc(*p, n * size);
+	if (!np)
+		return -ENOMEM;
+	*p = np;
+	*cap = n;
+	return 0;
+}
+
 static int req_setup(struct req *q, unsigned nrows, unsigned nv, size_t mem)
 {
-	if (nrows > tls.cap) {
-		struct row *r = realloc(tls.rows, nrows * sizeof(*r));
-
-		if (!r)
-			return -ENOMEM;
-		tls.rows = r;
-		tls.cap = nrows;
-	}
-	if (nv > tls.capv) {
-		struct tfs_mio *v = realloc(tls.v, nv * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		tls.v = v;
-		tls.capv = nv;
-	}
+	if (grow((void **)&tls.rows, &tls.cap, nrows, sizeof(*tls.rows)) ||
+	    grow((void **)&tls.v, &tls.capv, nv, sizeof(*tls.v)))
+		return -ENOMEM;
 	q->rows = tls.rows;
 	q->v = tls.v;
 	q->capv = nv;

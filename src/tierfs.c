@@ -20,6 +20,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include "tierfs/cache.h"
 #include "tierfs/fuse_fs.h"
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
@@ -33,6 +34,7 @@ struct opts {
 	double maint_mbps;
 	char *member_model;
 	struct tfs_hdd_params hdd;
+	struct tfs_cache_opts cache;
 };
 
 enum { KEY_RO = 1 };
@@ -48,6 +50,17 @@ static const struct fuse_opt tierfs_opts[] = {
 	OPT("hdd_rpm=%u", hdd.rpm),
 	OPT("hdd_mbps=%lf", hdd.mbps),
 	OPT("hdd_ncq=%u", hdd.ncq),
+	OPT("cache=%s", cache.dir),
+	OPT("cache_size=%s", cache.size),
+	OPT("cache_extent=%s", cache.extent),
+	OPT("cache_mode=%s", cache.mode),
+	OPT("cache_policy=%s", cache.policy),
+	OPT("cache_seq_cutoff=%s", cache.seq_cutoff),
+	OPT("cache_promote=%u", cache.promote),
+	OPT("cache_halflife=%lf", cache.halflife),
+	OPT("cache_dirty_low=%u", cache.dirty_low),
+	OPT("cache_dirty_high=%u", cache.dirty_high),
+	OPT("cache_discard", cache.discard),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_END
 };
@@ -80,6 +93,14 @@ static void usage(const char *prog)
 	       "    -o member_model=hdd7200    make each member behave like a 7200 rpm disk\n"
 	       "       hdd_seek_ms=8.5, hdd_rpm=7200, hdd_mbps=180   its parameters\n"
 	       "       hdd_ncq=1       requests the disk may reorder (1: none; SATA NCQ: 32)\n"
+	       "    -o cache=DIR               SSD tier in DIR (made on first use); options:\n"
+	       "       cache_size=1G, cache_extent=64K     set when the cache is made\n"
+	       "       cache_mode=writeback|writethrough|writearound|off\n"
+	       "       cache_policy=s3fifo|lru, cache_promote=2 (heat that promotes),\n"
+	       "       cache_halflife=60 (s), cache_seq_cutoff=4M (0: off),\n"
+	       "       cache_dirty_low=20, cache_dirty_high=70 (percent of the cache)\n"
+	       "    -o cache_discard           mount although the cache holding dirty data is\n"
+	       "                               lost (its files are named in the log)\n"
 	       "FUSE options:\n", prog);
 	fuse_lowlevel_help();
 }
@@ -208,6 +229,13 @@ static int fs_setup(struct tfs_fs *fs, struct tfs_array *array, const struct opt
 	if (rc == 0 && !fs->readonly && (rc = tfs_maint_resync(fs)))
 		tfs_err("resync of parity written when the daemon stopped failed: %s",
 			strerror(-rc));
+	if (rc == 0) {
+		char err[1024] = "";
+
+		rc = tfs_cache_setup(fs, &o->cache, err, sizeof(err));
+		if (rc)
+			tfs_err("%s", err);
+	}
 	/* LMDB environments must not cross fork(): reopened after daemonizing */
 	tfs_meta_close(fs->meta);
 	fs->meta = NULL;
@@ -301,6 +329,8 @@ int main(int argc, char *argv[])
 		goto out_unmount;
 	if (!fs.readonly && (tfs_stripe_start(&fs) || tfs_maint_start(&fs)))
 		goto out_unmount;
+	if (tfs_cache_start(&fs))
+		goto out_unmount;
 
 	cfg = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_clone_fd(cfg, cl.clone_fd);
@@ -318,6 +348,7 @@ int main(int argc, char *argv[])
 	fuse_loop_cfg_destroy(cfg);
 
 out_unmount:
+	tfs_cache_stop(&fs);
 	tfs_maint_stop(&fs);
 	tfs_stripe_stop(&fs);
 	fuse_session_unmount(se);

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import BUILD
 
-UNIT = ["layout", "parity"]
+UNIT = ["layout", "parity", "policy", "cstore"]
 
 
 @pytest.mark.parametrize("name", UNIT)

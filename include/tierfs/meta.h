@@ -48,6 +48,8 @@ int tfs_meta_counter_reserve(struct tfs_meta *mt, const char *name, uint64_t cou
 enum tfs_meta_set {
 	TFS_SET_MARK,		/* (fid bucket, region): parity regions with writes in flight */
 	TFS_SET_REBUILT,	/* (fid, 0): file done by the running rebuild */
+	TFS_SET_CACHE,		/* (uuid hi, uuid lo): the SSD tier bound to the array */
+	TFS_SET_CDIRTY,		/* (fid, 0): file with writes only in the SSD tier */
 };
 int tfs_meta_set_put(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b);
 int tfs_meta_set_del(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b);

@@ -64,6 +64,7 @@ struct tfs_inode {
 	uint32_t rot;			/* tfs_layout_rot(fid) */
 	uint64_t size;			/* logical size of a regular file */
 	uint64_t size_saved;		/* parity levels: TFS_XATTR_SIZE as last written */
+	uint64_t seq_next, seq_len;	/* the SSD tier's sequential-stream detector */
 	struct tfs_ofile *of;
 };
 
@@ -111,6 +112,7 @@ struct tfs_fs {
 	struct tfs_inode root;
 	struct tfs_stripes *stripes;	/* redundant levels: row locks, marks */
 	struct tfs_maint *maint;	/* scrub, rebuild */
+	struct tfs_cache *cache;	/* the SSD tier (cache.h), or NULL */
 	double maint_mbps;		/* rate cap of scrub and rebuild (0: none) */
 	/* Data writes hold this shared from planning to completion; a member
 	 * joining (state R) takes it exclusive once, as a barrier, before its
@@ -284,7 +286,9 @@ int tfs_ns_open(struct tfs_fs *fs, struct tfs_inode *in);
 int tfs_ns_member_fd(struct tfs_fs *fs, struct tfs_inode *in, uint32_t k, bool direct);
 /* Open every member file of an open file. */
 int tfs_ns_fill(struct tfs_fs *fs, struct tfs_inode *in);
-void tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in);
+/* Drop a handle; true if that was the last use of a file with no name
+ * left (its data is gone for good). */
+bool tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in);
 /* Load fid and logical size of a regular file if not known yet. */
 int tfs_ns_load_file(struct tfs_fs *fs, struct tfs_inode *in);
 /* Parity levels: record the logical size on the members (TFS_XATTR_SIZE)
@@ -303,11 +307,18 @@ int tfs_member_at(struct tfs_fs *fs, uint32_t m, const char *path, char name[NAM
 /* ---- data.c: file data over the layout ---- */
 /* Per-thread I/O buffer, 4K aligned, at least len bytes. */
 void *tfs_iobuf(size_t len);
+/* File data: through the SSD tier when one is attached, else the RAID. */
 ssize_t tfs_data_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
 		      size_t len, uint64_t off);
 ssize_t tfs_data_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, const void *buf,
 		       size_t len, uint64_t off);
 int tfs_data_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync);
+/* File data on the RAID alone (the SSD tier's way down). */
+ssize_t tfs_raid_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
+		      size_t len, uint64_t off);
+ssize_t tfs_raid_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, const void *buf,
+		       size_t len, uint64_t off);
+int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync);
 int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
 		       uint64_t len);
 

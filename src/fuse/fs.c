@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tierfs/cache.h"
 #include "tierfs/fuse_fs.h"
 #include "tierfs/log.h"
 
@@ -317,8 +318,11 @@ static void tfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void tfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_fh *h = FH(fi);
+	uint64_t fid = h->in->fid;
 
-	tfs_ns_release(FS(req), h->in);
+	/* the last close of a file with no name left: its cached extents go */
+	if (tfs_ns_release(FS(req), h->in) && FS(req)->cache)
+		tfs_cache_forget(FS(req), fid);
 	free(h);
 	fuse_reply_err(req, 0);
 }
@@ -445,6 +449,8 @@ static void tfs_statfs(fuse_req_t req, fuse_ino_t ino)
  * user.tierfs.status (read the array's state) on the root (maint.c). */
 #define XATTR_CTL    "user.tierfs.ctl"
 #define XATTR_STATUS "user.tierfs.status"
+/* On a regular file: its bytes in the SSD tier (cache.c). */
+#define XATTR_CACHE  "user.tierfs.cache"
 
 static void tfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			 size_t size, int flags)
@@ -486,6 +492,17 @@ static void tfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 		if (rc > 0 && size)
 			memcpy(buf, st, l);
 		free(st);
+		reply_xattr(req, buf, size, rc);
+		free(buf);
+		return;
+	}
+	if (strcmp(name, XATTR_CACHE) == 0 && ino != FUSE_ROOT_ID) {
+		char st[256];
+		int l = tfs_cache_file_stats(FS(req), INO(req, ino), st, sizeof(st));
+
+		rc = l < 0 ? l : size == 0 ? l : (size_t)l > size ? -ERANGE : l;
+		if (rc > 0 && size)
+			memcpy(buf, st, (size_t)l);
 		reply_xattr(req, buf, size, rc);
 		free(buf);
 		return;

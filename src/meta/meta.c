@@ -1,8 +1,9 @@
 /* meta.c - LMDB owner.
  *
  * Owns: the array's journal, kept as one LMDB environment per member that
- * is not failed (MEMBER/.tierfs/journal), its named databases and the
- * mapping of MDB_* codes to -errno.
+ * is not failed (MEMBER/.tierfs/journal), its named databases, and what
+ * every LMDB client of meta/ shares (meta_i.h): the mapping of MDB_* codes
+ * to -errno and the write transaction that grows a full map.
  *
  * Schema (docs/DESIGN.md has the full story):
  *   "intent"  key: u64 sequence, big-endian (so cursor order is age order)
@@ -12,6 +13,9 @@
  *             parity regions that may have stripes in flight (stripe.c)
  *   "rebuilt" key: u64 fid, u64 0        value: empty
  *             files whose data a running rebuild has finished (rebuild.c)
+ *   "cache"   key: the bound SSD tier's uuid as two u64      value: empty
+ *   "cdirty"  key: u64 fid, u64 0        value: empty
+ *             files with writes only in the SSD tier (cache.c)
  *
  * Invariants:
  *  1. Writers are serialised by wlock (write_txn) and every write
@@ -35,9 +39,11 @@
 
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
+#include "meta_i.h"
 
-enum { DB_INTENT, DB_COUNTER, DB_MARK, DB_REBUILT, DB_COUNT };
-static const char *const db_name[DB_COUNT] = { "intent", "counter", "mark", "rebuilt" };
+enum { DB_INTENT, DB_COUNTER, DB_MARK, DB_REBUILT, DB_CACHE, DB_CDIRTY, DB_COUNT };
+static const char *const db_name[DB_COUNT] = { "intent", "counter", "mark", "rebuilt", "cache",
+					       "cdirty" };
 
 struct store {
 	MDB_env *env;
@@ -53,7 +59,7 @@ struct tfs_meta {
 	struct store st[TFS_META_MAX];
 };
 
-static int mdb_errno(int rc)
+int tfs_mdb_errno(int rc)
 {
 	switch (rc) {
 	case MDB_SUCCESS: return 0;
@@ -62,23 +68,40 @@ static int mdb_errno(int rc)
 	case MDB_READERS_FULL: return -EAGAIN;
 	case MDB_INVALID: case MDB_CORRUPTED: case MDB_PAGE_NOTFOUND: return -EUCLEAN;
 	case MDB_VERSION_MISMATCH: return -EPROTO;
-	default: return rc > 0 ? -rc : -EIO;
+	default:
+		if (rc < 0 && rc > -4096)
+			return rc;	/* already -errno (LMDB's codes are below) */
+		return rc > 0 ? -rc : -EIO;
 	}
 }
 
-static void be64(uint64_t v, unsigned char out[8])
+int tfs_mdb_write(MDB_env *env, size_t *mapsize, pthread_rwlock_t *maplock,
+		  int (*fn)(MDB_txn *txn, void *arg), void *arg, const char *what)
 {
-	for (int i = 7; i >= 0; i--, v >>= 8)
-		out[i] = (unsigned char)v;
-}
+	MDB_txn *txn;
+	int rc;
 
-static uint64_t from_be64(const unsigned char *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
+	for (;;) {
+		rc = mdb_txn_begin(env, NULL, 0, &txn);
+		if (rc)
+			return rc;
+		rc = fn(txn, arg);
+		if (rc)
+			mdb_txn_abort(txn);
+		else
+			rc = mdb_txn_commit(txn);
+		if (rc != MDB_MAP_FULL)
+			return rc;
+		*mapsize *= 2;
+		tfs_info("%s map full: growing to %zu MiB", what, *mapsize >> 20);
+		if (maplock)
+			pthread_rwlock_wrlock(maplock);
+		rc = mdb_env_set_mapsize(env, *mapsize);
+		if (maplock)
+			pthread_rwlock_unlock(maplock);
+		if (rc)
+			return rc;
+	}
 }
 
 /* ------------------------------------------------------------------ */
@@ -114,7 +137,7 @@ static int store_open(struct store *s, const char *dir, uint32_t tag)
 out:
 	s->env = NULL;
 	tfs_err("journal %s: %s", dir, mdb_strerror(rc));
-	return mdb_errno(rc);
+	return tfs_mdb_errno(rc);
 }
 
 static void store_close(struct store *s)
@@ -146,7 +169,7 @@ static int merge_db(struct store *dst, struct store *src, int d)
 		op = MDB_NEXT;
 		if (d == DB_COUNTER && mdb_get(wt, dst->dbi[d], &k, &old) == 0 &&
 		    old.mv_size == 8 && v.mv_size == 8 &&
-		    from_be64(old.mv_data) >= from_be64(v.mv_data))
+		    tfs_from_be64(old.mv_data) >= tfs_from_be64(v.mv_data))
 			continue;
 		rc = mdb_put(wt, dst->dbi[d], &k, &v, d == DB_COUNTER ? 0 : MDB_NOOVERWRITE);
 		if (rc == MDB_KEYEXIST)
@@ -171,7 +194,7 @@ static int merge_all(struct tfs_meta *mt)
 		for (unsigned b = 0; b < mt->n && rc == 0; b++)
 			for (int d = 0; a != b && d < DB_COUNT && rc == 0; d++)
 				rc = merge_db(&mt->st[a], &mt->st[b], d);
-	return mdb_errno(rc);
+	return tfs_mdb_errno(rc);
 }
 
 static int next_seq_of(struct store *s, uint64_t *next)
@@ -182,16 +205,16 @@ static int next_seq_of(struct store *s, uint64_t *next)
 	int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
 
 	if (rc)
-		return mdb_errno(rc);
+		return tfs_mdb_errno(rc);
 	*next = 1;	/* 0 means "no record" to callers */
 	rc = mdb_cursor_open(txn, s->dbi[DB_INTENT], &cur);
 	if (rc == 0) {
 		if (mdb_cursor_get(cur, &k, &v, MDB_LAST) == 0 && k.mv_size == 8)
-			*next = from_be64(k.mv_data) + 1;
+			*next = tfs_from_be64(k.mv_data) + 1;
 		mdb_cursor_close(cur);
 	}
 	mdb_txn_abort(txn);
-	return mdb_errno(rc);
+	return tfs_mdb_errno(rc);
 }
 
 int tfs_meta_open(const char *const *dirs, const uint32_t *tags, unsigned n,
@@ -255,7 +278,7 @@ int tfs_meta_add(struct tfs_meta *mt, const char *dir, uint32_t tag)
 	pthread_mutex_lock(&mt->wlock);
 	rc = mt->n == TFS_META_MAX ? -ENOSPC : store_open(&s, dir, tag);
 	for (int d = 0; rc == 0 && d < DB_COUNT; d++) {
-		rc = mdb_errno(merge_db(&s, &mt->st[0], d));
+		rc = tfs_mdb_errno(merge_db(&s, &mt->st[0], d));
 		if (rc)
 			store_close(&s);
 	}
@@ -270,7 +293,7 @@ static int sync_locked(struct tfs_meta *mt)
 	int rc = 0;
 
 	for (unsigned i = 0; i < mt->n; i++) {
-		int r = mdb_errno(mdb_env_sync(mt->st[i].env, 1));
+		int r = tfs_mdb_errno(mdb_env_sync(mt->st[i].env, 1));
 
 		if (r && !rc)
 			rc = r;
@@ -295,28 +318,25 @@ int tfs_meta_sync(struct tfs_meta *mt)
 /* Apply fn in one write transaction to every copy, growing a full map. */
 typedef int (*txn_fn)(struct store *s, MDB_txn *txn, void *arg);
 
+struct store_call {
+	struct store *s;
+	txn_fn fn;
+	void *arg;
+};
+
+static int store_call(MDB_txn *txn, void *arg)
+{
+	struct store_call *c = arg;
+
+	return c->fn(c->s, txn, c->arg);
+}
+
 static int store_txn(struct store *s, txn_fn fn, void *arg)
 {
-	MDB_txn *txn;
-	int rc;
+	struct store_call c = { s, fn, arg };
 
-	for (;;) {
-		rc = mdb_txn_begin(s->env, NULL, 0, &txn);
-		if (rc)
-			return rc;
-		rc = fn(s, txn, arg);
-		if (rc)
-			mdb_txn_abort(txn);
-		else
-			rc = mdb_txn_commit(txn);
-		if (rc != MDB_MAP_FULL)
-			return rc;
-		s->mapsize *= 2;
-		tfs_info("journal map full: growing to %zu MiB", s->mapsize >> 20);
-		rc = mdb_env_set_mapsize(s->env, s->mapsize);
-		if (rc)
-			return rc;
-	}
+	/* readers hold wlock too (db_foreach): no map lock needed */
+	return tfs_mdb_write(s->env, &s->mapsize, NULL, store_call, &c, "journal");
 }
 
 /* Under wlock (invariant 1); sync: make it durable before returning. */
@@ -327,7 +347,7 @@ static int write_txn(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync)
 	pthread_mutex_lock(&mt->wlock);
 	for (unsigned i = 0; i < mt->n && rc == 0; i++)
 		rc = store_txn(&mt->st[i], fn, arg);
-	rc = mdb_errno(rc);
+	rc = tfs_mdb_errno(rc);
 	if (rc == 0 && sync)
 		rc = sync_locked(mt);
 	pthread_mutex_unlock(&mt->wlock);
@@ -356,7 +376,7 @@ static int intent_put_fn(struct store *s, MDB_txn *txn, void *arg)
 	unsigned char key[8];
 	MDB_val k = { 8, key }, v = { ip->len, (void *)ip->rec };
 
-	be64(ip->seq, key);
+	tfs_be64(ip->seq, key);
 	return mdb_put(txn, s->dbi[DB_INTENT], &k, &v, 0);
 }
 
@@ -377,7 +397,7 @@ static int intent_del_fn(struct store *s, MDB_txn *txn, void *arg)
 	MDB_val k = { 8, key };
 	int rc;
 
-	be64(*(uint64_t *)arg, key);
+	tfs_be64(*(uint64_t *)arg, key);
 	rc = mdb_del(txn, s->dbi[DB_INTENT], &k, NULL);
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
@@ -402,7 +422,7 @@ static int db_foreach(struct tfs_meta *mt, int d, visit_fn fn, void *arg)
 		mdb_txn_abort(txn);
 	if (rc) {
 		pthread_mutex_unlock(&mt->wlock);
-		return mdb_errno(rc);
+		return tfs_mdb_errno(rc);
 	}
 	while ((rc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
 		op = MDB_NEXT;
@@ -413,7 +433,7 @@ static int db_foreach(struct tfs_meta *mt, int d, visit_fn fn, void *arg)
 	mdb_cursor_close(cur);
 	mdb_txn_abort(txn);
 	pthread_mutex_unlock(&mt->wlock);
-	return rc == MDB_NOTFOUND ? 0 : (rc > 0 ? mdb_errno(rc) : rc);
+	return rc == MDB_NOTFOUND ? 0 : (rc > 0 ? tfs_mdb_errno(rc) : rc);
 }
 
 struct intent_visit {
@@ -427,7 +447,7 @@ static int intent_visit(void *arg, const MDB_val *k, const MDB_val *v)
 
 	if (k->mv_size != 8)
 		return 0;
-	return iv->cb(iv->arg, from_be64(k->mv_data), v->mv_data, v->mv_size);
+	return iv->cb(iv->arg, tfs_from_be64(k->mv_data), v->mv_data, v->mv_size);
 }
 
 int tfs_meta_intent_foreach(struct tfs_meta *mt, tfs_meta_intent_cb cb, void *arg)
@@ -451,7 +471,7 @@ static int db_count(struct tfs_meta *mt, int d, uint64_t *count)
 	}
 	pthread_mutex_unlock(&mt->wlock);
 	*count = rc ? 0 : st.ms_entries;
-	return mdb_errno(rc);
+	return tfs_mdb_errno(rc);
 }
 
 int tfs_meta_intent_count(struct tfs_meta *mt, uint64_t *count)
@@ -481,8 +501,8 @@ static int counter_fn(struct store *s, MDB_txn *txn, void *arg)
 		return rc;
 	/* every copy hands out the same range: the first copy decides */
 	if (ca->first == 0)
-		ca->first = rc == 0 && v.mv_size == 8 ? from_be64(v.mv_data) : 1;
-	be64(ca->first + ca->count, buf);
+		ca->first = rc == 0 && v.mv_size == 8 ? tfs_from_be64(v.mv_data) : 1;
+	tfs_be64(ca->first + ca->count, buf);
 	v.mv_size = 8;
 	v.mv_data = buf;
 	return mdb_put(txn, s->dbi[DB_COUNTER], &k, &v, 0);
@@ -506,7 +526,12 @@ int tfs_meta_counter_reserve(struct tfs_meta *mt, const char *name, uint64_t cou
 
 static int set_db(enum tfs_meta_set set)
 {
-	return set == TFS_SET_MARK ? DB_MARK : DB_REBUILT;
+	switch (set) {
+	case TFS_SET_MARK: return DB_MARK;
+	case TFS_SET_REBUILT: return DB_REBUILT;
+	case TFS_SET_CACHE: return DB_CACHE;
+	default: return DB_CDIRTY;
+	}
 }
 
 struct set_arg {
@@ -533,8 +558,8 @@ static int set_change(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, ui
 {
 	struct set_arg sa = { set_db(set), { 0 }, del };
 
-	be64(a, sa.key);
-	be64(b, sa.key + 8);
+	tfs_be64(a, sa.key);
+	tfs_be64(b, sa.key + 8);
 	return write_txn(mt, set_fn, &sa, false);
 }
 
@@ -567,8 +592,8 @@ int tfs_meta_set_has(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uin
 	MDB_txn *txn;
 	int rc;
 
-	be64(a, key);
-	be64(b, key + 8);
+	tfs_be64(a, key);
+	tfs_be64(b, key + 8);
 	pthread_mutex_lock(&mt->wlock);
 	rc = read_txn(mt, &txn);
 	if (rc == 0) {
@@ -576,7 +601,7 @@ int tfs_meta_set_has(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uin
 		mdb_txn_abort(txn);
 	}
 	pthread_mutex_unlock(&mt->wlock);
-	return rc == 0 ? 1 : rc == MDB_NOTFOUND ? 0 : mdb_errno(rc);
+	return rc == 0 ? 1 : rc == MDB_NOTFOUND ? 0 : tfs_mdb_errno(rc);
 }
 
 struct set_visit {
@@ -590,7 +615,8 @@ static int set_visit(void *arg, const MDB_val *k, const MDB_val *v)
 
 	if (k->mv_size != 16)
 		return 0;
-	return sv->cb(sv->arg, from_be64(k->mv_data), from_be64((unsigned char *)k->mv_data + 8));
+	return sv->cb(sv->arg, tfs_from_be64(k->mv_data),
+		      tfs_from_be64((const unsigned char *)k->mv_data + 8));
 }
 
 int tfs_meta_set_foreach(struct tfs_meta *mt, enum tfs_meta_set set, tfs_meta_set_cb cb,

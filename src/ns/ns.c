@@ -32,6 +32,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include "tierfs/cache.h"
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
 #include "tierfs/ns.h"
@@ -409,14 +410,18 @@ int tfs_ns_save_size(struct tfs_fs *fs, struct tfs_inode *in)
 	return rc;
 }
 
-void tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in)
+bool tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in)
 {
+	bool gone;
+
 	pthread_mutex_lock(&in->lock);
 	if (in->of && in->of->users == 1)
 		size_save_locked(fs, in);
 	ofile_put_locked(fs, in);
+	gone = !in->of && !in->hashed && in->fid_valid;
 	pthread_mutex_unlock(&in->lock);
 	tfs_inode_unref(fs, in);
+	return gone;
 }
 
 /* ------------------------------------------------------------------ */
@@ -582,6 +587,13 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 		 * size recorded at the last close is the floor then */
 		if (nblk < fs->n && in->size_saved > size)
 			size = in->size_saved;
+		if (!in->size_valid && fs->cache) {
+			/* writes the SSD tier holds may end past the members */
+			uint64_t cs = tfs_cache_size(fs, in->fid);
+
+			if (cs > size)
+				size = cs;
+		}
 		if (!in->size_valid) {
 			in->size = size;
 			in->size_valid = true;
@@ -762,6 +774,8 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 	rc = tfs_ns_load_file(fs, in);
 	if (rc)
 		return rc;
+	if (fs->cache)	/* the SSD tier first; its flusher stays off the file */
+		tfs_cache_zero_begin(fs, in, len, UINT64_MAX);
 	if (fs->stripes) {
 		/* the rows between the old and the new end: a rebuild or scrub
 		 * must not copy them while they change (row locks come before
@@ -782,6 +796,8 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 		pthread_mutex_unlock(&in->lock);
 		if (nheld)
 			tfs_rows_unlock(fs, held, nheld);
+		if (fs->cache)
+			tfs_cache_zero_end(fs, in);
 		return rc;
 	}
 	if (fs->n > 1 && tfs_inode_loc(fs, in, &loc) == 0) {
@@ -816,6 +832,8 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 	pthread_mutex_unlock(&in->lock);
 	if (nheld)
 		tfs_rows_unlock(fs, held, nheld);
+	if (fs->cache)
+		tfs_cache_zero_end(fs, in);
 	return rc;
 }
 
@@ -1076,6 +1094,17 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		tfs_inode_alias_drop(fs, in, parent, name);
 		if (dir || st.st_nlink <= 1)
 			tfs_inode_unhash(fs, in);
+		if (!dir && st.st_nlink <= 1 && fs->cache) {
+			/* its cached extents go with it, unless it is still open
+			 * (then with the last release, fs.c) */
+			bool open;
+
+			pthread_mutex_lock(&in->lock);
+			open = in->of != NULL || !in->fid_valid;
+			pthread_mutex_unlock(&in->lock);
+			if (!open)
+				tfs_cache_forget(fs, in->fid);
+		}
 	}
 	release_named(fs, in);
 	return rc;

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tierfs/cache.h"
 #include "tierfs/log.h"
 #include "tierfs/ns.h"
 #include "tierfs/super.h"
@@ -180,7 +181,32 @@ static void read_done(struct tfs_fs *fs, const struct tfs_mio *v, unsigned n, ui
 		__atomic_sub_fetch(&fs->reading[v[i].member], 1, __ATOMIC_RELAXED);
 }
 
+/* The SSD tier, when attached and not detached, sits in front of the RAID. */
+static bool cached(const struct tfs_fs *fs)
+{
+	return fs->cache && !tfs_cache_detached(fs->cache);
+}
+
 ssize_t tfs_data_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
+		      size_t len, uint64_t off)
+{
+	return cached(fs) ? tfs_cache_read(fs, in, direct, buf, len, off)
+			  : tfs_raid_read(fs, in, direct, buf, len, off);
+}
+
+ssize_t tfs_data_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, const void *buf,
+		       size_t len, uint64_t off)
+{
+	return cached(fs) ? tfs_cache_write(fs, in, direct, buf, len, off)
+			  : tfs_raid_write(fs, in, direct, buf, len, off);
+}
+
+int tfs_data_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
+{
+	return cached(fs) ? tfs_cache_fsync(fs, in, datasync) : tfs_raid_fsync(fs, in, datasync);
+}
+
+ssize_t tfs_raid_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
 		      size_t len, uint64_t off)
 {
 	const struct tfs_layout *l = &fs->layout;
@@ -242,7 +268,7 @@ again:
 static int mirror_write(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, bool direct,
 			const void *buf, size_t len, uint64_t off);
 
-ssize_t tfs_data_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, const void *buf,
+ssize_t tfs_raid_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, const void *buf,
 		       size_t len, uint64_t off)
 {
 	const struct tfs_layout *l = &fs->layout;
@@ -350,7 +376,7 @@ out:
 	return rc;
 }
 
-int tfs_data_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
+int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 {
 	struct tfs_mio v[TFS_MAX_MEMBERS];
 	uint64_t size;
@@ -376,20 +402,14 @@ int tfs_data_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 	return rc;
 }
 
-int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
-		       uint64_t len)
+/* The RAID part of fallocate (mode checked by tfs_data_fallocate). */
+static int raid_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
+			  uint64_t len)
 {
-	const int supported = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
 	uint64_t size, end = off + len;
 	uint32_t rot;
 	int rc;
 
-	if (mode & ~supported)
-		return -EOPNOTSUPP;
-	if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE))
-		return -EOPNOTSUPP;
-	if (end < off)
-		return -EFBIG;
 	rc = file_state(fs, in, &rot, &size);
 	if (rc)
 		return rc;
@@ -418,6 +438,31 @@ int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64
 	if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE)) {
 		tfs_size_grow(in, end);
 	}
+	return rc;
+}
+
+int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
+		       uint64_t len)
+{
+	const int supported = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
+	int rc;
+
+	if (mode & ~supported)
+		return -EOPNOTSUPP;
+	if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE))
+		return -EOPNOTSUPP;
+	if (off + len < off)
+		return -EFBIG;
+	if (!cached(fs) || !(mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)))
+		return raid_fallocate(fs, in, mode, off, len);
+	/* zeros: out of the cache first, and the flusher off the file until
+	 * the members have them too */
+	rc = tfs_ns_load_file(fs, in);
+	if (rc)
+		return rc;
+	tfs_cache_zero_begin(fs, in, off, len);
+	rc = raid_fallocate(fs, in, mode, off, len);
+	tfs_cache_zero_end(fs, in);
 	return rc;
 }
 

@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tierfs/cache.h"
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
 #include "tierfs/ns.h"
@@ -842,8 +843,12 @@ int tfs_maint_ctl(struct tfs_fs *fs, const char *val, size_t len, char *err, siz
 		pthread_mutex_unlock(&M(fs)->lock);
 		return 0;
 	}
+	if (strcmp(cmd, "flush") == 0 || strcmp(cmd, "detach") == 0)
+		return tfs_cache_ctl(fs, cmd, NULL, err, errlen);
+	if (sscanf(cmd, "cache_mode %63s", arg) == 1)
+		return tfs_cache_ctl(fs, "cache_mode", arg, err, errlen);
 	snprintf(err, errlen, "unknown command '%.60s' (fail N, replace N DIR, scrub, repair, "
-		 "cancel)", cmd);
+		 "cancel, flush, cache_mode MODE, detach)", cmd);
 	return -EINVAL;
 }
 
@@ -867,7 +872,7 @@ char *tfs_maint_status(struct tfs_fs *fs)
 	pthread_mutex_lock(&mt->lock);
 	/* the fixed lines are bounded (paths 256, messages 512, 100 mismatch
 	 * lines of at most found_len plus a prefix each): never truncated */
-	cap = strlen(h) + 8192 + 2 * mt->found_len;
+	cap = strlen(h) + 8192 + 4096 + 2 * mt->found_len;
 	out = malloc(cap);
 	if (out) {
 		t = elapsed(&mt->started);
@@ -896,6 +901,7 @@ char *tfs_maint_status(struct tfs_fs *fs)
 			l += snprintf(out + l, cap - (size_t)l, "last=%s\n", mt->last);
 		l += snprintf(out + l, cap - (size_t)l, "marks=%" PRIu64 "\n", tfs_stripe_marks(fs));
 		l += tfs_stripe_stats(fs, out + l, cap - (size_t)l);
+		l += tfs_cache_stats(fs, out + l, cap - (size_t)l);
 		if (mt->ctl_error[0])
 			l += snprintf(out + l, cap - (size_t)l, "ctl_error=%s\n", mt->ctl_error);
 		if (mt->found_len && (size_t)l + mt->found_len + 16 < cap) {

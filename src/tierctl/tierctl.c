@@ -4,8 +4,9 @@
  * xattrs on the mount's root (src/raid/maint.c):
  *   user.tierfs.status   read: key=value lines describing the array
  *   user.tierfs.ctl      write: a command ("fail N", "replace N DIR",
- *                        "scrub", "repair", "cancel"); on refusal the
- *                        reason is the status's ctl_error line
+ *                        "scrub", "repair", "cancel", and for the SSD
+ *                        tier "flush", "cache_mode MODE", "detach"); on
+ *                        refusal the reason is the status's ctl_error line
  *
  * Exit status: 0 done; 1 refused or failed; 2 usage; 3 scrub found
  * mismatches it did not repair.
@@ -38,7 +39,14 @@ static void usage(FILE *f)
 		"                                      read everything, check mirrors and\n"
 		"                                      parity (and repair mismatches)\n"
 		"  cancel  MOUNTPOINT                  stop a running scrub\n"
-		"  wait    MOUNTPOINT                  wait for a running job, with progress\n",
+		"  wait    MOUNTPOINT                  wait for a running job, with progress\n"
+		"  flush   MOUNTPOINT                  write every dirty byte of the SSD tier\n"
+		"                                      to the members, with progress\n"
+		"  mode    MOUNTPOINT MODE             set the cache mode: writeback,\n"
+		"                                      writethrough, writearound or off (leaving\n"
+		"                                      writeback waits for the flush)\n"
+		"  detach  MOUNTPOINT                  flush, empty and unbind the SSD tier;\n"
+		"                                      the array runs uncached\n",
 		prog);
 }
 
@@ -123,6 +131,28 @@ static void print_status(const char *st)
 		       get(st, "files", v[6], sizeof(v[6])), get(st, "mismatches", v[7], sizeof(v[7])));
 	if (*get(st, "last", v[0], sizeof(v[0])))
 		printf("  last job: %s\n", v[0]);
+	if (strcmp(get(st, "cache", v[0], sizeof(v[0])), "none") != 0 && v[0][0]) {
+		unsigned long long hits = strtoull(get(st, "cache.read_hits", v[1], 64), NULL, 10);
+		unsigned long long miss = strtoull(get(st, "cache.read_misses", v[1], 64), NULL, 10);
+		unsigned long long ext = strtoull(get(st, "cache.extent", v[1], 64), NULL, 10);
+
+		printf("cache %s: %s, %s, %s of %s extents of %llu KiB, %s dirty bytes\n", v[0],
+		       get(st, "cache.mode", v[1], sizeof(v[1])),
+		       get(st, "cache.policy", v[2], sizeof(v[2])),
+		       get(st, "cache.cached_extents", v[3], sizeof(v[3])),
+		       get(st, "cache.slots", v[4], sizeof(v[4])), ext >> 10,
+		       get(st, "cache.dirty_bytes", v[5], sizeof(v[5])));
+		printf("  reads: %llu hits, %llu misses (%.1f%% hits); %s promotions, %s evictions, "
+		       "%s bytes flushed\n", hits, miss,
+		       hits + miss ? 100.0 * (double)hits / (double)(hits + miss) : 0.0,
+		       get(st, "cache.promotions", v[1], sizeof(v[1])),
+		       get(st, "cache.evictions", v[2], sizeof(v[2])),
+		       get(st, "cache.flushed_bytes", v[3], sizeof(v[3])));
+		printf("  extents: %s hot, %s warm, %s cold\n",
+		       get(st, "cache.hot_extents", v[1], sizeof(v[1])),
+		       get(st, "cache.warm_extents", v[2], sizeof(v[2])),
+		       get(st, "cache.cold_extents", v[3], sizeof(v[3])));
+	}
 	for (const char *p = strstr(st, "mismatch="); p; p = strstr(p + 1, "\nmismatch=")) {
 		const char *s = strchr(p, '=') + 1, *e = strchr(s, '\n');
 
@@ -178,6 +208,44 @@ static int wait_job(const char *mnt)
 						 strstr(last, "files, ") + 7 : "0", "%31s", mism) &&
 	    strcmp(mism, "0") != 0)
 		return 3;
+	return 0;
+}
+
+/* Follow the SSD tier's flush until nothing is dirty, with a progress
+ * bar; returns the exit status. */
+static int wait_flush(const char *mnt)
+{
+	bool tty = isatty(STDOUT_FILENO);
+	unsigned long long first = 0, left;
+	char v[64], pend[16];
+	char *st;
+
+	for (unsigned i = 0;; i++) {
+		int w;
+
+		st = status(mnt);
+		if (!st)
+			return 1;
+		if (!strcmp(get(st, "cache", v, sizeof(v)), "none") || !v[0]) {
+			free(st);
+			fprintf(stderr, "%s: %s has no SSD tier\n", prog, mnt);
+			return 1;
+		}
+		left = strtoull(get(st, "cache.dirty_bytes", v, sizeof(v)), NULL, 10);
+		get(st, "cache.flush_pending", pend, sizeof(pend));
+		free(st);
+		if (i == 0 || left > first)
+			first = left;
+		w = first ? (int)(40 * (first - left) / first) : 40;
+		printf(tty ? "\rflush [%-40.*s] %3d%%, %llu MiB dirty   "
+			   : "flush [%-40.*s] %3d%%, %llu MiB dirty\n",
+		       w, "########################################", w * 100 / 40, left >> 20);
+		fflush(stdout);
+		if (left == 0 && !strcmp(pend, "0"))
+			break;
+		usleep(tty ? 200000 : 1000000);
+	}
+	printf("%sflushed: nothing dirty\n", tty ? "\n" : "");
 	return 0;
 }
 
@@ -262,6 +330,22 @@ int main(int argc, char **argv)
 		return ctl(mnt, "cancel");
 	if (!strcmp(cmd, "wait") && nargs == 2)
 		return wait_job(mnt);
+	if (!strcmp(cmd, "flush") && nargs == 2)
+		return ctl(mnt, "flush") ? 1 : wait_flush(mnt);
+	if (!strcmp(cmd, "mode") && nargs == 3) {
+		snprintf(buf, sizeof(buf), "cache_mode %s", args[2]);
+		if (ctl(mnt, buf))
+			return 1;
+		return strcmp(args[2], "writeback") ? wait_flush(mnt) : 0;
+	}
+	if (!strcmp(cmd, "detach") && nargs == 2) {
+		/* the flush with progress first; the detach itself then has
+		 * little left to write */
+		if (ctl(mnt, "flush") || wait_flush(mnt) || ctl(mnt, "detach"))
+			return 1;
+		printf("detached: %s runs without its SSD tier\n", mnt);
+		return 0;
+	}
 	usage(stderr);
 	return 2;
 }

@@ -1,0 +1,410 @@
+/* cache_sim: hit ratios of the SSD tier's eviction policies (src/cache/policy.c)
+ * on synthetic extent traces, behind the admission filter the cache uses.
+ *
+ * A file of Z extents; each access names one.  A hit is an access to a
+ * cached extent.  On a miss the extent is admitted only if its heat has
+ * reached the threshold T: heat counts the extent's accesses (this one
+ * included) and halves every H accesses of global time (H defaults to 4x
+ * the cache size), so T=1 admits on every miss.  Admitting into a full
+ * cache evicts the policy's victim (every entry evictable).
+ *
+ * Workloads (the hot/warm/cold zones of the Iometer test in an LSI Nytro
+ * review; zones are contiguous, accesses uniform inside a zone):
+ *   hwc       hot 5% of the extents get 60% of the accesses, warm 15% get
+ *             30%, cold 80% get 10% (--zones)
+ *   hwc+scan  the same, but every Nth access (--scan-every) is the next
+ *             extent of a sequential pass over the whole file, wrapping
+ *   uniform   every extent equally likely
+ *   zipf      Zipf(--zipf-s, default 0.9) over the extents, ranks shuffled
+ * Cache sizes 5, 10, 20, 40% of Z (--sizes).  The first --warmup accesses
+ * (a fraction of all) are not counted.  Same seed, same numbers.
+ *
+ * usage: cache_sim [-z EXTENTS] [-n ACCESSES] [--threshold 1,2,3]
+ *                  [--sizes 5,10,20,40] [--zones 5:60,15:30,80:10]
+ *                  [--scan-every N] [--zipf-s S] [--halve H] [--warmup F]
+ *                  [--seed S] [--workloads hwc,hwc+scan,uniform,zipf]
+ *                  [--admissions]
+ * Prints CSV: workload,policy,threshold,cache_pct,hits,accesses,hit_ratio
+ * and with --admissions one more column: extents admitted (written to the
+ * SSD) in the counted accesses.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tierfs/policy.h"
+
+#define MAXLIST 16
+#define MAXZONES 8
+
+enum { W_HWC, W_HWC_SCAN, W_UNIFORM, W_ZIPF, W_COUNT };
+static const char *const wname[W_COUNT] = { "hwc", "hwc+scan", "uniform", "zipf" };
+
+struct opts {
+	uint32_t z;
+	uint64_t n;
+	uint32_t thr[MAXLIST], nthr;
+	uint32_t sizes[MAXLIST], nsizes;
+	double zpct[MAXZONES], zacc[MAXZONES];
+	uint32_t nzones;
+	uint32_t scan_every;
+	double zipf_s, warmup;
+	uint64_t halve, seed;
+	bool work[W_COUNT];
+	bool admissions;
+};
+
+/* ------------------------------------------------------------------ */
+/* Trace                                                               */
+/* ------------------------------------------------------------------ */
+
+static uint64_t splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static double unif(uint64_t *s)
+{
+	return (double)(splitmix(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+struct trace {
+	int w;
+	uint64_t rng, t;
+	uint32_t z, scan_pos, scan_every;
+	/* hwc: zone i covers extents [zlo[i], zlo[i+1]), chosen with cum. prob zcum[i] */
+	uint32_t nz, zlo[MAXZONES + 1];
+	double zcum[MAXZONES];
+	/* zipf: cumulative probabilities by rank, rank -> extent */
+	double *cdf;
+	uint32_t *perm;
+};
+
+static void trace_init(struct trace *tr, const struct opts *o, int w)
+{
+	double sp = 0, sa = 0, cp = 0, ca = 0;
+
+	memset(tr, 0, sizeof(*tr));
+	tr->w = w;
+	tr->z = o->z;
+	tr->rng = o->seed * 0x100000001b3ull + (uint64_t)w;
+	tr->scan_every = o->scan_every;
+	for (uint32_t i = 0; i < o->nzones; i++) {
+		sp += o->zpct[i];
+		sa += o->zacc[i];
+	}
+	tr->nz = o->nzones;
+	for (uint32_t i = 0; i < o->nzones; i++) {
+		tr->zlo[i] = (uint32_t)llround(cp / sp * o->z);
+		cp += o->zpct[i];
+		ca += o->zacc[i];
+		tr->zcum[i] = ca / sa;
+	}
+	tr->zlo[o->nzones] = o->z;
+	if (w == W_ZIPF) {
+		double sum = 0;
+
+		tr->cdf = malloc(o->z * sizeof(*tr->cdf));
+		tr->perm = malloc(o->z * sizeof(*tr->perm));
+		if (!tr->cdf || !tr->perm) {
+			fprintf(stderr, "cache_sim: out of memory\n");
+			exit(1);
+		}
+		for (uint32_t r = 0; r < o->z; r++) {
+			sum += pow(r + 1.0, -o->zipf_s);
+			tr->cdf[r] = sum;
+			tr->perm[r] = r;
+		}
+		for (uint32_t r = 0; r < o->z; r++)
+			tr->cdf[r] /= sum;
+		for (uint32_t r = o->z - 1; r > 0; r--) {	/* Fisher-Yates */
+			uint32_t j = (uint32_t)(splitmix(&tr->rng) % (r + 1)), x = tr->perm[r];
+
+			tr->perm[r] = tr->perm[j];
+			tr->perm[j] = x;
+		}
+	}
+}
+
+static void trace_free(struct trace *tr)
+{
+	free(tr->cdf);
+	free(tr->perm);
+}
+
+static uint32_t trace_next(struct trace *tr)
+{
+	uint32_t lo, hi;
+	double u;
+
+	tr->t++;
+	switch (tr->w) {
+	case W_HWC_SCAN:
+		if (tr->t % tr->scan_every == 0) {
+			uint32_t e = tr->scan_pos;
+
+			tr->scan_pos = e + 1 == tr->z ? 0 : e + 1;
+			return e;
+		}
+		/* fall through */
+	case W_HWC:
+		u = unif(&tr->rng);
+		for (uint32_t i = 0; i < tr->nz; i++)
+			if (u < tr->zcum[i] || i + 1 == tr->nz) {
+				lo = tr->zlo[i];
+				hi = tr->zlo[i + 1];
+				if (hi <= lo)
+					return lo < tr->z ? lo : tr->z - 1;
+				return lo + (uint32_t)(splitmix(&tr->rng) % (hi - lo));
+			}
+		return 0;
+	case W_UNIFORM:
+		return (uint32_t)(splitmix(&tr->rng) % tr->z);
+	default:	/* zipf: first rank whose cdf exceeds u */
+		u = unif(&tr->rng);
+		lo = 0;
+		hi = tr->z - 1;
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+
+			if (tr->cdf[mid] > u)
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+		return tr->perm[lo];
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Cache                                                               */
+/* ------------------------------------------------------------------ */
+
+static bool ok_all(void *arg, uint32_t slot)
+{
+	(void)arg;
+	(void)slot;
+	return true;
+}
+
+struct result {
+	uint64_t hits, counted, admitted;
+};
+
+static struct result simulate(const struct opts *o, int w, enum tfs_policy_kind kind,
+			      uint32_t thr, uint32_t cap)
+{
+	struct tfs_policy *p = tfs_policy_new(kind, cap);
+	uint32_t *slot_of = malloc(o->z * sizeof(*slot_of));
+	uint32_t *ext_of = malloc((cap ? cap : 1) * sizeof(*ext_of));
+	uint16_t *heat = calloc(o->z, sizeof(*heat));
+	uint32_t *epoch = calloc(o->z, sizeof(*epoch));
+	uint64_t H = o->halve ? o->halve : 4ull * cap, warm = (uint64_t)(o->warmup * o->n);
+	uint32_t used = 0;
+	struct result r = { 0, 0, 0 };
+	struct trace tr;
+
+	if (!p || !slot_of || !ext_of || !heat || !epoch) {
+		fprintf(stderr, "cache_sim: out of memory\n");
+		exit(1);
+	}
+	if (!H)
+		H = 1;
+	memset(slot_of, 0xff, o->z * sizeof(*slot_of));
+	trace_init(&tr, o, w);
+	for (uint64_t t = 0; t < o->n; t++) {
+		uint32_t e = trace_next(&tr), s = slot_of[e], now = (uint32_t)(t / H), age;
+		bool counted = t >= warm;
+
+		age = now - epoch[e];
+		heat[e] = age >= 16 ? 0 : (uint16_t)(heat[e] >> age);
+		epoch[e] = now;
+		if (heat[e] < UINT16_MAX)
+			heat[e]++;
+		r.counted += counted;
+		if (s != UINT32_MAX) {
+			r.hits += counted;
+			tfs_policy_hit(p, s);
+			continue;
+		}
+		if (heat[e] < thr || !cap)
+			continue;
+		if (used < cap) {
+			s = used++;
+		} else {
+			s = tfs_policy_victim(p, ok_all, NULL, UINT32_MAX);
+			if (s == TFS_POLICY_NONE) {
+				fprintf(stderr, "cache_sim: no victim\n");
+				exit(1);
+			}
+			slot_of[ext_of[s]] = UINT32_MAX;
+		}
+		r.admitted += counted;
+		ext_of[s] = e;
+		slot_of[e] = s;
+		tfs_policy_insert(p, s, splitmix(&(uint64_t){ e }));
+	}
+	trace_free(&tr);
+	tfs_policy_free(p);
+	free(slot_of);
+	free(ext_of);
+	free(heat);
+	free(epoch);
+	return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Options                                                             */
+/* ------------------------------------------------------------------ */
+
+static int parse_list(const char *s, uint32_t *out, uint32_t *n, uint32_t lo, uint32_t hi)
+{
+	char *end;
+
+	*n = 0;
+	do {
+		unsigned long v = strtoul(s, &end, 10);
+
+		if (end == s || v < lo || v > hi || *n == MAXLIST)
+			return -EINVAL;
+		out[(*n)++] = (uint32_t)v;
+		s = end + 1;
+	} while (*end == ',');
+	return *end ? -EINVAL : 0;
+}
+
+static int parse_zones(const char *s, struct opts *o)
+{
+	char *end;
+
+	o->nzones = 0;
+	do {
+		if (o->nzones == MAXZONES)
+			return -EINVAL;
+		o->zpct[o->nzones] = strtod(s, &end);
+		if (end == s || *end != ':' || o->zpct[o->nzones] < 0)
+			return -EINVAL;
+		s = end + 1;
+		o->zacc[o->nzones] = strtod(s, &end);
+		if (end == s || o->zacc[o->nzones] < 0)
+			return -EINVAL;
+		o->nzones++;
+		s = end + 1;
+	} while (*end == ',');
+	return *end ? -EINVAL : 0;
+}
+
+static int parse_workloads(const char *s, struct opts *o)
+{
+	char buf[128], *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", s);
+	memset(o->work, 0, sizeof(o->work));
+	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		int w;
+
+		for (w = 0; w < W_COUNT && strcmp(tok, wname[w]); w++)
+			;
+		if (w == W_COUNT)
+			return -EINVAL;
+		o->work[w] = true;
+	}
+	return 0;
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: cache_sim [-z EXTENTS] [-n ACCESSES] [--threshold LIST] [--sizes PCTS]\n"
+		"                 [--zones PCT:ACC,...] [--scan-every N] [--zipf-s S]\n"
+		"                 [--halve H] [--warmup FRACTION] [--seed S] [--workloads LIST]\n"
+		"                 [--admissions]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {
+		.z = 100000, .n = 0, .thr = { 1, 2, 3 }, .nthr = 3,
+		.sizes = { 5, 10, 20, 40 }, .nsizes = 4,
+		.zpct = { 5, 15, 80 }, .zacc = { 60, 30, 10 }, .nzones = 3,
+		.scan_every = 4, .zipf_s = 0.9, .warmup = 0.2, .halve = 0, .seed = 1,
+		.work = { true, true, true, true },
+	};
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		int rc = 0;
+
+		if (!strcmp(a, "--admissions")) {
+			o.admissions = true;
+			continue;
+		}
+		if (!v)
+			usage();
+		i++;
+		if (!strcmp(a, "-z"))
+			o.z = (uint32_t)strtoul(v, NULL, 10);
+		else if (!strcmp(a, "-n"))
+			o.n = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--threshold"))
+			rc = parse_list(v, o.thr, &o.nthr, 1, 65535);
+		else if (!strcmp(a, "--sizes"))
+			rc = parse_list(v, o.sizes, &o.nsizes, 1, 100);
+		else if (!strcmp(a, "--zones"))
+			rc = parse_zones(v, &o);
+		else if (!strcmp(a, "--scan-every"))
+			o.scan_every = (uint32_t)strtoul(v, NULL, 10);
+		else if (!strcmp(a, "--zipf-s"))
+			o.zipf_s = strtod(v, NULL);
+		else if (!strcmp(a, "--halve"))
+			o.halve = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--warmup"))
+			o.warmup = strtod(v, NULL);
+		else if (!strcmp(a, "--seed"))
+			o.seed = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--workloads"))
+			rc = parse_workloads(v, &o);
+		else
+			usage();
+		if (rc)
+			usage();
+	}
+	if (o.z < 2 || o.scan_every < 1 || o.warmup < 0 || o.warmup >= 1 || !o.nzones)
+		usage();
+	if (!o.n)
+		o.n = 20ull * o.z;
+
+	printf("workload,policy,threshold,cache_pct,hits,accesses,hit_ratio%s\n",
+	       o.admissions ? ",admissions" : "");
+	for (int w = 0; w < W_COUNT; w++) {
+		if (!o.work[w])
+			continue;
+		for (int k = 0; k < 2; k++)
+			for (uint32_t ti = 0; ti < o.nthr; ti++)
+				for (uint32_t si = 0; si < o.nsizes; si++) {
+					uint32_t cap = (uint32_t)((uint64_t)o.z * o.sizes[si] / 100);
+					struct result r = simulate(&o, w, (enum tfs_policy_kind)k,
+								   o.thr[ti], cap);
+
+					printf("%s,%s,%u,%u,%llu,%llu,%.4f", wname[w],
+					       tfs_policy_name((enum tfs_policy_kind)k), o.thr[ti],
+					       o.sizes[si], (unsigned long long)r.hits,
+					       (unsigned long long)r.counted,
+					       r.counted ? (double)r.hits / (double)r.counted : 0.0);
+					if (o.admissions)
+						printf(",%llu", (unsigned long long)r.admitted);
+					putchar('\n');
+					fflush(stdout);
+				}
+	}
+	return 0;
+}

@@ -1,0 +1,87 @@
+/* The SSD tier: hot extents of files kept in a cache directory.
+ *
+ * Sits between the namespace and the RAID layout: data.c sends every read
+ * and write here when a cache is attached, and the cache sends what it
+ * does not hold (or must also write) to the RAID (tfs_raid_read/write).
+ * Extents are keyed by (file identity, extent index), so a cached extent
+ * follows its file through renames and remounts.  docs/DESIGN.md §10 has
+ * the layout of the cache directory, the LMDB schema, the request paths
+ * and the crash-consistency argument.
+ */
+#ifndef TIERFS_CACHE_H
+#define TIERFS_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct tfs_fs;
+struct tfs_inode;
+struct tfs_cache;
+
+enum tfs_cache_mode {
+	TFS_CACHE_WRITEBACK,	/* writes land on the SSD; the flusher destages them */
+	TFS_CACHE_WRITETHROUGH,	/* writes go to both tiers before they are acknowledged */
+	TFS_CACHE_WRITEAROUND,	/* writes go to the RAID and invalidate the SSD copy */
+	TFS_CACHE_OFF,		/* the SSD is not used (dirty data still drains) */
+};
+
+/* Mount options (-o cache=DIR,...); zero fields take the defaults. */
+struct tfs_cache_opts {
+	char *dir;		/* cache=DIR: NULL runs uncached */
+	char *size;		/* cache_size=SIZE (creation) */
+	char *extent;		/* cache_extent=SIZE (creation) */
+	char *mode;		/* cache_mode= */
+	char *policy;		/* cache_policy=lru|s3fifo */
+	char *seq_cutoff;	/* cache_seq_cutoff=SIZE (0: off) */
+	unsigned promote;	/* cache_promote=N: heat that promotes */
+	double halflife;	/* cache_halflife=SECONDS: heat halves */
+	unsigned dirty_low;	/* cache_dirty_low=PCT: the flusher starts */
+	unsigned dirty_high;	/* cache_dirty_high=PCT: writers are throttled */
+	int discard;		/* cache_discard: give up dirty data of a lost cache */
+};
+
+/* Detached by tierctl detach: the array runs uncached. */
+bool tfs_cache_detached(const struct tfs_cache *c);
+
+/* Before the mount (the journal is open): check the cache directory and
+ * its binding to this array, create or recreate it, or refuse with a
+ * reason in err.  Also run when no cache is given (an array whose dirty
+ * data lives in a cache cannot mount without it). */
+int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err,
+		    size_t errlen);
+/* In the daemon: open the store, load the extent map, start the flusher
+ * and the promoter. */
+int tfs_cache_start(struct tfs_fs *fs);
+/* Clean unmount: stop the threads, save heat, mark the cache clean. */
+void tfs_cache_stop(struct tfs_fs *fs);
+
+ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
+		       size_t len, uint64_t off);
+ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
+			const void *buf, size_t len, uint64_t off);
+/* Make the file's data durable: on the SSD (write-back) and the members. */
+int tfs_cache_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync);
+/* [off, off+len) becomes zeros or goes away (truncate: len = UINT64_MAX,
+ * punch, zero range): drop it from the cache and hold the flusher off the
+ * file until tfs_cache_zero_end, after the members have changed too. */
+void tfs_cache_zero_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len);
+void tfs_cache_zero_end(struct tfs_fs *fs, struct tfs_inode *in);
+/* The file's last name is gone and nobody has it open: drop its extents. */
+void tfs_cache_forget(struct tfs_fs *fs, uint64_t fid);
+/* Logical size the cache knows for fid (grown by cached writes), or 0. */
+uint64_t tfs_cache_size(struct tfs_fs *fs, uint64_t fid);
+
+/* Control (user.tierfs.ctl): "flush", "cache_mode MODE", "detach". */
+int tfs_cache_ctl(struct tfs_fs *fs, const char *cmd, const char *arg, char *err,
+		  size_t errlen);
+/* cache.* lines of user.tierfs.status into buf; returns their length. */
+int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len);
+/* Per-file user.tierfs.cache: cached and dirty bytes of in. */
+int tfs_cache_file_stats(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len);
+
+const char *tfs_cache_mode_name(enum tfs_cache_mode m);
+int tfs_cache_mode_parse(const char *s, enum tfs_cache_mode *m);
+
+#endif

@@ -1,0 +1,72 @@
+/* The SSD tier's metadata store: the cache's LMDB environment.
+ *
+ * Lives in CACHE_DIR/meta (meta/ owns LMDB: this is its second client
+ * after the array journal).  Holds the extent map (which extent of which
+ * file is in which slot of the data file, which of its 4K sectors are
+ * valid and which are dirty), the logical size of files the cache has
+ * grown past what the members hold, and a few named info strings (the
+ * binding to an array, the geometry).  Every function returns 0 or -errno.
+ *
+ * Durability: commits are stores into a shared mapping (MDB_NOSYNC |
+ * MDB_WRITEMAP), so they survive the daemon's death at once;
+ * tfs_cstore_sync() makes them survive power loss.
+ */
+#ifndef TIERFS_CSTORE_H
+#define TIERFS_CSTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Sector bitmaps: up to 256 sectors of 4K, so extents of up to 1 MiB. */
+#define TFS_CEXT_WORDS 4
+
+struct tfs_cext_rec {
+	uint64_t fid, idx;		/* key: file identity, extent index */
+	uint32_t slot;			/* slot of the data file */
+	uint16_t heat;			/* heat when last written */
+	uint16_t flags;			/* reserved, 0 */
+	uint64_t valid[TFS_CEXT_WORDS];	/* sectors holding the file's bytes */
+	uint64_t dirty[TFS_CEXT_WORDS];	/* ... not yet on the members (subset of valid) */
+};
+
+enum tfs_cstore_opcode {
+	TFS_CS_PUT_EXT,		/* rec */
+	TFS_CS_DEL_EXT,		/* fid, idx */
+	TFS_CS_PUT_SIZE,	/* fid, size */
+	TFS_CS_DEL_SIZE,	/* fid */
+};
+
+struct tfs_cstore_op {
+	enum tfs_cstore_opcode op;
+	const struct tfs_cext_rec *rec;
+	uint64_t fid, idx, size;
+};
+
+struct tfs_cstore;
+
+/* Open the store in dir, creating dir and an empty store if needed.
+ * -EUCLEAN if what is there is not a readable store. */
+int tfs_cstore_open(const char *dir, struct tfs_cstore **out);
+/* Sync and close. */
+void tfs_cstore_close(struct tfs_cstore *cs);
+/* Make every committed change durable. */
+int tfs_cstore_sync(struct tfs_cstore *cs);
+
+/* Named info strings (NUL-terminated values of up to 255 bytes). */
+int tfs_cstore_info_get(struct tfs_cstore *cs, const char *key, char *buf, size_t len);
+int tfs_cstore_info_set(struct tfs_cstore *cs, const char *key, const char *val);
+
+/* Apply ops in order, in one write transaction (all or nothing).  A full
+ * map is grown and the transaction retried.  DEL of a missing key is not
+ * an error. */
+int tfs_cstore_apply(struct tfs_cstore *cs, const struct tfs_cstore_op *ops, unsigned n);
+/* Every extent record in (fid, idx) order; a non-zero return of cb stops
+ * the walk and is returned.  cb must not write to the store. */
+int tfs_cstore_ext_foreach(struct tfs_cstore *cs,
+			   int (*cb)(void *arg, const struct tfs_cext_rec *rec), void *arg);
+int tfs_cstore_size_foreach(struct tfs_cstore *cs,
+			    int (*cb)(void *arg, uint64_t fid, uint64_t size), void *arg);
+/* Drop every extent and size record (info stays). */
+int tfs_cstore_clear(struct tfs_cstore *cs);
+
+#endif

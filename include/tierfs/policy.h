@@ -1,0 +1,63 @@
+/* Eviction policy of the SSD tier: which cached extent to drop next.
+ *
+ * Pure: no I/O, no locks (the caller serialises every call), no clock.
+ * Entries are slot numbers 0..cap-1 of the cache data file; a slot is held
+ * by at most one extent, so the slot names the extent.  key is a hash of
+ * the extent's (fid, index), used only for the ghost history of policies
+ * that keep one.
+ *
+ * Policies:
+ *   lru     one recency list; a hit moves the entry to the head, victims
+ *           come from the tail.
+ *   s3fifo  S3-FIFO (Yang et al., SOSP 2023): a small FIFO (10% of cap)
+ *           takes new entries, a main FIFO (90%) those seen again, and a
+ *           ghost FIFO remembers keys recently evicted from the small one;
+ *           a key found in the ghost goes straight to main.  Hits only
+ *           raise a 2-bit frequency; eviction moves small-queue entries
+ *           with frequency > 0 to main and gives main entries with
+ *           frequency > 0 another round (frequency - 1).
+ *
+ * Entries the caller cannot evict right now (dirty, pinned by I/O) are
+ * skipped by tfs_policy_victim through the ok() callback: they stay
+ * cached and are treated as if they had been hit once more.
+ */
+#ifndef TIERFS_POLICY_H
+#define TIERFS_POLICY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum tfs_policy_kind {
+	TFS_POLICY_LRU,
+	TFS_POLICY_S3FIFO,
+};
+
+#define TFS_POLICY_NONE UINT32_MAX
+
+struct tfs_policy;
+
+/* A policy for slots 0..cap-1, all empty; NULL on allocation failure. */
+struct tfs_policy *tfs_policy_new(enum tfs_policy_kind kind, uint32_t cap);
+void tfs_policy_free(struct tfs_policy *p);
+/* "lru" / "s3fifo" -> kind; -EINVAL for anything else. */
+int tfs_policy_parse(const char *name, enum tfs_policy_kind *kind);
+const char *tfs_policy_name(enum tfs_policy_kind kind);
+
+/* slot (empty) now holds the extent whose key hash is key. */
+void tfs_policy_insert(struct tfs_policy *p, uint32_t slot, uint64_t key);
+/* The extent in slot was used. */
+void tfs_policy_hit(struct tfs_policy *p, uint32_t slot);
+/* slot was emptied by the caller (invalidated), not chosen as a victim:
+ * forget it, without remembering its key in the ghost. */
+void tfs_policy_remove(struct tfs_policy *p, uint32_t slot);
+/* Choose a victim among held slots with ok(arg, slot) true, looking at no
+ * more than max entries; the victim is forgotten (its key goes to the
+ * ghost, if the policy keeps one) and returned, or TFS_POLICY_NONE if none
+ * of the entries looked at could be evicted. */
+uint32_t tfs_policy_victim(struct tfs_policy *p, bool (*ok)(void *arg, uint32_t slot),
+			   void *arg, uint32_t max);
+/* Slots held. */
+uint32_t tfs_policy_count(const struct tfs_policy *p);
+bool tfs_policy_holds(const struct tfs_policy *p, uint32_t slot);
+
+#endif

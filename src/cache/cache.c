@@ -1,0 +1,2086 @@
+/* cache.c - the SSD tier: extent index, request paths, binding.
+ *
+ * Owns: the cache directory (CACHE/data: nslots slots of one extent each;
+ * CACHE/meta: the LMDB store, cstore.c), the in-memory index of cached
+ * extents, the read and write paths of every cache mode, and the binding
+ * of a cache to its array.  flush.c owns the flusher and the promoter.
+ *
+ * Invariants:
+ *  1. The store holds a record for every slot in use that has a valid
+ *     sector, written before the request that made it valid or dirty is
+ *     acknowledged, and deleted before its slot is reused.  After a crash
+ *     the store alone rebuilds the index (tfs_cache_start).
+ *  2. A slot's bytes change only under its extent's busy flag (a writer,
+ *     a fill, an invalidation); readers pin the slot instead, and a slot is
+ *     freed or reused only with no pins (dead: freed at the last unpin).
+ *  3. Dirty sectors are valid; a dirty or flushing extent takes every write
+ *     write-back, whatever the mode, so the RAID is written by the flusher
+ *     alone for it and never behind the flusher's back.
+ *  4. A RAID write of an extent that is not cached raises guard[hash] for
+ *     its duration; the promoter allocates only with the guard at zero, so
+ *     a promotion never fills a slot with bytes a write is replacing.
+ *  5. Sectors are 4K; slot bytes past the logical size are zeros, so a
+ *     file that grows again reads zeros there.
+ *
+ * Extent states (per slot):
+ *   free --c_alloc_slot--> busy (filling/writing) --clear busy--> clean|dirty
+ *   dirty --flush.c flush_file--> clean --evict_some/c_free_slot--> free
+ *   any --zero/forget/invalidate while pinned--> dead --c_unpin--> free
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tierfs/cache.h"
+#include "tierfs/log.h"
+#include "tierfs/meta.h"
+#include "tierfs/ns.h"
+#include "tierfs/parse.h"
+#include "tierfs/super.h"
+#include "cache_i.h"
+
+#define DEF_SIZE	(1ull << 30)
+#define DEF_EXTENT	(64u << 10)
+#define DEF_PROMOTE	2
+#define DEF_HALFLIFE	60.0
+#define DEF_SEQ_CUTOFF	(4ull << 20)
+#define DEF_DIRTY_LOW	20
+#define DEF_DIRTY_HIGH	70
+#define DATA_FILE	"data"
+#define META_DIR	"meta"
+#define STORE_VERSION	"1"
+
+static const char *const mode_names[] = {
+	[TFS_CACHE_WRITEBACK] = "writeback",
+	[TFS_CACHE_WRITETHROUGH] = "writethrough",
+	[TFS_CACHE_WRITEAROUND] = "writearound",
+	[TFS_CACHE_OFF] = "off",
+};
+
+const char *tfs_cache_mode_name(enum tfs_cache_mode m)
+{
+	return m <= TFS_CACHE_OFF ? mode_names[m] : "?";
+}
+
+int tfs_cache_mode_parse(const char *s, enum tfs_cache_mode *m)
+{
+	for (unsigned i = 0; i <= TFS_CACHE_OFF; i++)
+		if (strcmp(s, mode_names[i]) == 0) {
+			*m = (enum tfs_cache_mode)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+bool tfs_cache_detached(const struct tfs_cache *c)
+{
+	return __atomic_load_n(&c->detached, __ATOMIC_ACQUIRE);
+}
+
+static enum tfs_cache_mode cmode(const struct tfs_cache *c)
+{
+	return __atomic_load_n(&c->mode, __ATOMIC_ACQUIRE);
+}
+
+/* ------------------------------------------------------------------ */
+/* Small helpers                                                       */
+/* ------------------------------------------------------------------ */
+
+uint32_t c_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint32_t)(ts.tv_sec * 16 + ts.tv_nsec / (1000000000 / 16));
+}
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
+}
+
+uint64_t c_ekey(uint64_t fid, uint64_t idx)
+{
+	return mix64(fid * 0x9e3779b97f4a7c15ull ^ mix64(idx + 1));
+}
+
+/* Per-thread 4K-aligned scratch, separate from data.c's tfs_iobuf (the
+ * RAID calls made from here use that one). */
+void *c_buf(size_t len)
+{
+	static __thread void *buf;
+	static __thread size_t cap;
+
+	if (len > cap) {
+		size_t n = (len + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1);
+		void *p;
+
+		if (posix_memalign(&p, 4096, n))
+			return NULL;
+		free(buf);
+		buf = p;
+		cap = n;
+	}
+	return buf;
+}
+
+/* One transfer on the data file: O_DIRECT when asked and aligned. */
+int c_ssd_io(struct tfs_cache *c, bool write, bool direct, void *buf, size_t len, uint64_t off)
+{
+	int fd = direct && c->dfd >= 0 && !((uintptr_t)buf % C_SECTOR) && !(len % C_SECTOR) &&
+		 !(off % C_SECTOR) ? c->dfd : c->fd;
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t r = write ? pwrite(fd, (char *)buf + done, len - done, (off_t)(off + done))
+				  : pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			tfs_err("cache %s: %s of %zu bytes at %" PRIu64 ": %s", c->dir,
+				write ? "write" : "read", len - done, off + done, strerror(errno));
+			return -EIO;
+		}
+		if (r == 0) {	/* short data file: cannot happen (preallocated) */
+			memset((char *)buf + done, 0, len - done);
+			break;
+		}
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+uint64_t c_slot_off(const struct tfs_cache *c, uint32_t s)
+{
+	return (uint64_t)s * c->extent;
+}
+
+/* ------------------------------------------------------------------ */
+/* Files                                                               */
+/* ------------------------------------------------------------------ */
+
+struct cfile *c_file_find(struct tfs_cache *c, uint64_t fid)
+{
+	struct cfile *f = c->ftab[mix64(fid) & c->fmask];
+
+	while (f && f->fid != fid)
+		f = f->next;
+	return f;
+}
+
+static struct cfile *file_get(struct tfs_cache *c, uint64_t fid)
+{
+	struct cfile *f = c_file_find(c, fid);
+	uint32_t h;
+
+	if (f)
+		return f;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	f->fid = fid;
+	f->head = C_NONE;
+	pthread_mutex_init(&f->flock, NULL);
+	h = (uint32_t)(mix64(fid) & c->fmask);
+	f->next = c->ftab[h];
+	c->ftab[h] = f;
+	c->nfiles++;
+	return f;
+}
+
+/* Forget f if nothing refers to it any more. */
+void c_file_maybe_free(struct tfs_cache *c, struct cfile *f)
+{
+	struct cfile **pp;
+
+	if (f->ncached || f->refs || f->size || f->ndirty)
+		return;
+	if (f->in) {
+		tfs_inode_unref(c->fs, f->in);
+		f->in = NULL;
+	}
+	if (f->journaled) {
+		tfs_meta_set_del(c->fs->meta, TFS_SET_CDIRTY, f->fid, 0);
+		c->journal_dirty = true;
+	}
+	for (pp = &c->ftab[mix64(f->fid) & c->fmask]; *pp != f; pp = &(*pp)->next)
+		;
+	*pp = f->next;
+	c->nfiles--;
+	pthread_mutex_destroy(&f->flock);
+	free(f);
+}
+
+/* The file got its first dirty extent: keep its inode for the flusher
+ * and name it in the array journal (tfs_cache_setup reads that when the
+ * cache is lost). */
+static void file_attach(struct tfs_cache *c, struct cfile *f, struct tfs_inode *in);
+
+static void file_dirtied(struct tfs_cache *c, struct cfile *f, struct tfs_inode *in)
+{
+	f->ndirty++;
+	c->ndirty++;
+	if (!f->journaled) {
+		f->journaled = true;
+		if (tfs_meta_set_put(c->fs->meta, TFS_SET_CDIRTY, f->fid, 0) == 0)
+			c->journal_dirty = true;
+	}
+}
+
+/* in is f's inode (a request on it): the flusher can use it. */
+static void file_attach(struct tfs_cache *c, struct cfile *f, struct tfs_inode *in)
+{
+	if (f->ndirty && !f->in) {
+		f->in = in;
+		tfs_inode_ref(c->fs, in);
+		if (f->unresolved) {
+			f->unresolved = false;
+			c->unresolved--;
+		}
+	}
+}
+
+/* An extent of f became clean (the flusher, or it was dropped). */
+void c_file_cleaned(struct tfs_cache *c, struct cfile *f)
+{
+	c->ndirty--;
+	if (--f->ndirty == 0) {
+		if (f->journaled) {	/* nothing of it is only here any more */
+			f->journaled = false;
+			if (tfs_meta_set_del(c->fs->meta, TFS_SET_CDIRTY, f->fid, 0) == 0)
+				c->journal_dirty = true;
+		}
+		if (f->in) {
+			tfs_inode_unref(c->fs, f->in);
+			f->in = NULL;
+		}
+		if (f->unresolved) {
+			f->unresolved = false;
+			c->unresolved--;
+		}
+	}
+	pthread_cond_broadcast(&c->cond);
+}
+
+/* ------------------------------------------------------------------ */
+/* The index                                                           */
+/* ------------------------------------------------------------------ */
+
+uint32_t c_lookup(struct tfs_cache *c, uint64_t fid, uint64_t idx)
+{
+	uint32_t s = c->htab[c_ekey(fid, idx) & c->hmask];
+
+	while (s != C_NONE && (c->e[s].fid != fid || c->e[s].idx != idx))
+		s = c->e[s].hnext;
+	return s;
+}
+
+static void hash_remove(struct tfs_cache *c, uint32_t s)
+{
+	uint32_t *pp = &c->htab[c_ekey(c->e[s].fid, c->e[s].idx) & c->hmask];
+
+	while (*pp != s)
+		pp = &c->e[*pp].hnext;
+	*pp = c->e[s].hnext;
+}
+
+/* Put slot s (free) in the index for (fid, idx); NULL file: no memory. */
+static struct cfile *link_slot(struct tfs_cache *c, uint32_t s, uint64_t fid, uint64_t idx)
+{
+	struct cfile *f = file_get(c, fid);
+	struct cext *x = &c->e[s];
+	uint32_t h = (uint32_t)(c_ekey(fid, idx) & c->hmask);
+
+	if (!f)
+		return NULL;
+	memset(x, 0, sizeof(*x));
+	x->fid = fid;
+	x->idx = idx;
+	x->used = true;
+	x->hnext = c->htab[h];
+	c->htab[h] = s;
+	x->fprev = C_NONE;
+	x->fnext = f->head;
+	if (f->head != C_NONE)
+		c->e[f->head].fprev = s;
+	f->head = s;
+	f->ncached++;
+	c->nused++;
+	tfs_policy_insert(c->pol, s, c_ekey(fid, idx));
+	return f;
+}
+
+/* Take s out of the index and its file's list; the slot is free once
+ * nobody has it pinned. */
+void c_unlink_slot(struct tfs_cache *c, uint32_t s)
+{
+	struct cext *x = &c->e[s];
+	struct cfile *f = c_file_find(c, x->fid);
+
+	if (tfs_policy_holds(c->pol, s))
+		tfs_policy_remove(c->pol, s);
+	hash_remove(c, s);
+	if (x->fprev != C_NONE)
+		c->e[x->fprev].fnext = x->fnext;
+	else
+		f->head = x->fnext;
+	if (x->fnext != C_NONE)
+		c->e[x->fnext].fprev = x->fprev;
+	if (bm_any(x->dirty)) {
+		c->dirty_sectors -= bm_count(x->dirty);
+		c_file_cleaned(c, f);
+	}
+	x->used = false;
+	c->nused--;
+	f->ncached--;
+	c_file_maybe_free(c, f);
+	if (x->pins) {
+		x->dead = true;
+	} else {
+		c->freel[c->nfree++] = s;
+	}
+}
+
+void c_free_slot(struct tfs_cache *c, uint32_t s)
+{
+	c_unlink_slot(c, s);
+	pthread_cond_broadcast(&c->cond);
+}
+
+void c_unpin(struct tfs_cache *c, uint32_t s)
+{
+	struct cext *x = &c->e[s];
+
+	if (--x->pins == 0 && x->dead) {
+		x->dead = false;
+		c->freel[c->nfree++] = s;
+	}
+}
+
+void c_record(const struct tfs_cache *c, uint32_t s, struct tfs_cext_rec *r)
+{
+	const struct cext *x = &c->e[s];
+
+	memset(r, 0, sizeof(*r));
+	r->fid = x->fid;
+	r->idx = x->idx;
+	r->slot = s;
+	r->heat = x->heat;
+	memcpy(r->valid, x->valid, sizeof(r->valid));
+	memcpy(r->dirty, x->dirty, sizeof(r->dirty));
+}
+
+int c_commit(struct tfs_cache *c, struct tfs_cstore_op *ops, unsigned n)
+{
+	int rc = n ? tfs_cstore_apply(c->cs, ops, n) : 0;
+
+	if (rc)
+		tfs_err("cache %s: extent map update failed: %s", c->dir, strerror(-rc));
+	return rc;
+}
+
+static bool evictable(void *arg, uint32_t s)
+{
+	const struct cext *x = &((struct tfs_cache *)arg)->e[s];
+
+	return x->used && !x->busy && !x->pins && !x->flushing && !bm_any(x->dirty);
+}
+
+/* Free up to 32 clean slots chosen by the policy; their records are gone
+ * from the store before any of them can be reused (invariant 1). */
+static void evict_some(struct tfs_cache *c)
+{
+	struct tfs_cstore_op ops[32];
+	uint32_t vict[32];
+	unsigned n = 0;
+
+	while (n < 32 && c->nused > c->ndirty) {
+		/* S3-FIFO may pass over main a few times lowering frequencies:
+		 * NONE from an unbounded look means nothing is evictable */
+		uint32_t s = tfs_policy_victim(c->pol, evictable, c, 4 * c->nslots + 64);
+
+		if (s == TFS_POLICY_NONE)
+			break;
+		vict[n] = s;
+		ops[n++] = (struct tfs_cstore_op){ .op = TFS_CS_DEL_EXT, .fid = c->e[s].fid,
+						   .idx = c->e[s].idx };
+	}
+	if (n && c_commit(c, ops, n)) {
+		/* the records may still name these slots: keep them cached */
+		for (unsigned i = 0; i < n; i++)
+			tfs_policy_insert(c->pol, vict[i], c_ekey(c->e[vict[i]].fid, c->e[vict[i]].idx));
+		return;
+	}
+	for (unsigned i = 0; i < n; i++)
+		c_unlink_slot(c, vict[i]);
+	c->st.evictions += n;
+}
+
+/* A free slot for (fid, idx), linked and busy (the caller fills it), or
+ * C_NONE when every slot is dirty or in use. */
+uint32_t c_alloc_slot(struct tfs_cache *c, uint64_t fid, uint64_t idx)
+{
+	uint32_t s;
+
+	if (c->nfree == 0)
+		evict_some(c);
+	if (c->nfree == 0)
+		return C_NONE;
+	s = c->freel[--c->nfree];
+	if (!link_slot(c, s, fid, idx)) {
+		c->freel[c->nfree++] = s;
+		return C_NONE;
+	}
+	c->e[s].busy = true;
+	c->e[s].heat_t = c_now();
+	return s;
+}
+
+/* Wait until nobody owns x (busy), then own it. */
+void c_wait_idle(struct tfs_cache *c, struct cext *x)
+{
+	while (x->busy)
+		pthread_cond_wait(&c->cond, &c->lock);
+	x->busy = true;
+}
+
+void c_release_busy(struct tfs_cache *c, uint32_t s)
+{
+	c->e[s].busy = false;
+	pthread_cond_broadcast(&c->cond);
+}
+
+/* ------------------------------------------------------------------ */
+/* Heat                                                                */
+/* ------------------------------------------------------------------ */
+
+static unsigned heat_now(const struct tfs_cache *c, uint16_t h, uint32_t t, uint32_t now)
+{
+	uint32_t halves = (now - t) / c->halflife;
+
+	return halves >= 16 ? 0 : h >> halves;
+}
+
+static unsigned heat_bump(struct tfs_cache *c, uint16_t *h, uint32_t *t, uint32_t now)
+{
+	unsigned v = heat_now(c, *h, *t, now);
+
+	if (v < UINT16_MAX)
+		v++;
+	*h = (uint16_t)v;
+	*t = now;
+	return v;
+}
+
+/* Heat of an extent that is not cached (a direct-mapped table: an
+ * unrelated extent may take the entry, which only forgets some heat). */
+static unsigned ghost_bump(struct tfs_cache *c, uint64_t key, uint32_t now)
+{
+	typeof(c->ghost[0]) *g = &c->ghost[key & c->gmask];
+
+	if (g->key != key) {
+		g->key = key;
+		g->heat = 0;
+		g->t = now;
+	}
+	return heat_bump(c, &g->heat, &g->t, now);
+}
+
+/* ------------------------------------------------------------------ */
+/* Request plumbing                                                    */
+/* ------------------------------------------------------------------ */
+
+/* A request is cut at extent boundaries; one piece per extent. */
+struct piece {
+	uint64_t idx, a, b;		/* logical [a, b) */
+	uint32_t slot;			/* pinned or owned slot, or C_NONE */
+	uint64_t valid[TFS_CEXT_WORDS];	/* snapshot when pinned */
+	uint8_t act;
+	bool full;			/* read: every sector valid */
+	bool promote;
+};
+
+static struct piece *pieces_of(struct tfs_cache *c, uint64_t off, uint64_t len, unsigned *np)
+{
+	static __thread struct piece *p;
+	static __thread unsigned cap;
+	uint64_t first = off / c->extent, last = (off + len - 1) / c->extent;
+	unsigned n = (unsigned)(last - first + 1);
+
+	if (n > cap) {
+		struct piece *q = realloc(p, n * sizeof(*q));
+
+		if (!q)
+			return NULL;
+		p = q;
+		cap = n;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t idx = first + i, s = idx * c->extent, e = s + c->extent;
+
+		p[i] = (struct piece){ .idx = idx, .a = off > s ? off : s,
+				       .b = off + len < e ? off + len : e, .slot = C_NONE };
+	}
+	*np = n;
+	return p;
+}
+
+/* Sector range [s0, s1) of piece p inside its extent. */
+static void piece_sectors(const struct tfs_cache *c, const struct piece *p, unsigned *s0,
+			  unsigned *s1)
+{
+	uint64_t base = p->idx * c->extent;
+
+	*s0 = (unsigned)((p->a - base) / C_SECTOR);
+	*s1 = (unsigned)((p->b - base + C_SECTOR - 1) / C_SECTOR);
+}
+
+/* fid and logical size of an open file. */
+static int file_snap(struct tfs_fs *fs, struct tfs_inode *in, uint64_t *fid, uint64_t *size)
+{
+	int rc = tfs_ns_load_file(fs, in);
+
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&in->lock);
+	*fid = in->fid;
+	*size = in->size;
+	pthread_mutex_unlock(&in->lock);
+	return 0;
+}
+
+/* Sequential detection, per file (bcache's sequential cutoff): true once
+ * a run of back-to-back requests reaches the cutoff. */
+static bool sequential(struct tfs_cache *c, struct tfs_inode *in, uint64_t off, uint64_t len)
+{
+	bool seq;
+
+	if (!c->seq_cutoff)
+		return false;
+	pthread_mutex_lock(&in->lock);
+	if (in->seq_next == off)
+		in->seq_len += len;
+	else
+		in->seq_len = len;
+	in->seq_next = off + len;
+	seq = in->seq_len >= c->seq_cutoff;
+	pthread_mutex_unlock(&in->lock);
+	return seq;
+}
+
+/* ------------------------------------------------------------------ */
+/* Read                                                                */
+/* ------------------------------------------------------------------ */
+
+/* Copy the valid sector runs of p from its slot over buf (which holds
+ * p's bytes at buf + (p->a - off)). */
+static int overlay(struct tfs_cache *c, const struct piece *p, bool direct, char *buf,
+		   uint64_t off)
+{
+	uint64_t base = p->idx * c->extent;
+	unsigned s0, s1, s = 0;
+
+	piece_sectors(c, p, &s0, &s1);
+	for (s = s0; s < s1;) {
+		uint64_t a, b;
+		unsigned t = s;
+		int rc;
+
+		if (!bm_test(p->valid, s)) {
+			s++;
+			continue;
+		}
+		while (t < s1 && bm_test(p->valid, t))
+			t++;
+		a = base + (uint64_t)s * C_SECTOR;
+		b = base + (uint64_t)t * C_SECTOR;
+		if (a < p->a)
+			a = p->a;
+		if (b > p->b)
+			b = p->b;
+		rc = c_ssd_io(c, false, direct, buf + (a - off), b - a,
+			      c_slot_off(c, p->slot) + (a - base));
+		if (rc)
+			return rc;
+		s = t;
+	}
+	return 0;
+}
+
+ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
+		       size_t len, uint64_t off)
+{
+	struct tfs_cache *c = fs->cache;
+	enum tfs_cache_mode mode = cmode(c);
+	uint64_t fid, size, miss_a = UINT64_MAX, miss_b = 0;
+	uint32_t now = c_now();
+	struct piece *p;
+	unsigned np, npromote = 0;
+	bool seq;
+	int rc = file_snap(fs, in, &fid, &size);
+
+	if (rc)
+		return rc;
+	if (off >= size || len == 0)
+		return 0;
+	if (len > size - off)
+		len = (size_t)(size - off);
+	seq = sequential(c, in, off, len);
+	p = pieces_of(c, off, len, &np);
+	if (!p)
+		return -ENOMEM;
+
+	pthread_mutex_lock(&c->lock);
+	c->last_io = now;
+	for (unsigned i = 0; i < np; i++) {
+		uint32_t s = c_lookup(c, fid, p[i].idx);
+		struct cext *x = s == C_NONE ? NULL : &c->e[s];
+		unsigned s0, s1, heat;
+
+		piece_sectors(c, &p[i], &s0, &s1);
+		if (x) {
+			x->pins++;
+			p[i].slot = s;
+			memcpy(p[i].valid, x->valid, sizeof(p[i].valid));
+			p[i].full = bm_all(x->valid, s0, s1);
+			heat = heat_bump(c, &x->heat, &x->heat_t, now);
+			if (p[i].full)
+				tfs_policy_hit(c->pol, s);
+		} else {
+			heat = ghost_bump(c, c_ekey(fid, p[i].idx), now);
+		}
+		if (p[i].full && (mode != TFS_CACHE_OFF || bm_any(x->dirty))) {
+			c->st.read_hits++;
+			c->st.read_hit_bytes += p[i].b - p[i].a;
+			continue;
+		}
+		p[i].full = false;
+		c->st.read_misses++;
+		c->st.read_miss_bytes += p[i].b - p[i].a;
+		if (miss_a == UINT64_MAX)
+			miss_a = p[i].a;
+		miss_b = p[i].b;
+		if (seq)
+			c->st.seq_bypass++;
+		else if (!x && mode != TFS_CACHE_OFF && !c->readonly && heat >= c->promote &&
+			 c->guard[c_ekey(fid, p[i].idx) % C_GUARDS] == 0) {
+			p[i].promote = true;
+			npromote++;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+
+	/* the RAID for everything not wholly in the cache, in one request;
+	 * then the cache's sectors over it (the pinned slots stay put) */
+	if (miss_a != UINT64_MAX) {
+		ssize_t r = tfs_raid_read(fs, in, direct, (char *)buf + (miss_a - off),
+					  miss_b - miss_a, miss_a);
+
+		if (r < 0)
+			rc = (int)r;
+		else if ((uint64_t)r < miss_b - miss_a)
+			memset((char *)buf + (miss_a - off) + r, 0, miss_b - miss_a - (size_t)r);
+	}
+	for (unsigned i = 0; i < np && rc == 0; i++) {
+		if (p[i].slot == C_NONE)
+			continue;
+		if (p[i].full)
+			rc = c_ssd_io(c, false, direct, (char *)buf + (p[i].a - off),
+				      p[i].b - p[i].a, c_slot_off(c, p[i].slot) + p[i].a -
+				      p[i].idx * c->extent);
+		else if (p[i].b > miss_a && p[i].a < miss_b)
+			rc = overlay(c, &p[i], direct, buf, off);
+	}
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < np; i++)
+		if (p[i].slot != C_NONE)
+			c_unpin(c, p[i].slot);
+	pthread_mutex_unlock(&c->lock);
+	for (unsigned i = 0; i < np && npromote && rc == 0; i++)
+		if (p[i].promote)
+			c_promote_queue(c, in, p[i].idx);
+	return rc ? rc : (ssize_t)len;
+}
+
+/* ------------------------------------------------------------------ */
+/* Write                                                               */
+/* ------------------------------------------------------------------ */
+
+enum {
+	A_CACHE,	/* write-back into the slot */
+	A_THROUGH,	/* RAID, then the slot's whole sectors */
+	A_AROUND,	/* invalidate the slot's sectors, then RAID */
+	A_RAW,		/* RAID only: not cached (guarded, invariant 4) */
+};
+
+/* Bytes of the sector at logical offset pos that are not being written:
+ * from the slot if valid there, else from the RAID. */
+static int sector_fill(struct tfs_cache *c, struct tfs_inode *in, const struct piece *p,
+		       unsigned sec, char *dst)
+{
+	uint64_t pos = p->idx * c->extent + (uint64_t)sec * C_SECTOR;
+	ssize_t r;
+
+	if (bm_test(p->valid, sec))
+		return c_ssd_io(c, false, false, dst, C_SECTOR,
+				c_slot_off(c, p->slot) + (uint64_t)sec * C_SECTOR);
+	r = tfs_raid_read(c->fs, in, false, dst, C_SECTOR, pos);
+	if (r < 0)
+		return (int)r;
+	memset(dst + r, 0, C_SECTOR - (size_t)r);
+	c->st.fills++;
+	return 0;
+}
+
+/* Write piece p into its slot as whole sectors (partial ones filled). */
+static int slot_write(struct tfs_cache *c, struct tfs_inode *in, const struct piece *p,
+		      bool direct, const char *src)
+{
+	uint64_t base = p->idx * c->extent;
+	unsigned s0, s1;
+	size_t span;
+	char *b;
+	int rc = 0;
+
+	piece_sectors(c, p, &s0, &s1);
+	span = (size_t)(s1 - s0) * C_SECTOR;
+	b = c_buf(span);
+	if (!b)
+		return -ENOMEM;
+	if ((p->a - base) % C_SECTOR)
+		rc = sector_fill(c, in, p, s0, b);
+	if (rc == 0 && (p->b - base) % C_SECTOR && (s1 - 1 != s0 || !((p->a - base) % C_SECTOR)))
+		rc = sector_fill(c, in, p, s1 - 1, b + span - C_SECTOR);
+	if (rc)
+		return rc;
+	memcpy(b + (p->a - base - (uint64_t)s0 * C_SECTOR), src, p->b - p->a);
+	return c_ssd_io(c, true, direct, b, span, c_slot_off(c, p->slot) + (uint64_t)s0 * C_SECTOR);
+}
+
+/* Decide what each piece does and take what it needs (busy slots,
+ * guards), under c->lock.  Pieces are taken in extent order, so two
+ * writers never wait for each other's slots in a cycle. */
+static void plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache_mode mode,
+		       bool seq, uint64_t fid, struct piece *p, unsigned np)
+{
+	uint32_t now = c_now();
+
+	for (unsigned i = 0; i < np; i++) {
+		uint32_t s = c_lookup(c, fid, p[i].idx);
+		struct cext *x;
+
+		if (s != C_NONE) {
+			x = &c->e[s];
+			c_wait_idle(c, x);
+			/* the wait let go of c->lock: the slot may have gone */
+			if (!x->used || x->fid != fid || x->idx != p[i].idx) {
+				x->busy = false;
+				pthread_cond_broadcast(&c->cond);
+				i--;
+				continue;
+			}
+			heat_bump(c, &x->heat, &x->heat_t, now);
+			tfs_policy_hit(c->pol, s);
+			p[i].slot = s;
+			memcpy(p[i].valid, x->valid, sizeof(p[i].valid));
+			if (mode == TFS_CACHE_WRITEBACK || bm_any(x->dirty) || x->flushing)
+				p[i].act = A_CACHE;
+			else
+				p[i].act = mode == TFS_CACHE_WRITETHROUGH ? A_THROUGH : A_AROUND;
+			if (p[i].act == A_CACHE)
+				c->st.write_hits++;
+			else if (p[i].act == A_AROUND)
+				c->st.write_around++;
+			continue;
+		}
+		ghost_bump(c, c_ekey(fid, p[i].idx), now);
+		p[i].act = A_RAW;
+		if (mode == TFS_CACHE_WRITEBACK && !seq && !c->readonly) {
+			s = c_alloc_slot(c, fid, p[i].idx);
+			if (s != C_NONE) {
+				p[i].slot = s;
+				memset(p[i].valid, 0, sizeof(p[i].valid));
+				p[i].act = A_CACHE;
+				c->st.write_misses++;
+				continue;
+			}
+		}
+		if (seq)
+			c->st.seq_bypass++;
+		else
+			c->st.write_around++;
+		c->guard[c_ekey(fid, p[i].idx) % C_GUARDS]++;
+	}
+}
+
+/* Above the high watermark write-back writers wait for the flusher (up to
+ * a second); they are slowed, never failed. */
+static void throttle(struct tfs_cache *c)
+{
+	struct timespec until;
+	bool waited = false;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 1;
+	while ((uint64_t)c->ndirty * 100 >= (uint64_t)c->dirty_high * c->nslots && !c->stop) {
+		pthread_cond_signal(&c->fcond);
+		if (pthread_cond_timedwait(&c->cond, &c->lock, &until))
+			break;
+		waited = true;
+	}
+	if (waited)
+		c->st.throttled++;
+}
+
+/* Clear the valid sectors p overlaps (write-around): committed before the
+ * RAID is written, so a crash never leaves the old bytes valid. */
+static void invalidate_piece(struct tfs_cache *c, struct piece *p, struct tfs_cstore_op *op,
+			     struct tfs_cext_rec *rec)
+{
+	struct cext *x = &c->e[p->slot];
+	unsigned s0, s1;
+
+	piece_sectors(c, p, &s0, &s1);
+	bm_clear(x->valid, s0, s1);
+	c->st.invalidations++;
+	if (bm_any(x->valid)) {
+		c_record(c, p->slot, rec);
+		*op = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = rec };
+	} else {
+		*op = (struct tfs_cstore_op){ .op = TFS_CS_DEL_EXT, .fid = x->fid, .idx = x->idx };
+	}
+}
+
+/* Write-through: the whole sectors p covers become valid in the slot;
+ * partial ones are invalidated (never read-filled on this path). */
+static int through_piece(struct tfs_cache *c, struct piece *p, bool direct, const char *src)
+{
+	uint64_t base = p->idx * c->extent;
+	uint64_t a = (p->a - base + C_SECTOR - 1) / C_SECTOR, b = (p->b - base) / C_SECTOR;
+	unsigned s0, s1;
+	int rc = 0;
+
+	piece_sectors(c, p, &s0, &s1);
+	if (b > a)
+		rc = c_ssd_io(c, true, direct, (char *)src + (base + a * C_SECTOR - p->a),
+			      (size_t)(b - a) * C_SECTOR, c_slot_off(c, p->slot) + a * C_SECTOR);
+	pthread_mutex_lock(&c->lock);
+	bm_clear(c->e[p->slot].valid, s0, s1);
+	if (rc == 0 && b > a)
+		bm_set(c->e[p->slot].valid, (unsigned)a, (unsigned)b);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
+			const void *buf, size_t len, uint64_t off)
+{
+	struct tfs_cache *c = fs->cache;
+	enum tfs_cache_mode mode = cmode(c);
+	struct tfs_cext_rec *recs;
+	struct tfs_cstore_op *ops;
+	uint64_t fid, size, end = off + len;
+	struct piece *p;
+	unsigned np, nops = 0;
+	bool seq, cached = false;
+	int rc = file_snap(fs, in, &fid, &size);
+
+	if (rc)
+		return rc;
+	if (len == 0)
+		return 0;
+	if (end < off)
+		return -EFBIG;
+	/* a stream bypasses only in pieces the RAID takes whole (full rows
+	 * on the parity levels); smaller ones are gathered here and destaged
+	 * as full stripes */
+	seq = sequential(c, in, off, len) && len >= tfs_row_bytes(fs);
+	p = pieces_of(c, off, len, &np);
+	if (!p)
+		return -ENOMEM;
+	recs = calloc(np, sizeof(*recs));
+	ops = calloc(np + 1, sizeof(*ops));
+	if (!recs || !ops) {
+		free(recs);
+		free(ops);
+		return -ENOMEM;
+	}
+
+	pthread_mutex_lock(&c->lock);
+	c->last_io = c_now();
+	if (mode == TFS_CACHE_WRITEBACK && !seq)
+		throttle(c);
+	plan_write(c, in, mode, seq, fid, p, np);
+	/* write-around: invalidate first (invariant 3 keeps the flusher off) */
+	for (unsigned i = 0; i < np; i++)
+		if (p[i].act == A_AROUND)
+			invalidate_piece(c, &p[i], &ops[nops++], &recs[i]);
+	pthread_mutex_unlock(&c->lock);
+	if (nops)
+		rc = c_commit(c, ops, nops);
+	nops = 0;
+
+	/* the RAID: runs of consecutive pieces that go there, one call each */
+	for (unsigned i = 0; i < np && rc == 0;) {
+		unsigned j = i;
+		ssize_t r;
+
+		if (p[i].act == A_CACHE) {
+			i++;
+			continue;
+		}
+		while (j + 1 < np && p[j + 1].act != A_CACHE)
+			j++;
+		r = tfs_raid_write(fs, in, direct, (const char *)buf + (p[i].a - off),
+				   p[j].b - p[i].a, p[i].a);
+		if (r < 0)
+			rc = (int)r;
+		for (unsigned k = i; k <= j && rc == 0; k++)
+			if (p[k].act == A_THROUGH)
+				rc = through_piece(c, &p[k], direct, (const char *)buf + (p[k].a - off));
+		i = j + 1;
+	}
+	/* the SSD: write-back pieces */
+	for (unsigned i = 0; i < np && rc == 0; i++)
+		if (p[i].act == A_CACHE) {
+			rc = slot_write(c, in, &p[i], direct, (const char *)buf + (p[i].a - off));
+			cached = true;
+		}
+
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < np; i++) {
+		struct cext *x = p[i].slot == C_NONE ? NULL : &c->e[p[i].slot];
+		struct cfile *f;
+		unsigned s0, s1, before;
+
+		if (p[i].act == A_RAW) {
+			c->guard[c_ekey(fid, p[i].idx) % C_GUARDS]--;
+			continue;
+		}
+		if (p[i].act == A_AROUND) {
+			if (!bm_any(x->valid))
+				c_unlink_slot(c, p[i].slot);
+			c_release_busy(c, p[i].slot);
+			continue;
+		}
+		if (p[i].act == A_THROUGH) {
+			c_record(c, p[i].slot, &recs[i]);
+			ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &recs[i] };
+			continue;
+		}
+		/* A_CACHE */
+		f = c_file_find(c, fid);
+		if (rc) {
+			/* the slot may hold part of the bytes: nothing new is
+			 * valid; a slot that held nothing goes back */
+			if (!bm_any(x->valid)) {
+				c_unlink_slot(c, p[i].slot);
+				c_release_busy(c, p[i].slot);
+				p[i].slot = C_NONE;
+			}
+			continue;
+		}
+		piece_sectors(c, &p[i], &s0, &s1);
+		before = bm_count(x->dirty);
+		bm_set(x->valid, s0, s1);
+		bm_set(x->dirty, s0, s1);
+		x->wseq++;
+		if (bm_count(x->dirty) != before || !bm_all(p[i].valid, s0, s1)) {
+			if (before == 0)
+				file_dirtied(c, f, in);
+			file_attach(c, f, in);
+			c->dirty_sectors += bm_count(x->dirty) - before;
+			c_record(c, p[i].slot, &recs[i]);
+			ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &recs[i] };
+		}
+		if (end > size && end > f->size) {
+			f->size = end;
+			ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_SIZE, .fid = fid,
+							      .size = end };
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	/* the records commit while the slots are still busy: two commits of
+	 * one extent cannot pass each other */
+	if (nops) {
+		int r = c_commit(c, ops, nops);
+
+		if (r && !rc)
+			rc = r;
+	}
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < np; i++)
+		if ((p[i].act == A_CACHE || p[i].act == A_THROUGH) && p[i].slot != C_NONE)
+			c_release_busy(c, p[i].slot);
+	if ((uint64_t)c->ndirty * 100 >= (uint64_t)c->dirty_low * c->nslots)
+		pthread_cond_signal(&c->fcond);
+	pthread_mutex_unlock(&c->lock);
+	free(recs);
+	free(ops);
+	if (rc)
+		return rc;
+	if (cached) {
+		/* the members were not written: the change time comes from here */
+		struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_NOW } };
+		uint32_t pm = tfs_primary(fs);
+		int fd = tfs_ns_member_fd(fs, in, pm, false);
+
+		tfs_size_grow(in, end);
+		if (fd >= 0)
+			fs->be->ops->utimensat(fs->be, pm, fd, "", ts);
+	}
+	return (ssize_t)len;
+}
+
+/* ------------------------------------------------------------------ */
+/* fsync, truncate, unlink                                             */
+/* ------------------------------------------------------------------ */
+
+void c_journal_sync(struct tfs_cache *c)
+{
+	bool need;
+
+	pthread_mutex_lock(&c->lock);
+	need = c->journal_dirty;
+	c->journal_dirty = false;
+	pthread_mutex_unlock(&c->lock);
+	if (need)
+		tfs_meta_sync(c->fs->meta);
+}
+
+int tfs_cache_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
+{
+	struct tfs_cache *c = fs->cache;
+	int rc = 0;
+
+	/* the SSD: data file, then the records naming it, then the journal
+	 * naming the file (DESIGN §10.4) */
+	if (fdatasync(c->fd))
+		rc = -errno;
+	if (rc == 0)
+		rc = tfs_cstore_sync(c->cs);
+	if (rc)
+		tfs_err("cache %s: sync failed: %s", c->dir, strerror(-rc));
+	c_journal_sync(c);
+	if (rc == 0)
+		rc = tfs_raid_fsync(fs, in, datasync);
+	return rc;
+}
+
+/* Zero or drop [off, off+len) of x's extent; returns true if the slot is
+ * now empty.  Partial sectors keep their state; their cut bytes become
+ * zeros in the slot (invariant 5). */
+static bool zero_extent(struct tfs_cache *c, uint32_t s, uint64_t off, uint64_t len)
+{
+	struct cext *x = &c->e[s];
+	uint64_t base = x->idx * c->extent, a = off > base ? off - base : 0;
+	uint64_t b = off + len - base < c->extent ? off + len - base : c->extent;
+	unsigned before = bm_count(x->dirty);
+	unsigned fa = (unsigned)((a + C_SECTOR - 1) / C_SECTOR), fb = (unsigned)(b / C_SECTOR);
+	static const char zeros[C_SECTOR];
+
+	if (fb > fa) {
+		bm_clear(x->valid, fa, fb);
+		bm_clear(x->dirty, fa, fb);
+	}
+	/* cut parts of the edge sectors (in the slot only if valid there) */
+	for (unsigned sec = (unsigned)(a / C_SECTOR); sec < (b + C_SECTOR - 1) / C_SECTOR; sec++) {
+		uint64_t sa = (uint64_t)sec * C_SECTOR, sb = sa + C_SECTOR;
+		uint64_t za = a > sa ? a : sa, zb = b < sb ? b : sb;
+
+		if ((za == sa && zb == sb) || !bm_test(x->valid, sec))
+			continue;
+		if (c_ssd_io(c, true, false, (void *)zeros, zb - za, c_slot_off(c, s) + za)) {
+			bm_clear(x->valid, sec, sec + 1);	/* cannot zero: forget */
+			bm_clear(x->dirty, sec, sec + 1);
+		}
+	}
+	if (before && !bm_count(x->dirty)) {
+		c->dirty_sectors -= before;
+		c_file_cleaned(c, c_file_find(c, x->fid));
+	} else {
+		c->dirty_sectors -= before - bm_count(x->dirty);
+	}
+	c->st.invalidations++;
+	return !bm_any(x->valid);
+}
+
+struct zslot {
+	uint64_t idx;
+	uint32_t slot;
+	bool drop;
+};
+
+static int zslot_cmp(const void *a, const void *b)
+{
+	const struct zslot *x = a, *y = b;
+
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Zero or drop [off, off+len) of every cached extent of f; trunc: the
+ * members take the size now, so the size record goes.  The caller holds
+ * f->flock (the flusher is off the file) and a reference on f. */
+void c_zero_file(struct tfs_cache *c, struct cfile *f, uint64_t off, uint64_t len, bool trunc)
+{
+	struct tfs_cstore_op *ops;
+	struct tfs_cext_rec *recs;
+	struct zslot *z;
+	unsigned n = 0, m = 0;
+
+	pthread_mutex_lock(&c->lock);
+	ops = calloc(f->ncached + 1, sizeof(*ops));
+	recs = calloc(f->ncached + 1, sizeof(*recs));
+	z = calloc(f->ncached + 1, sizeof(*z));
+	if (!ops || !recs || !z) {
+		pthread_mutex_unlock(&c->lock);
+		tfs_err("cache %s: out of memory dropping extents of file %" PRIu64, c->dir, f->fid);
+		goto out;
+	}
+	for (uint32_t s = f->head; s != C_NONE; s = c->e[s].fnext) {
+		uint64_t base = c->e[s].idx * c->extent;
+
+		if (base + c->extent > off && base < off + len)
+			z[n++] = (struct zslot){ .idx = c->e[s].idx, .slot = s };
+	}
+	/* owned in extent order, as writers and the flusher do: no cycles */
+	qsort(z, n, sizeof(*z), zslot_cmp);
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t s = z[i].slot;
+		struct cext *x = &c->e[s];
+
+		c_wait_idle(c, x);
+		if (!x->used || x->fid != f->fid || x->idx != z[i].idx) {
+			z[i].slot = C_NONE;	/* gone while we waited */
+			c_release_busy(c, s);
+			continue;
+		}
+		z[i].drop = zero_extent(c, s, off, len);
+		if (z[i].drop) {
+			ops[m++] = (struct tfs_cstore_op){ .op = TFS_CS_DEL_EXT, .fid = f->fid,
+							   .idx = x->idx };
+		} else {
+			c_record(c, s, &recs[m]);
+			ops[m] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &recs[m] };
+			m++;
+		}
+	}
+	if (trunc && f->size) {
+		f->size = 0;
+		ops[m++] = (struct tfs_cstore_op){ .op = TFS_CS_DEL_SIZE, .fid = f->fid };
+	}
+	pthread_mutex_unlock(&c->lock);
+	/* committed while the extents are still busy, before a dropped slot
+	 * can be reused (invariant 1) */
+	c_commit(c, ops, m);
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < n; i++) {
+		if (z[i].slot == C_NONE)
+			continue;
+		c_release_busy(c, z[i].slot);
+		if (z[i].drop)
+			c_unlink_slot(c, z[i].slot);
+	}
+	pthread_mutex_unlock(&c->lock);
+out:
+	free(ops);
+	free(recs);
+	free(z);
+}
+
+/* The cached file of fid with a reference and its flush lock, or NULL
+ * (no memory). */
+struct cfile *c_file_hold(struct tfs_cache *c, uint64_t fid)
+{
+	struct cfile *f;
+
+	pthread_mutex_lock(&c->lock);
+	f = file_get(c, fid);	/* made if need be: the promoter stays off (refs) */
+	if (f)
+		f->refs++;
+	pthread_mutex_unlock(&c->lock);
+	if (f)
+		pthread_mutex_lock(&f->flock);
+	return f;
+}
+
+void c_file_unhold(struct tfs_cache *c, struct cfile *f)
+{
+	pthread_mutex_unlock(&f->flock);
+	pthread_mutex_lock(&c->lock);
+	f->refs--;
+	c_file_maybe_free(c, f);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void tfs_cache_zero_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len)
+{
+	struct tfs_cache *c = fs->cache;
+	struct cfile *f;
+	bool trunc = len == UINT64_MAX;
+
+	if (!in->fid_valid || !(f = c_file_hold(c, in->fid)))
+		return;
+	c_zero_file(c, f, off, trunc ? UINT64_MAX - off : len, trunc);
+	/* f stays held (flusher off) until tfs_cache_zero_end */
+}
+
+void tfs_cache_zero_end(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	struct tfs_cache *c = fs->cache;
+	struct cfile *f;
+
+	if (!in->fid_valid)
+		return;
+	pthread_mutex_lock(&c->lock);
+	f = c_file_find(c, in->fid);
+	pthread_mutex_unlock(&c->lock);
+	if (f)	/* still there: zero_begin's reference keeps it */
+		c_file_unhold(c, f);
+}
+
+void tfs_cache_forget(struct tfs_fs *fs, uint64_t fid)
+{
+	struct tfs_cache *c = fs->cache;
+	struct cfile *f;
+
+	if (!c || !(f = c_file_hold(c, fid)))
+		return;
+	c_zero_file(c, f, 0, UINT64_MAX, true);
+	c_file_unhold(c, f);
+}
+
+uint64_t tfs_cache_size(struct tfs_fs *fs, uint64_t fid)
+{
+	struct tfs_cache *c = fs->cache;
+	struct cfile *f;
+	uint64_t size = 0;
+
+	if (!c)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	f = c_file_find(c, fid);
+	if (f)
+		size = f->size;
+	pthread_mutex_unlock(&c->lock);
+	return size;
+}
+
+/* ------------------------------------------------------------------ */
+/* Binding and set-up                                                  */
+/* ------------------------------------------------------------------ */
+
+/* A uuid as the two u64 of a journal set entry. */
+static void uuid_pair(const char *uuid, uint64_t *a, uint64_t *b)
+{
+	char hex[33];
+	unsigned n = 0;
+
+	for (const char *p = uuid; *p && n < 32; p++)
+		if (*p != '-')
+			hex[n++] = *p;
+	hex[n] = 0;
+	*b = strtoull(hex + (n > 16 ? 16 : n), NULL, 16);
+	hex[n > 16 ? 16 : n] = 0;
+	*a = strtoull(hex, NULL, 16);
+}
+
+struct bound {
+	uint64_t a, b;
+	unsigned n;
+};
+
+static int bound_cb(void *arg, uint64_t a, uint64_t b)
+{
+	struct bound *bd = arg;
+
+	bd->a = a;
+	bd->b = b;
+	bd->n++;
+	return 0;
+}
+
+/* Bind the array to cache uuid (NULL: to none) in its journal. */
+static int journal_bind(struct tfs_fs *fs, const char *uuid)
+{
+	uint64_t a, b;
+	int rc = tfs_meta_set_clear(fs->meta, TFS_SET_CACHE);
+
+	if (rc == 0 && uuid) {
+		uuid_pair(uuid, &a, &b);
+		rc = tfs_meta_set_put(fs->meta, TFS_SET_CACHE, a, b);
+	}
+	return rc ? rc : tfs_meta_sync(fs->meta);
+}
+
+struct lost {
+	struct tfs_fs *fs;
+	uint64_t found;
+};
+
+static int lost_cb(void *arg, struct tfs_inode *in, const struct stat *st)
+{
+	struct lost *l = arg;
+	struct tfs_loc loc;
+
+	if (tfs_ns_load_file(l->fs, in) || tfs_meta_set_has(l->fs->meta, TFS_SET_CDIRTY,
+							     in->fid, 0) != 1)
+		return 0;
+	l->found++;
+	if (tfs_inode_loc(l->fs, in, &loc) == 0) {
+		char *p = tfs_loc_path(l->fs, &loc);
+
+		tfs_warn("cache_discard: /%s lost the writes that were only in the cache",
+			 p ? p : loc.name);
+		free(p);
+		tfs_loc_put(l->fs, &loc);
+	}
+	return 0;
+}
+
+/* cache_discard: name the files whose dirty data is given up, forget them. */
+static int discard_lost(struct tfs_fs *fs, uint64_t ndirty)
+{
+	struct lost l = { .fs = fs };
+	int rc = tfs_walk_files(fs, lost_cb, &l);
+
+	if (rc)
+		return rc;
+	tfs_warn("cache_discard: %" PRIu64 " files lost data; %" PRIu64 " more were deleted since",
+		 l.found, ndirty > l.found ? ndirty - l.found : 0);
+	rc = tfs_meta_set_clear(fs->meta, TFS_SET_CDIRTY);
+	return rc ? rc : journal_bind(fs, NULL);
+}
+
+static int path_of(char *out, size_t len, const char *dir, const char *name)
+{
+	return snprintf(out, len, "%s/%s", dir, name) >= (int)len ? -ENAMETOOLONG : 0;
+}
+
+/* Remove what tierfs keeps in a cache directory (only its own names). */
+static int cache_wipe(const char *dir)
+{
+	char p[PATH_MAX];
+	static const char *const names[] = { META_DIR "/data.mdb", META_DIR "/lock.mdb", DATA_FILE };
+
+	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (path_of(p, sizeof(p), dir, names[i]))
+			return -ENAMETOOLONG;
+		if (unlink(p) && errno != ENOENT)
+			return -errno;
+	}
+	if (path_of(p, sizeof(p), dir, META_DIR) == 0 && rmdir(p) && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+static void boot_id(char *out, size_t len)
+{
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+
+	out[0] = 0;
+	if (f) {
+		if (fgets(out, (int)len, f))
+			out[strcspn(out, "\n")] = 0;
+		fclose(f);
+	}
+}
+
+/* Make a new, empty cache in dir bound to this array. */
+static int cache_create(struct tfs_cache *c, uint64_t size, char *err, size_t errlen)
+{
+	char p[PATH_MAX], v[32];
+	uint64_t bytes = (uint64_t)c->nslots * c->extent;
+	struct tfs_cstore *cs;
+	int fd, rc;
+
+	(void)size;
+	tfs_uuid_generate(c->uuid);
+	if (path_of(p, sizeof(p), c->dir, DATA_FILE))
+		return -ENAMETOOLONG;
+	fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "cache %s: cannot create %s: %s", c->dir, p, strerror(errno));
+		return rc;
+	}
+	/* preallocated: a full SSD must not surface as ENOSPC on a write */
+	rc = posix_fallocate(fd, 0, (off_t)bytes);
+	if (rc == EOPNOTSUPP || rc == EINVAL)
+		rc = ftruncate(fd, (off_t)bytes) ? errno : 0;
+	close(fd);
+	if (rc) {
+		snprintf(err, errlen, "cache %s: cannot allocate %" PRIu64 " bytes: %s", c->dir,
+			 bytes, strerror(rc));
+		unlink(p);
+		return -rc;
+	}
+	if (path_of(p, sizeof(p), c->dir, META_DIR))
+		return -ENAMETOOLONG;
+	rc = tfs_cstore_open(p, &cs);
+	if (rc) {
+		snprintf(err, errlen, "cache %s: cannot create its store: %s", c->dir, strerror(-rc));
+		return rc;
+	}
+	rc = tfs_cstore_info_set(cs, "version", STORE_VERSION);
+	if (rc == 0)
+		rc = tfs_cstore_info_set(cs, "array", c->fs->array->sb.uuid);
+	if (rc == 0)
+		rc = tfs_cstore_info_set(cs, "cache", c->uuid);
+	snprintf(v, sizeof(v), "%u", c->extent);
+	if (rc == 0)
+		rc = tfs_cstore_info_set(cs, "extent", v);
+	snprintf(v, sizeof(v), "%u", c->nslots);
+	if (rc == 0)
+		rc = tfs_cstore_info_set(cs, "slots", v);
+	if (rc == 0)
+		rc = tfs_cstore_info_set(cs, "clean", "1");
+	if (rc == 0)
+		rc = tfs_cstore_sync(cs);
+	tfs_cstore_close(cs);
+	if (rc)
+		snprintf(err, errlen, "cache %s: cannot write its store: %s", c->dir, strerror(-rc));
+	else
+		tfs_info("cache %s: created, %u slots of %u KiB", c->dir, c->nslots, c->extent >> 10);
+	return rc;
+}
+
+enum probe { P_EMPTY, P_CORRUPT, P_OK };
+
+/* What is in dir: nothing, something unreadable (why), or a cache whose
+ * info lands in c (uuid, geometry) and *array. */
+static enum probe cache_probe(struct tfs_cache *c, char *array, size_t alen, char *why,
+			      size_t wlen)
+{
+	char p[PATH_MAX], v[256];
+	struct tfs_cstore *cs;
+	struct stat st;
+	bool meta, data;
+	uint64_t ext = 0, slots = 0;
+	int rc;
+
+	path_of(p, sizeof(p), c->dir, META_DIR);
+	meta = stat(p, &st) == 0;
+	path_of(p, sizeof(p), c->dir, DATA_FILE);
+	data = stat(p, &st) == 0;
+	if (!meta && !data)
+		return P_EMPTY;
+	if (!meta || !data) {
+		snprintf(why, wlen, "its %s is missing", meta ? "data file" : "extent map");
+		return P_CORRUPT;
+	}
+	path_of(p, sizeof(p), c->dir, META_DIR);
+	rc = tfs_cstore_open(p, &cs);
+	if (rc) {
+		snprintf(why, wlen, "its extent map cannot be read (%s)", strerror(-rc));
+		return P_CORRUPT;
+	}
+	rc = tfs_cstore_info_get(cs, "version", v, sizeof(v));
+	if (rc == 0 && strcmp(v, STORE_VERSION) != 0)
+		rc = -EPROTO;
+	if (rc == 0)
+		rc = tfs_cstore_info_get(cs, "array", array, alen);
+	if (rc == 0)
+		rc = tfs_cstore_info_get(cs, "cache", c->uuid, sizeof(c->uuid));
+	if (rc == 0 && (rc = tfs_cstore_info_get(cs, "extent", v, sizeof(v))) == 0)
+		ext = strtoull(v, NULL, 10);
+	if (rc == 0 && (rc = tfs_cstore_info_get(cs, "slots", v, sizeof(v))) == 0)
+		slots = strtoull(v, NULL, 10);
+	tfs_cstore_close(cs);
+	if (rc) {
+		snprintf(why, wlen, "its extent map is incomplete (%s)", strerror(-rc));
+		return P_CORRUPT;
+	}
+	if (ext < C_SECTOR || ext > C_SECTOR * 64 * TFS_CEXT_WORDS || (ext & (ext - 1)) ||
+	    slots == 0 || slots > UINT32_MAX / 2 || (uint64_t)st.st_size != ext * slots) {
+		snprintf(why, wlen, "its geometry is inconsistent (extent %" PRIu64 ", %" PRIu64
+			 " slots, data file %lld bytes)", ext, slots, (long long)st.st_size);
+		return P_CORRUPT;
+	}
+	c->extent = (uint32_t)ext;
+	c->nslots = (uint32_t)slots;
+	return P_OK;
+}
+
+static int opt_size(const char *s, uint64_t def, uint64_t *out, const char *name, char *err,
+		    size_t errlen)
+{
+	*out = def;
+	if (s && tfs_parse_size(s, out)) {
+		snprintf(err, errlen, "%s=%s: not a size", name, s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Options into c; returns 0 or -EINVAL with err set. */
+static int cache_config(struct tfs_cache *c, const struct tfs_cache_opts *o, uint64_t *size,
+			char *err, size_t errlen)
+{
+	uint64_t ext;
+	int rc = opt_size(o->size, DEF_SIZE, size, "cache_size", err, errlen);
+
+	if (rc == 0)
+		rc = opt_size(o->extent, DEF_EXTENT, &ext, "cache_extent", err, errlen);
+	if (rc == 0)
+		rc = opt_size(o->seq_cutoff, DEF_SEQ_CUTOFF, &c->seq_cutoff, "cache_seq_cutoff",
+			      err, errlen);
+	if (rc)
+		return rc;
+	if (ext < C_SECTOR || ext > C_SECTOR * 64 * TFS_CEXT_WORDS || (ext & (ext - 1))) {
+		snprintf(err, errlen, "cache_extent=%s: a power of two from 4K to 1M", o->extent);
+		return -EINVAL;
+	}
+	c->extent = (uint32_t)ext;
+	if (*size / ext < 16 || *size / ext > UINT32_MAX / 2) {
+		snprintf(err, errlen, "cache_size: from 16 extents (%" PRIu64 " KiB) up", ext * 16 >> 10);
+		return -EINVAL;
+	}
+	c->nslots = (uint32_t)(*size / ext);
+	c->mode = TFS_CACHE_WRITEBACK;
+	if (o->mode && tfs_cache_mode_parse(o->mode, &c->mode)) {
+		snprintf(err, errlen, "cache_mode=%s: writeback, writethrough, writearound or off",
+			 o->mode);
+		return -EINVAL;
+	}
+	c->policy_kind = TFS_POLICY_S3FIFO;
+	if (o->policy && tfs_policy_parse(o->policy, &c->policy_kind)) {
+		snprintf(err, errlen, "cache_policy=%s: lru or s3fifo", o->policy);
+		return -EINVAL;
+	}
+	c->promote = o->promote ? o->promote : DEF_PROMOTE;
+	c->halflife = (uint32_t)((o->halflife > 0 ? o->halflife : DEF_HALFLIFE) * 16);
+	if (c->halflife == 0)
+		c->halflife = 1;
+	c->dirty_low = o->dirty_low ? o->dirty_low : DEF_DIRTY_LOW;
+	c->dirty_high = o->dirty_high ? o->dirty_high : DEF_DIRTY_HIGH;
+	if (c->dirty_low > 100 || c->dirty_high > 100 || c->dirty_low >= c->dirty_high) {
+		snprintf(err, errlen, "cache_dirty_low=%u, cache_dirty_high=%u: 0 <= low < high <= 100",
+			 c->dirty_low, c->dirty_high);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err,
+		    size_t errlen)
+{
+	struct tfs_cache *c;
+	struct bound bd = { 0 };
+	uint64_t ndirty = 0, size, a, b;
+	char array[256] = "", why[512] = "";
+	enum probe pr;
+	bool bound;
+	int rc;
+
+	rc = tfs_meta_set_foreach(fs->meta, TFS_SET_CACHE, bound_cb, &bd);
+	if (rc == 0)
+		rc = tfs_meta_set_count(fs->meta, TFS_SET_CDIRTY, &ndirty);
+	if (rc) {
+		snprintf(err, errlen, "cannot read the cache binding from the journal: %s",
+			 strerror(-rc));
+		return rc;
+	}
+	if (!o->dir) {
+		if (ndirty && !o->discard) {
+			snprintf(err, errlen, "%" PRIu64 " files have writes that are only in the "
+				 "array's write-back cache: mount with -o cache=DIR, or with "
+				 "-o cache_discard to give them up", ndirty);
+			return -EBUSY;
+		}
+		if (fs->readonly)
+			return 0;
+		if (ndirty)
+			return discard_lost(fs, ndirty);
+		/* running uncached: a cache used before is stale from now on */
+		return bd.n ? journal_bind(fs, NULL) : 0;
+	}
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->fs = fs;
+	c->fd = c->dfd = -1;
+	c->readonly = fs->readonly;
+	c->dir = realpath(o->dir, NULL);
+	if (!c->dir && errno == ENOENT && mkdir(o->dir, 0700) == 0)
+		c->dir = realpath(o->dir, NULL);
+	if (!c->dir) {
+		snprintf(err, errlen, "cache=%s: %s", o->dir, strerror(errno));
+		rc = -errno;
+		goto fail;
+	}
+	rc = cache_config(c, o, &size, err, errlen);
+	if (rc)
+		goto fail;
+	pr = cache_probe(c, array, sizeof(array), why, sizeof(why));
+	if (pr == P_OK && strcmp(array, fs->array->sb.uuid) != 0) {
+		if (array[0]) {
+			snprintf(err, errlen, "cache %s belongs to array %s, not to this array "
+				 "(%s): give another directory, or detach it from its array first",
+				 c->dir, array, fs->array->sb.uuid);
+			rc = -EEXIST;
+			goto fail;
+		}
+		pr = P_CORRUPT;	/* detached from its array: free to reuse */
+		snprintf(why, sizeof(why), "it was detached");
+	}
+	uuid_pair(c->uuid, &a, &b);
+	bound = pr == P_OK && bd.n == 1 && bd.a == a && bd.b == b;
+	if (!bound && ndirty) {
+		if (!o->discard) {
+			snprintf(err, errlen, "%" PRIu64 " files have writes that are only in the "
+				 "array's write-back cache, and %s is not that cache%s%s: mount "
+				 "with the right cache=DIR, or with -o cache_discard to give them up",
+				 ndirty, c->dir, why[0] ? ": " : "", why);
+			rc = -EBUSY;
+			goto fail;
+		}
+		if (fs->readonly) {
+			snprintf(err, errlen, "cache_discard needs a read-write mount");
+			rc = -EROFS;
+			goto fail;
+		}
+		rc = discard_lost(fs, ndirty);
+		if (rc)
+			goto fail;
+	}
+	if (!bound && fs->readonly) {
+		/* nothing of it can be trusted and nothing may be written */
+		tfs_warn("cache %s is not this array's current cache: not used on a read-only "
+			 "mount", c->dir);
+		goto fail_quiet;
+	}
+	if (!bound) {
+		if (pr == P_CORRUPT)
+			tfs_warn("cache %s: %s; made anew (no dirty data was in it)", c->dir, why);
+		else if (pr == P_OK)
+			tfs_warn("cache %s is stale (the array ran without it): emptied", c->dir);
+		rc = cache_config(c, o, &size, err, errlen);	/* probe may have set geometry */
+		if (rc == 0)
+			rc = cache_wipe(c->dir);
+		if (rc == 0)
+			rc = cache_create(c, size, err, errlen);
+		if (rc == 0)
+			rc = journal_bind(fs, c->uuid);
+		if (rc) {
+			if (!err[0])
+				snprintf(err, errlen, "cache %s: %s", c->dir, strerror(-rc));
+			goto fail;
+		}
+	} else {
+		uint64_t want = 0;
+
+		if (o->extent && tfs_parse_size(o->extent, &want) == 0 && want != c->extent)
+			tfs_warn("cache %s: extent size is %u (set when it was made); "
+				 "cache_extent=%s ignored", c->dir, c->extent, o->extent);
+		if (o->size && tfs_parse_size(o->size, &want) == 0 &&
+		    want / c->extent != c->nslots)
+			tfs_warn("cache %s: size is %" PRIu64 " (set when it was made); "
+				 "cache_size=%s ignored", c->dir, (uint64_t)c->nslots * c->extent,
+				 o->size);
+	}
+	c->spe = c->extent / C_SECTOR;
+	fs->cache = c;
+	return 0;
+fail:
+	if (!err[0])
+		snprintf(err, errlen, "cache %s: %s", o->dir, strerror(-rc));
+fail_quiet:
+	free(c->dir);
+	free(c);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Start and stop                                                      */
+/* ------------------------------------------------------------------ */
+
+struct loader {
+	struct tfs_cache *c;
+	bool keep_clean;		/* the page cache outlived the daemon */
+	uint64_t dropped;
+};
+
+static int load_ext(void *arg, const struct tfs_cext_rec *r)
+{
+	struct loader *ld = arg;
+	struct tfs_cache *c = ld->c;
+	struct cfile *f;
+	struct cext *x;
+
+	if (r->slot >= c->nslots || c->e[r->slot].used) {
+		tfs_err("cache %s: extent map names slot %u twice or out of range", c->dir, r->slot);
+		return -EUCLEAN;
+	}
+	f = link_slot(c, r->slot, r->fid, r->idx);
+	if (!f)
+		return -ENOMEM;
+	x = &c->e[r->slot];
+	memcpy(x->dirty, r->dirty, sizeof(x->dirty));
+	memcpy(x->valid, ld->keep_clean ? r->valid : r->dirty, sizeof(x->valid));
+	for (unsigned w = 0; w < TFS_CEXT_WORDS; w++)
+		x->valid[w] |= x->dirty[w];
+	x->heat = r->heat;
+	x->heat_t = c_now();
+	if (bm_any(x->dirty)) {
+		c->dirty_sectors += bm_count(x->dirty);
+		c->ndirty++;
+		if (f->ndirty++ == 0) {
+			f->unresolved = true;
+			f->journaled = true;
+			c->unresolved++;
+		}
+	}
+	if (!bm_any(x->valid))
+		ld->dropped++;
+	return 0;
+}
+
+static int load_size(void *arg, uint64_t fid, uint64_t size)
+{
+	struct tfs_cache *c = arg;
+	struct cfile *f = file_get(c, fid);
+
+	if (!f)
+		return -ENOMEM;
+	f->size = size;
+	return 0;
+}
+
+/* Drop the slots the load left without a valid sector. */
+static int drop_empty(struct tfs_cache *c)
+{
+	for (uint32_t s = 0; s < c->nslots; s++) {
+		struct tfs_cstore_op op;
+		int rc;
+
+		if (!c->e[s].used || bm_any(c->e[s].valid))
+			continue;
+		op = (struct tfs_cstore_op){ .op = TFS_CS_DEL_EXT, .fid = c->e[s].fid,
+					     .idx = c->e[s].idx };
+		rc = c_commit(c, &op, 1);
+		if (rc)
+			return rc;
+		c_unlink_slot(c, s);
+	}
+	return 0;
+}
+
+static uint32_t pow2_at_least(uint64_t n)
+{
+	uint32_t p = 1;
+
+	while (p < n && p < (1u << 30))
+		p <<= 1;
+	return p;
+}
+
+int tfs_cache_start(struct tfs_fs *fs)
+{
+	struct tfs_cache *c = fs->cache;
+	struct loader ld = { .c = c };
+	char p[PATH_MAX], v[64], boot[64];
+	int rc;
+
+	if (!c)
+		return 0;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->cond, NULL);
+	pthread_cond_init(&c->fcond, NULL);
+	pthread_cond_init(&c->pcond, NULL);
+	path_of(p, sizeof(p), c->dir, DATA_FILE);
+	c->fd = open(p, (c->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	if (c->fd < 0) {
+		tfs_err("cache %s: %s: %s", c->dir, p, strerror(errno));
+		return -errno;
+	}
+	c->dfd = open(p, (c->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_DIRECT);
+	path_of(p, sizeof(p), c->dir, META_DIR);
+	rc = tfs_cstore_open(p, &c->cs);
+	if (rc) {
+		tfs_err("cache %s: extent map: %s", c->dir, strerror(-rc));
+		return rc;
+	}
+	c->e = calloc(c->nslots, sizeof(*c->e));
+	c->hmask = pow2_at_least(c->nslots) - 1;
+	c->htab = malloc((size_t)(c->hmask + 1) * sizeof(*c->htab));
+	c->freel = malloc((size_t)c->nslots * sizeof(*c->freel));
+	c->fmask = pow2_at_least(c->nslots / 4 + 1) - 1;
+	c->ftab = calloc((size_t)c->fmask + 1, sizeof(*c->ftab));
+	c->gmask = pow2_at_least((uint64_t)c->nslots * 4 > 65536 ? (uint64_t)c->nslots * 4 : 65536) - 1;
+	c->ghost = calloc((size_t)c->gmask + 1, sizeof(*c->ghost));
+	c->pol = tfs_policy_new(c->policy_kind, c->nslots);
+	if (!c->e || !c->htab || !c->freel || !c->ftab || !c->ghost || !c->pol)
+		return -ENOMEM;
+	memset(c->htab, 0xff, (size_t)(c->hmask + 1) * sizeof(*c->htab));
+
+	/* the clean sectors are trusted when the daemon stopped cleanly, or
+	 * died without the machine going down (its writes are in the page
+	 * cache); after a reboot only what was fsynced is (DESIGN §10.5) */
+	boot_id(boot, sizeof(boot));
+	ld.keep_clean = (tfs_cstore_info_get(c->cs, "clean", v, sizeof(v)) == 0 &&
+			 strcmp(v, "1") == 0) ||
+			(tfs_cstore_info_get(c->cs, "boot", v, sizeof(v)) == 0 &&
+			 strcmp(v, boot) == 0);
+	rc = tfs_cstore_ext_foreach(c->cs, load_ext, &ld);
+	if (rc == 0)
+		rc = tfs_cstore_size_foreach(c->cs, load_size, c);
+	if (rc) {
+		tfs_err("cache %s: cannot load the extent map: %s", c->dir, strerror(-rc));
+		return rc;
+	}
+	for (uint32_t s = c->nslots; s-- > 0;)
+		if (!c->e[s].used)
+			c->freel[c->nfree++] = s;
+	if (!c->readonly) {
+		rc = drop_empty(c);
+		if (rc == 0)
+			rc = tfs_cstore_info_set(c->cs, "clean", "0");
+		if (rc == 0)
+			rc = tfs_cstore_info_set(c->cs, "boot", boot);
+		if (rc)
+			return rc;
+	}
+	tfs_info("cache %s: %s, %u of %u extents cached, %u dirty%s%s", c->dir,
+		 tfs_cache_mode_name(c->mode), c->nused, c->nslots, c->ndirty,
+		 ld.keep_clean ? "" : " (after a restart of the machine: clean extents dropped)",
+		 c->unresolved ? "; looking for the dirty files" : "");
+	if (ld.dropped)
+		tfs_info("cache %s: %" PRIu64 " extents held nothing that survived", c->dir, ld.dropped);
+	return c->readonly ? 0 : c_threads_start(c);
+}
+
+void tfs_cache_stop(struct tfs_fs *fs)
+{
+	struct tfs_cache *c = fs->cache;
+	struct tfs_cext_rec *recs;
+	struct tfs_cstore_op *ops;
+	unsigned n = 0;
+
+	if (!c || !c->cs)
+		return;
+	c_threads_stop(c);
+	if (!c->readonly) {
+		/* heat is kept in memory and saved here (and not on every hit) */
+		recs = calloc(c->nused + 1, sizeof(*recs));
+		ops = calloc(c->nused + 1, sizeof(*ops));
+		pthread_mutex_lock(&c->lock);
+		for (uint32_t s = 0; recs && ops && s < c->nslots; s++) {
+			if (!c->e[s].used || c->e[s].dead)
+				continue;
+			c_record(c, s, &recs[n]);
+			ops[n] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &recs[n] };
+			n++;
+		}
+		pthread_mutex_unlock(&c->lock);
+		if (fdatasync(c->fd) == 0 && (!ops || c_commit(c, ops, n) == 0))
+			tfs_cstore_info_set(c->cs, "clean", "1");
+		free(recs);
+		free(ops);
+	}
+	/* dirty files keep their journal entries: the cache still holds them */
+	for (uint32_t h = 0; h <= c->fmask; h++)
+		for (struct cfile *f = c->ftab[h]; f; f = f->next)
+			if (f->in) {
+				tfs_inode_unref(fs, f->in);
+				f->in = NULL;
+			}
+	tfs_meta_sync(fs->meta);
+	tfs_cstore_close(c->cs);
+	c->cs = NULL;
+	close(c->fd);
+	if (c->dfd >= 0)
+		close(c->dfd);
+	tfs_info("cache %s: stopped with %u extents cached, %u dirty", c->dir, c->nused, c->ndirty);
+}
+
+/* ------------------------------------------------------------------ */
+/* Statistics and control                                              */
+/* ------------------------------------------------------------------ */
+
+int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len)
+{
+	struct tfs_cache *c = fs->cache;
+	unsigned hot = 0, warm = 0, cold = 0;
+	uint32_t now = c_now();
+	struct cstats st;
+	uint64_t dirty;
+	uint32_t used, ndirty, unresolved;
+	enum tfs_cache_mode mode;
+	bool flushing;
+	int l;
+
+	if (!c || c->detached)
+		return snprintf(buf, len, "cache=none\n");
+	pthread_mutex_lock(&c->lock);
+	for (uint32_t s = 0; s < c->nslots; s++) {
+		unsigned h;
+
+		if (!c->e[s].used)
+			continue;
+		h = heat_now(c, c->e[s].heat, c->e[s].heat_t, now);
+		if (h >= 2 * c->promote)
+			hot++;
+		else if (h >= c->promote)
+			warm++;
+		else
+			cold++;
+	}
+	st = c->st;
+	dirty = c->dirty_sectors * C_SECTOR;
+	used = c->nused;
+	ndirty = c->ndirty;
+	unresolved = c->unresolved;
+	flushing = c->flush_req != c->flush_done;
+	mode = cmode(c);
+	pthread_mutex_unlock(&c->lock);
+	l = snprintf(buf, len,
+		     "cache=%s\ncache.uuid=%s\ncache.mode=%s\ncache.policy=%s\n"
+		     "cache.extent=%u\ncache.slots=%u\ncache.size=%" PRIu64 "\n"
+		     "cache.cached_extents=%u\ncache.dirty_extents=%u\ncache.dirty_bytes=%" PRIu64 "\n"
+		     "cache.hot_extents=%u\ncache.warm_extents=%u\ncache.cold_extents=%u\n"
+		     "cache.read_hits=%" PRIu64 "\ncache.read_misses=%" PRIu64 "\n"
+		     "cache.read_hit_bytes=%" PRIu64 "\ncache.read_miss_bytes=%" PRIu64 "\n"
+		     "cache.write_hits=%" PRIu64 "\ncache.write_misses=%" PRIu64 "\n"
+		     "cache.write_around=%" PRIu64 "\ncache.seq_bypass=%" PRIu64 "\n"
+		     "cache.promotions=%" PRIu64 "\ncache.promote_dropped=%" PRIu64 "\n"
+		     "cache.evictions=%" PRIu64 "\ncache.invalidations=%" PRIu64 "\n"
+		     "cache.fills=%" PRIu64 "\ncache.flushed_bytes=%" PRIu64 "\n"
+		     "cache.flush_writes=%" PRIu64 "\ncache.full_stripe_flushes=%" PRIu64 "\n"
+		     "cache.throttled=%" PRIu64 "\ncache.flush_pending=%d\n"
+		     "cache.unresolved_files=%u\ncache.promote_threshold=%u\n"
+		     "cache.seq_cutoff=%" PRIu64 "\ncache.dirty_low=%u\ncache.dirty_high=%u\n",
+		     c->dir, c->uuid, tfs_cache_mode_name(mode), tfs_policy_name(c->policy_kind),
+		     c->extent, c->nslots, (uint64_t)c->nslots * c->extent,
+		     used, ndirty, dirty, hot, warm, cold,
+		     st.read_hits, st.read_misses, st.read_hit_bytes, st.read_miss_bytes,
+		     st.write_hits, st.write_misses, st.write_around, st.seq_bypass,
+		     st.promotions, st.promote_dropped, st.evictions, st.invalidations,
+		     st.fills, st.flushed_bytes, st.flush_writes, st.full_stripe_flushes,
+		     st.throttled, flushing, unresolved, c->promote, c->seq_cutoff,
+		     c->dirty_low, c->dirty_high);
+	return l < 0 ? 0 : (size_t)l >= len ? (int)len - 1 : l;
+}
+
+int tfs_cache_file_stats(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len)
+{
+	struct tfs_cache *c = fs->cache;
+	uint64_t cached = 0, dirty = 0;
+	struct cfile *f;
+	int rc = tfs_ns_load_file(fs, in);
+
+	if (rc)
+		return rc;
+	if (c && !c->detached) {
+		pthread_mutex_lock(&c->lock);
+		f = c_file_find(c, in->fid);
+		for (uint32_t s = f ? f->head : C_NONE; s != C_NONE; s = c->e[s].fnext) {
+			cached += (uint64_t)bm_count(c->e[s].valid) * C_SECTOR;
+			dirty += (uint64_t)bm_count(c->e[s].dirty) * C_SECTOR;
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	rc = snprintf(buf, len, "fid=%" PRIu64 "\ncached_bytes=%" PRIu64 "\ndirty_bytes=%" PRIu64
+		      "\n", in->fid, cached, dirty);
+	return rc >= (int)len ? -ERANGE : rc;
+}
+
+/* Detach: everything flushed, the cache emptied and unbound, the array
+ * uncached from now on. */
+static int cache_detach(struct tfs_cache *c, char *err, size_t errlen)
+{
+	int rc;
+
+	__atomic_store_n(&c->mode, TFS_CACHE_OFF, __ATOMIC_RELEASE);
+	rc = c_flush_all(c);
+	if (rc) {
+		snprintf(err, errlen, "flush failed (%s): the cache stays attached", strerror(-rc));
+		return rc;
+	}
+	c_threads_stop(c);
+	pthread_mutex_lock(&c->lock);
+	if (c->ndirty) {
+		pthread_mutex_unlock(&c->lock);
+		snprintf(err, errlen, "dirty data appeared during the detach: try again");
+		c_threads_start(c);
+		return -EBUSY;
+	}
+	__atomic_store_n(&c->detached, true, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&c->lock);
+	/* requests already past the detached check see mode off: they only
+	 * read the index, which empties under them without harm */
+	pthread_mutex_lock(&c->lock);
+	for (uint32_t s = 0; s < c->nslots; s++)
+		if (c->e[s].used && !c->e[s].busy)
+			c_unlink_slot(c, s);
+	pthread_mutex_unlock(&c->lock);
+	rc = tfs_cstore_clear(c->cs);
+	if (rc == 0)
+		rc = tfs_cstore_info_set(c->cs, "array", "");
+	if (rc == 0)
+		rc = tfs_cstore_sync(c->cs);
+	if (rc == 0)
+		rc = tfs_meta_set_clear(c->fs->meta, TFS_SET_CDIRTY);
+	if (rc == 0)
+		rc = journal_bind(c->fs, NULL);
+	if (rc)
+		snprintf(err, errlen, "cache emptied, but unbinding failed: %s", strerror(-rc));
+	else
+		tfs_info("cache %s: detached; the array runs uncached", c->dir);
+	return rc;
+}
+
+int tfs_cache_ctl(struct tfs_fs *fs, const char *cmd, const char *arg, char *err,
+		  size_t errlen)
+{
+	struct tfs_cache *c = fs->cache;
+	enum tfs_cache_mode m;
+
+	if (!c || c->detached) {
+		snprintf(err, errlen, "no cache is attached (mount with -o cache=DIR)");
+		return -ENODEV;
+	}
+	if (c->readonly) {
+		snprintf(err, errlen, "the mount is read-only");
+		return -EROFS;
+	}
+	if (strcmp(cmd, "flush") == 0) {
+		pthread_mutex_lock(&c->lock);
+		c->flush_req++;
+		pthread_cond_signal(&c->fcond);
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	if (strcmp(cmd, "cache_mode") == 0) {
+		if (!arg || tfs_cache_mode_parse(arg, &m)) {
+			snprintf(err, errlen, "cache_mode: writeback, writethrough, writearound or off");
+			return -EINVAL;
+		}
+		__atomic_store_n(&c->mode, m, __ATOMIC_RELEASE);
+		tfs_info("cache %s: mode %s", c->dir, tfs_cache_mode_name(m));
+		if (m != TFS_CACHE_WRITEBACK) {	/* leaving write-back: drain */
+			pthread_mutex_lock(&c->lock);
+			c->flush_req++;
+			pthread_cond_signal(&c->fcond);
+			pthread_mutex_unlock(&c->lock);
+		}
+		return 0;
+	}
+	if (strcmp(cmd, "detach") == 0)
+		return cache_detach(c, err, errlen);
+	snprintf(err, errlen, "unknown cache command '%s' (flush, cache_mode MODE, detach)", cmd);
+	return -EINVAL;
+}

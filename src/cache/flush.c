@@ -1,0 +1,612 @@
+/* flush.c - the SSD tier's background threads: flusher and promoter.
+ *
+ * Owns: destaging dirty extents to the RAID (write-back), copying hot
+ * extents from the RAID into the cache (promotion), finding the files of
+ * dirty extents after a restart, and "flush everything" (tierctl flush,
+ * mode changes, detach).
+ *
+ * Invariants:
+ *  1. The flusher works on one file at a time holding its flush lock
+ *     (cfile.flock), which truncate and punch hold too: what it writes to
+ *     the RAID can never land behind a cut.
+ *  2. Extents being flushed are pinned and flagged flushing (cache.c
+ *     invariant 3: they take writes write-back, so nobody else writes
+ *     their RAID bytes).  A sector's dirty bit is cleared only if the
+ *     extent was not written since the flusher read it (wseq).
+ *  3. On the parity levels, in write-back mode, a row whose every sector
+ *     is valid in the cache is written whole (clean sectors included), so
+ *     destaging needs no read-modify-write.
+ *  4. The flusher's pace follows the dirty level: below dirty_low it only
+ *     works when the array is idle or asked to; between the watermarks it
+ *     paces itself, faster as dirt grows; above dirty_high it runs flat
+ *     out and writers wait for it (cache.c throttle).
+ *  5. A promotion allocates its slot only when no RAID write of the
+ *     extent is in flight (cache.c invariant 4) and no truncate holds the
+ *     file, and fills it while owning it (busy).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tierfs/log.h"
+#include "tierfs/meta.h"
+#include "tierfs/ns.h"
+#include "tierfs/uring.h"
+#include "cache_i.h"
+
+#define FLUSH_BATCH	64		/* extents per flush_file call */
+#define IDLE_TICKS	(5 * 16)	/* no requests for 5 s: flush all */
+
+/* ------------------------------------------------------------------ */
+/* Flushing one file                                                   */
+/* ------------------------------------------------------------------ */
+
+struct fl {
+	uint32_t slot;
+	uint64_t idx;
+	uint32_t wseq;
+	uint64_t dmask[TFS_CEXT_WORDS];	/* dirty when read */
+	uint64_t wmask[TFS_CEXT_WORDS];	/* sectors to write (dirty + row fill) */
+	bool whole;			/* every run of wmask made it into the batch */
+};
+
+static int fl_cmp(const void *a, const void *b)
+{
+	const struct fl *x = a, *y = b;
+
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Index in fl[0..n) of extent idx, or -1. */
+static int fl_find(const struct fl *fl, unsigned n, uint64_t idx)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (fl[i].idx == idx)
+			return (int)i;
+	return -1;
+}
+
+/* Parity levels, write-back: add every row the batch touches whose
+ * sectors (below size) are all valid in the cache, so it goes out whole
+ * (invariant 3).  Under c->lock; n grows up to cap. */
+static unsigned fill_rows(struct tfs_cache *c, uint64_t fid, uint64_t size, struct fl *fl,
+			  unsigned n, unsigned cap)
+{
+	uint64_t rb = tfs_row_bytes(c->fs), E = c->extent;
+	unsigned n0 = n;
+
+	for (unsigned i = 0; i < n0; i++) {
+		uint64_t r0 = fl[i].idx * E / rb, r1 = ((fl[i].idx + 1) * E - 1) / rb;
+
+		for (uint64_t r = r0; r <= r1; r++) {
+			uint64_t a = r * rb, b = a + rb < size ? a + rb : size;
+			bool whole = b > a;
+
+			/* every sector of [a, b) valid somewhere in the cache? */
+			for (uint64_t pos = a; whole && pos < b;) {
+				uint64_t idx = pos / E, end = (idx + 1) * E < b ? (idx + 1) * E : b;
+				uint32_t s = c_lookup(c, fid, idx);
+				unsigned s0 = (unsigned)((pos - idx * E) / C_SECTOR);
+				unsigned s1 = (unsigned)((end - idx * E + C_SECTOR - 1) / C_SECTOR);
+
+				whole = s != C_NONE && !c->e[s].busy && bm_all(c->e[s].valid, s0, s1);
+				pos = end;
+			}
+			if (!whole)
+				continue;
+			for (uint64_t pos = a; pos < b;) {
+				uint64_t idx = pos / E, end = (idx + 1) * E < b ? (idx + 1) * E : b;
+				uint32_t s = c_lookup(c, fid, idx);
+				int j = fl_find(fl, n, idx);
+				unsigned s0 = (unsigned)((pos - idx * E) / C_SECTOR);
+				unsigned s1 = (unsigned)((end - idx * E + C_SECTOR - 1) / C_SECTOR);
+
+				if (j < 0) {
+					if (n == cap || c->e[s].flushing)
+						break;	/* partial row: still correct */
+					j = (int)n++;
+					memset(&fl[j], 0, sizeof(fl[j]));
+					fl[j].slot = s;
+					fl[j].idx = idx;
+					fl[j].wseq = c->e[s].wseq;
+					c->e[s].flushing = true;
+					c->e[s].pins++;
+				}
+				bm_set(fl[j].wmask, s0, s1);
+				pos = end;
+			}
+		}
+	}
+	return n;
+}
+
+/* One contiguous RAID write of the batch. */
+struct seg {
+	uint64_t off, len;
+	char *buf;
+};
+
+/* Destage up to FLUSH_BATCH dirty extents of f (held: c_file_hold).
+ * Returns bytes written, 0 if nothing was to do, or -errno. */
+static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf)
+{
+	struct tfs_fs *fs = c->fs;
+	struct fl fl[2 * FLUSH_BATCH];
+	struct tfs_mio mio[2 * FLUSH_BATCH * 8];
+	struct seg seg[2 * FLUSH_BATCH * 8];
+	struct tfs_cstore_op ops[2 * FLUSH_BATCH + 1];
+	struct tfs_cext_rec recs[2 * FLUSH_BATCH];
+	struct tfs_inode *in;
+	unsigned n = 0, nm = 0, ns = 0, nops = 0;
+	uint64_t size, E = c->extent;
+	int64_t done = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&c->lock);
+	in = f->in;
+	if (!in) {
+		pthread_mutex_unlock(&c->lock);
+		return 0;	/* not found yet (after a restart) */
+	}
+	tfs_inode_ref(fs, in);
+	for (uint32_t s = f->head; s != C_NONE && n < FLUSH_BATCH; s = c->e[s].fnext) {
+		struct cext *x = &c->e[s];
+
+		if (!bm_any(x->dirty) || x->flushing)
+			continue;
+		fl[n] = (struct fl){ .slot = s, .idx = x->idx, .wseq = x->wseq };
+		memcpy(fl[n].dmask, x->dirty, sizeof(fl[n].dmask));
+		memcpy(fl[n].wmask, x->dirty, sizeof(fl[n].wmask));
+		x->flushing = true;
+		x->pins++;
+		n++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (n == 0)
+		goto out_unref;
+	rc = tfs_ns_open(fs, in);
+	if (rc == -ENOENT) {
+		/* no name left and nobody has it open: the file is gone */
+		pthread_mutex_lock(&c->lock);
+		for (unsigned i = 0; i < n; i++) {
+			c->e[fl[i].slot].flushing = false;
+			c_unpin(c, fl[i].slot);
+		}
+		pthread_mutex_unlock(&c->lock);
+		c_zero_file(c, f, 0, UINT64_MAX, true);
+		tfs_info("cache: file %" PRIu64 " is gone; its dirty extents were dropped", f->fid);
+		goto out_unref;
+	}
+	if (rc)
+		goto out_unflag;
+	pthread_mutex_lock(&in->lock);
+	size = in->size;
+	pthread_mutex_unlock(&in->lock);
+	pthread_mutex_lock(&c->lock);
+	if (tfs_layout_nparity(&fs->layout) &&
+	    __atomic_load_n(&c->mode, __ATOMIC_ACQUIRE) == TFS_CACHE_WRITEBACK)
+		n = fill_rows(c, f->fid, size, fl, n, 2 * FLUSH_BATCH);
+	pthread_mutex_unlock(&c->lock);
+	qsort(fl, n, sizeof(fl[0]), fl_cmp);
+
+	/* read the sectors to write from the SSD, one io_uring batch */
+	for (unsigned i = 0; i < n; i++) {
+		fl[i].whole = true;
+		for (unsigned s = 0; s < c->spe;) {
+			unsigned t = s;
+			uint64_t a, b;
+
+			if (!bm_test(fl[i].wmask, s)) {
+				s++;
+				continue;
+			}
+			while (t < c->spe && bm_test(fl[i].wmask, t))
+				t++;
+			a = fl[i].idx * E + (uint64_t)s * C_SECTOR;
+			b = fl[i].idx * E + (uint64_t)t * C_SECTOR;
+			if (b > size)
+				b = size;
+			if (b > a && nm == sizeof(mio) / sizeof(mio[0])) {
+				fl[i].whole = false;	/* the rest waits for the next batch */
+			} else if (b > a) {
+				char *p = buf + (size_t)i * E + (size_t)s * C_SECTOR;
+
+				mio[nm++] = (struct tfs_mio){ .op = TFS_MIO_READ, .fd = c->fd, .buf = p,
+							      .len = (uint32_t)(t - s) * C_SECTOR,
+							      .off = c_slot_off(c, fl[i].slot) +
+								     (uint64_t)s * C_SECTOR };
+				if (ns && seg[ns - 1].off + seg[ns - 1].len == a &&
+				    seg[ns - 1].buf + seg[ns - 1].len == p)
+					seg[ns - 1].len += b - a;
+				else
+					seg[ns++] = (struct seg){ .off = a, .len = b - a, .buf = p };
+			}
+			s = t;
+		}
+	}
+	rc = tfs_uring_run(mio, nm);
+	for (unsigned i = 0; i < nm && rc == 0; i++)
+		if (mio[i].res != mio[i].len)
+			rc = mio[i].res < 0 ? (int)mio[i].res : -EIO;
+	if (rc)
+		tfs_err("cache %s: reading dirty extents back failed: %s", c->dir, strerror(-rc));
+	/* the RAID, in file order: full rows go out without reads */
+	for (unsigned i = 0; i < ns && rc == 0; i++) {
+		ssize_t r = tfs_raid_write(fs, in, false, seg[i].buf, seg[i].len, seg[i].off);
+
+		if (r < 0) {
+			rc = (int)r;
+			tfs_err("cache %s: destaging %" PRIu64 " bytes of file %" PRIu64 " at %" PRIu64
+				" failed: %s", c->dir, seg[i].len, f->fid, seg[i].off, strerror(-rc));
+			break;
+		}
+		done += (int64_t)seg[i].len;
+		if (tfs_layout_nparity(&fs->layout)) {
+			uint64_t rb = tfs_row_bytes(fs);
+			uint64_t r0 = (seg[i].off + rb - 1) / rb, r1 = (seg[i].off + seg[i].len) / rb;
+
+			if (r1 > r0)
+				__atomic_add_fetch(&c->st.full_stripe_flushes, r1 - r0, __ATOMIC_RELAXED);
+		}
+	}
+	tfs_ns_release(fs, in);
+
+out_unflag:
+	/* clear what was written and not written again since (invariant 2);
+	 * the records commit while the extents are ours (busy) */
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < n; i++) {
+		struct cext *x = &c->e[fl[i].slot];
+		unsigned before;
+
+		c_wait_idle(c, x);
+		x->flushing = false;
+		if (rc || x->wseq != fl[i].wseq || !fl[i].whole || !bm_any(fl[i].dmask))
+			continue;
+		before = bm_count(x->dirty);
+		for (unsigned w = 0; w < TFS_CEXT_WORDS; w++)
+			x->dirty[w] &= ~fl[i].dmask[w];
+		c->dirty_sectors -= before - bm_count(x->dirty);
+		if (before && !bm_any(x->dirty))
+			c_file_cleaned(c, f);
+		c_record(c, fl[i].slot, &recs[nops]);
+		ops[nops] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &recs[nops] };
+		nops++;
+	}
+	if (rc == 0 && f->ndirty == 0 && f->size) {
+		f->size = 0;	/* the members hold the size now */
+		ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_DEL_SIZE, .fid = f->fid };
+	}
+	if (rc == 0) {
+		c->st.flushed_bytes += (uint64_t)done;
+		c->st.flush_writes += ns;
+	}
+	pthread_mutex_unlock(&c->lock);
+	c_commit(c, ops, nops);
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < n; i++) {
+		c_release_busy(c, fl[i].slot);
+		c_unpin(c, fl[i].slot);
+	}
+	pthread_mutex_unlock(&c->lock);
+out_unref:
+	tfs_inode_unref(fs, in);
+	return rc ? rc : done;
+}
+
+/* ------------------------------------------------------------------ */
+/* Finding dirty files after a restart                                 */
+/* ------------------------------------------------------------------ */
+
+static int resolve_cb(void *arg, struct tfs_inode *in, const struct stat *st)
+{
+	struct tfs_cache *c = arg;
+	struct cfile *f;
+
+	if (tfs_ns_load_file(c->fs, in))
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	f = c_file_find(c, in->fid);
+	if (f && f->unresolved && !f->in) {
+		f->in = in;
+		tfs_inode_ref(c->fs, in);
+		f->unresolved = false;
+		c->unresolved--;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return c->stop ? -EINTR : 0;
+}
+
+/* Walk the tree for the files of dirty extents; drop those not found. */
+static void resolve(struct tfs_cache *c)
+{
+	uint64_t *gone = NULL;
+	unsigned n = 0;
+	int rc = tfs_walk_files(c->fs, resolve_cb, c);
+
+	if (rc) {
+		if (rc != -EINTR)
+			tfs_err("cache %s: looking for dirty files failed: %s", c->dir, strerror(-rc));
+		return;
+	}
+	pthread_mutex_lock(&c->lock);
+	gone = calloc(c->unresolved + 1, sizeof(*gone));
+	for (uint32_t h = 0; gone && h <= c->fmask; h++)
+		for (struct cfile *f = c->ftab[h]; f; f = f->next)
+			if (f->unresolved && n < c->unresolved)
+				gone[n++] = f->fid;
+	pthread_mutex_unlock(&c->lock);
+	for (unsigned i = 0; i < n; i++) {
+		tfs_info("cache %s: dirty file %" PRIu64 " no longer exists: dropped", c->dir, gone[i]);
+		tfs_cache_forget(c->fs, gone[i]);
+	}
+	free(gone);
+}
+
+/* ------------------------------------------------------------------ */
+/* The flusher                                                         */
+/* ------------------------------------------------------------------ */
+
+/* Next file with dirty extents the flusher can reach, in fid order after
+ * *cursor (wrapping); referenced (refs) or NULL. */
+static struct cfile *next_dirty(struct tfs_cache *c, uint64_t *cursor)
+{
+	struct cfile *best = NULL, *first = NULL;
+
+	for (uint32_t h = 0; h <= c->fmask; h++)
+		for (struct cfile *f = c->ftab[h]; f; f = f->next) {
+			if (!f->ndirty || !f->in)
+				continue;
+			if (f->fid > *cursor && (!best || f->fid < best->fid))
+				best = f;
+			if (!first || f->fid < first->fid)
+				first = f;
+		}
+	if (!best)
+		best = first;
+	if (best) {
+		best->refs++;
+		*cursor = best->fid;
+	}
+	return best;
+}
+
+static void wait_ticks(struct tfs_cache *c, pthread_cond_t *cv, unsigned ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(cv, &c->lock, &ts);
+}
+
+static void *flusher(void *arg)
+{
+	struct tfs_cache *c = arg;
+	uint64_t cursor = 0;
+	unsigned backoff = 0;
+	char *buf = NULL;
+
+	if (posix_memalign((void **)&buf, 4096, (size_t)2 * FLUSH_BATCH * c->extent))
+		return NULL;
+	pthread_mutex_lock(&c->lock);
+	while (!c->stop) {
+		uint32_t now = c_now();
+		unsigned pct = (unsigned)((uint64_t)c->ndirty * 100 / c->nslots);
+		bool all = c->flush_req != c->flush_done;
+		bool idle = c->ndirty && now - c->last_io > IDLE_TICKS;
+		struct cfile *f;
+		int64_t r;
+
+		if (c->journal_dirty) {
+			pthread_mutex_unlock(&c->lock);
+			c_journal_sync(c);
+			pthread_mutex_lock(&c->lock);
+		}
+		if (c->unresolved) {
+			pthread_mutex_unlock(&c->lock);
+			resolve(c);
+			pthread_mutex_lock(&c->lock);
+			continue;
+		}
+		if (all && c->ndirty == 0) {
+			c->flush_done = c->flush_req;
+			pthread_cond_broadcast(&c->cond);
+			continue;
+		}
+		if (backoff || (!all && !idle && pct < c->dirty_low) || c->ndirty == 0) {
+			wait_ticks(c, &c->fcond, backoff ? backoff : 1000);
+			backoff = 0;
+			continue;
+		}
+		f = next_dirty(c, &cursor);
+		if (!f) {
+			/* dirty files all unreachable: nothing more can be done */
+			if (all) {
+				c->flush_done = c->flush_req;
+				pthread_cond_broadcast(&c->cond);
+			}
+			wait_ticks(c, &c->fcond, 1000);
+			continue;
+		}
+		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_lock(&f->flock);
+		r = flush_file(c, f, buf);
+		c_file_unhold(c, f);
+		pthread_mutex_lock(&c->lock);
+		if (r < 0) {
+			backoff = 1000;	/* the RAID said no: try again in a second */
+			continue;
+		}
+		/* between the watermarks: pace, faster as dirt grows */
+		pct = (unsigned)((uint64_t)c->ndirty * 100 / c->nslots);
+		if (!all && !idle && pct < c->dirty_high && pct >= c->dirty_low)
+			wait_ticks(c, &c->fcond, 1 + 100 * (c->dirty_high - pct) /
+						       (c->dirty_high - c->dirty_low));
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(buf);
+	return NULL;
+}
+
+int c_flush_all(struct tfs_cache *c)
+{
+	uint64_t want;
+
+	pthread_mutex_lock(&c->lock);
+	want = ++c->flush_req;
+	pthread_cond_signal(&c->fcond);
+	while (c->flush_done < want && !c->stop && c->threads)
+		pthread_cond_wait(&c->cond, &c->lock);
+	want = c->ndirty;
+	pthread_mutex_unlock(&c->lock);
+	return want ? -EIO : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* The promoter                                                        */
+/* ------------------------------------------------------------------ */
+
+void c_promote_queue(struct tfs_cache *c, struct tfs_inode *in, uint64_t idx)
+{
+	bool queued = false;
+
+	if (tfs_ns_open(c->fs, in))
+		return;
+	pthread_mutex_lock(&c->lock);
+	if (c->qlen < C_PROMOTE_QUEUE && c->threads) {
+		c->q[(c->qhead + c->qlen++) % C_PROMOTE_QUEUE] =
+			(struct promote_job){ .fid = in->fid, .idx = idx, .in = in };
+		pthread_cond_signal(&c->pcond);
+		queued = true;
+	} else {
+		c->st.promote_dropped++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (!queued)
+		tfs_ns_release(c->fs, in);
+}
+
+static void promote_one(struct tfs_cache *c, const struct promote_job *j)
+{
+	struct tfs_cstore_op op;
+	struct tfs_cext_rec rec;
+	struct tfs_mio mio;
+	struct cfile *f;
+	uint64_t size, base = j->idx * c->extent;
+	unsigned nsec;
+	uint32_t s;
+	char *buf;
+	ssize_t r;
+
+	pthread_mutex_lock(&c->lock);
+	f = c_file_find(c, j->fid);
+	if (c_lookup(c, j->fid, j->idx) != C_NONE || c->guard[c_ekey(j->fid, j->idx) % C_GUARDS] ||
+	    (f && f->refs) || __atomic_load_n(&c->mode, __ATOMIC_ACQUIRE) == TFS_CACHE_OFF ||
+	    (s = c_alloc_slot(c, j->fid, j->idx)) == C_NONE) {
+		c->st.promote_dropped++;
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	pthread_mutex_unlock(&c->lock);
+
+	pthread_mutex_lock(&j->in->lock);
+	size = j->in->size;
+	pthread_mutex_unlock(&j->in->lock);
+	buf = c_buf(c->extent);
+	r = !buf ? -ENOMEM : base >= size ? 0
+	    : tfs_raid_read(c->fs, j->in, false, buf, size - base < c->extent ? size - base
+										 : c->extent, base);
+	nsec = r > 0 ? (unsigned)(((uint64_t)r + C_SECTOR - 1) / C_SECTOR) : 0;
+	if (nsec) {
+		/* slot bytes past the end of the file are zeros (cache.c inv. 5) */
+		memset(buf + r, 0, (size_t)nsec * C_SECTOR - (size_t)r);
+		mio = (struct tfs_mio){ .op = TFS_MIO_WRITE, .fd = c->fd, .buf = buf,
+					.len = nsec * C_SECTOR, .off = c_slot_off(c, s) };
+		if (tfs_uring_run(&mio, 1) || mio.res != mio.len)
+			nsec = 0;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (nsec) {
+		bm_set(c->e[s].valid, 0, nsec);
+		c_record(c, s, &rec);
+	}
+	pthread_mutex_unlock(&c->lock);
+	op = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &rec };
+	if (nsec && c_commit(c, &op, 1))
+		nsec = 0;
+	pthread_mutex_lock(&c->lock);
+	if (nsec) {
+		c->st.promotions++;
+	} else {
+		bm_clear(c->e[s].valid, 0, c->spe);
+		c_unlink_slot(c, s);
+		c->st.promote_dropped++;
+	}
+	c_release_busy(c, s);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void *promoter(void *arg)
+{
+	struct tfs_cache *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+	while (!c->stop || c->qlen) {
+		struct promote_job j;
+
+		if (!c->qlen) {
+			pthread_cond_wait(&c->pcond, &c->lock);
+			continue;
+		}
+		j = c->q[c->qhead];
+		c->qhead = (c->qhead + 1) % C_PROMOTE_QUEUE;
+		c->qlen--;
+		pthread_mutex_unlock(&c->lock);
+		if (!c->stop)
+			promote_one(c, &j);
+		tfs_ns_release(c->fs, j.in);
+		pthread_mutex_lock(&c->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+int c_threads_start(struct tfs_cache *c)
+{
+	c->stop = false;
+	if (pthread_create(&c->flusher, NULL, flusher, c))
+		return -EAGAIN;
+	if (pthread_create(&c->promoter, NULL, promoter, c)) {
+		pthread_mutex_lock(&c->lock);
+		c->stop = true;
+		pthread_cond_broadcast(&c->fcond);
+		pthread_mutex_unlock(&c->lock);
+		pthread_join(c->flusher, NULL);
+		return -EAGAIN;
+	}
+	c->threads = true;
+	return 0;
+}
+
+void c_threads_stop(struct tfs_cache *c)
+{
+	if (!c->threads)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->stop = true;
+	pthread_cond_broadcast(&c->fcond);
+	pthread_cond_broadcast(&c->pcond);
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+	pthread_join(c->flusher, NULL);
+	pthread_join(c->promoter, NULL);
+	c->threads = false;
+}

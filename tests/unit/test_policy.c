@@ -1,0 +1,616 @@
+/* test_policy: the SSD tier's eviction policies (src/cache/policy.c) against naive array models of LRU and S3-FIFO on random operation sequences, plus properties (LRU keeps the most recent entry, S3-FIFO resists scans and keeps its ghost). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tierfs/policy.h"
+#include "unit.h"
+
+/* ------------------------------------------------------------------ */
+/* Reporting                                                           */
+/* ------------------------------------------------------------------ */
+
+enum { G_API, G_EDGE, G_VICTIM, G_LOOKED, G_COUNT_HOLDS, G_LRU_MRU, G_SCAN, G_GHOST,
+       G_SCALE, G_COUNT };
+
+static struct unit_group groups[G_COUNT] = {
+	[G_API] = { .name = "parse/name/new" },
+	[G_EDGE] = { .name = "empty, max 0, nothing evictable" },
+	[G_VICTIM] = { .name = "victim vs reference" },
+	[G_LOOKED] = { .name = "entries looked at vs reference" },
+	[G_COUNT_HOLDS] = { .name = "count/holds vs reference" },
+	[G_LRU_MRU] = { .name = "lru: most recent kept while others evictable" },
+	[G_SCAN] = { .name = "scan: s3fifo keeps hit entries, lru does not" },
+	[G_GHOST] = { .name = "s3fifo ghost: small evictions only" },
+	[G_SCALE] = { .name = "large cap" },
+};
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static uint32_t rnd_below(uint32_t n)
+{
+	return (uint32_t)(rnd() % n);
+}
+
+/* ------------------------------------------------------------------ */
+/* Reference models                                                    */
+/*                                                                     */
+/* LRU: a last-use time per slot; the victim scan takes the held slot  */
+/* with the oldest time, and a refused one gets a new time.            */
+/* S3-FIFO: small and main as arrays, oldest first, shifted by hand;   */
+/* the ghost as the list of the last cap keys evicted from small, each */
+/* with a flag cleared when an insert finds the key.  Victim scan:     */
+/* small's oldest when small holds >= cap/10 (at least 1) or main is   */
+/* empty, or when main's whole length was refused in a row, else      */
+/* main's oldest.  Small: refused -> freq+1 (at most 3) and to main;   */
+/* freq > 0 -> to main; else evicted, key to ghost.  Main: refused ->  */
+/* back to main's newest end; freq > 0 -> freq-1 and back; else        */
+/* evicted.  Stops after max looks, or when small is empty and main is */
+/* empty or all refused in a row.                                      */
+/* ------------------------------------------------------------------ */
+
+#define MAXCAP 1000
+
+struct ref {
+	enum tfs_policy_kind kind;
+	uint32_t cap, small_cap;
+	uint8_t held[MAXCAP];
+	uint64_t t[MAXCAP], clock;		/* lru */
+	uint64_t key[MAXCAP];
+	uint8_t freq[MAXCAP];
+	uint32_t sq[MAXCAP], ns, mq[MAXCAP], nm;	/* s3fifo, oldest first */
+	uint64_t gk[MAXCAP];
+	uint8_t galive[MAXCAP];
+	uint32_t ng;
+};
+
+static void ref_init(struct ref *r, enum tfs_policy_kind kind, uint32_t cap)
+{
+	memset(r, 0, sizeof(*r));
+	r->kind = kind;
+	r->cap = cap;
+	r->small_cap = cap / 10 > 0 ? cap / 10 : 1;
+}
+
+static uint32_t ref_count(const struct ref *r)
+{
+	uint32_t n = 0;
+
+	for (uint32_t s = 0; s < r->cap; s++)
+		n += r->held[s];
+	return n;
+}
+
+static void arr_del(uint32_t *a, uint32_t *n, uint32_t i)
+{
+	for (; i + 1 < *n; i++)
+		a[i] = a[i + 1];
+	(*n)--;
+}
+
+static void arr_remove_value(uint32_t *a, uint32_t *n, uint32_t v)
+{
+	for (uint32_t i = 0; i < *n; i++)
+		if (a[i] == v) {
+			arr_del(a, n, i);
+			return;
+		}
+}
+
+static void ghost_push(struct ref *r, uint64_t key)
+{
+	if (r->ng == r->cap) {
+		memmove(r->gk, r->gk + 1, (r->cap - 1) * sizeof(r->gk[0]));
+		memmove(r->galive, r->galive + 1, r->cap - 1);
+		r->ng--;
+	}
+	r->gk[r->ng] = key;
+	r->galive[r->ng++] = 1;
+}
+
+static int ghost_take(struct ref *r, uint64_t key)
+{
+	int found = 0;
+
+	for (uint32_t i = 0; i < r->ng; i++)
+		if (r->gk[i] == key && r->galive[i]) {
+			r->galive[i] = 0;
+			found = 1;
+		}
+	return found;
+}
+
+static void ref_insert(struct ref *r, uint32_t s, uint64_t key)
+{
+	r->held[s] = 1;
+	r->t[s] = ++r->clock;
+	r->key[s] = key;
+	r->freq[s] = 0;
+	if (r->kind == TFS_POLICY_S3FIFO) {
+		if (ghost_take(r, key))
+			r->mq[r->nm++] = s;
+		else
+			r->sq[r->ns++] = s;
+	}
+}
+
+static void ref_hit(struct ref *r, uint32_t s)
+{
+	r->t[s] = ++r->clock;
+	if (r->freq[s] < 3)
+		r->freq[s]++;
+}
+
+static void ref_remove(struct ref *r, uint32_t s)
+{
+	r->held[s] = 0;
+	arr_remove_value(r->sq, &r->ns, s);
+	arr_remove_value(r->mq, &r->nm, s);
+}
+
+static uint32_t ref_victim_lru(struct ref *r, const uint8_t *pin, uint32_t max,
+			       uint32_t *looked, uint32_t *nlooked)
+{
+	uint32_t n = ref_count(r);
+
+	for (uint32_t i = 0; i < n && i < max; i++) {
+		uint32_t best = UINT32_MAX;
+
+		for (uint32_t s = 0; s < r->cap; s++)
+			if (r->held[s] && (best == UINT32_MAX || r->t[s] < r->t[best]))
+				best = s;
+		looked[(*nlooked)++] = best;
+		if (!pin[best]) {
+			r->held[best] = 0;
+			return best;
+		}
+		r->t[best] = ++r->clock;
+	}
+	return TFS_POLICY_NONE;
+}
+
+static uint32_t ref_victim_s3(struct ref *r, const uint8_t *pin, uint32_t max,
+			      uint32_t *looked, uint32_t *nlooked)
+{
+	uint32_t stuck = 0;
+
+	for (uint32_t i = 0; i < max; i++) {
+		uint32_t s;
+
+		if (r->ns == 0 && (r->nm == 0 || stuck >= r->nm))
+			break;
+		if (r->ns > 0 && (r->ns >= r->small_cap || r->nm == 0 || stuck >= r->nm)) {
+			s = r->sq[0];
+			looked[(*nlooked)++] = s;
+			arr_del(r->sq, &r->ns, 0);
+			if (pin[s] && r->freq[s] < 3)
+				r->freq[s]++;
+			if (pin[s] || r->freq[s] > 0) {
+				r->mq[r->nm++] = s;
+				continue;
+			}
+			r->held[s] = 0;
+			ghost_push(r, r->key[s]);
+			return s;
+		}
+		s = r->mq[0];
+		looked[(*nlooked)++] = s;
+		arr_del(r->mq, &r->nm, 0);
+		if (pin[s]) {
+			stuck++;
+		} else if (r->freq[s] == 0) {
+			r->held[s] = 0;
+			return s;
+		} else {
+			r->freq[s]--;
+			stuck = 0;
+		}
+		r->mq[r->nm++] = s;
+	}
+	return TFS_POLICY_NONE;
+}
+
+static uint32_t ref_victim(struct ref *r, const uint8_t *pin, uint32_t max,
+			   uint32_t *looked, uint32_t *nlooked)
+{
+	*nlooked = 0;
+	if (r->kind == TFS_POLICY_LRU)
+		return ref_victim_lru(r, pin, max, looked, nlooked);
+	return ref_victim_s3(r, pin, max, looked, nlooked);
+}
+
+/* ok() for the policy: refuses pinned slots, logs the slots asked about. */
+struct okarg {
+	const uint8_t *pin;
+	uint32_t *log, n, lim;
+	int bad;		/* asked about a slot not held, or too often */
+	const struct tfs_policy *p;
+};
+
+static bool ok_pin(void *arg, uint32_t slot)
+{
+	struct okarg *a = arg;
+
+	if (!tfs_policy_holds(a->p, slot) || a->n >= a->lim) {
+		a->bad = 1;
+		return false;
+	}
+	a->log[a->n++] = slot;
+	return !a->pin || !a->pin[slot];
+}
+
+static bool ok_all(void *arg, uint32_t slot)
+{
+	(void)arg;
+	(void)slot;
+	return true;
+}
+
+static bool ok_none(void *arg, uint32_t slot)
+{
+	(*(uint32_t *)arg)++;
+	(void)slot;
+	return false;
+}
+
+/* ------------------------------------------------------------------ */
+/* Random sequences against the reference                              */
+/* ------------------------------------------------------------------ */
+
+#define LOGMAX (8 * MAXCAP + 64)
+
+static struct ref R;
+static uint32_t log_ref[LOGMAX], log_pol[LOGMAX];
+
+/* Keys are drawn from 3*cap+3 values, half the time from a tenth of
+ * them, so that evicted keys come back while the ghost remembers them
+ * and after it forgot them. */
+static uint64_t pick_key(uint32_t cap, const struct ref *r)
+{
+	uint32_t range = 3 * cap + 3;
+
+	for (;;) {
+		uint64_t k = rnd() & 1 ? rnd_below(range / 10 + 1) : rnd_below(range);
+		uint32_t s;
+
+		for (s = 0; s < cap; s++)
+			if (r->held[s] && r->key[s] == k)
+				break;
+		if (s == cap)
+			return k * 0x100000001b3ull + 7;	/* any u64 */
+	}
+}
+
+static void test_random(enum tfs_policy_kind kind, uint32_t cap, uint64_t seed, uint32_t ops)
+{
+	static const double pin_p[] = { 0, 0, 0.1, 0.5, 0.9, 1.0 };
+	struct tfs_policy *p = tfs_policy_new(kind, cap);
+	uint8_t pin[MAXCAP];
+	uint32_t mru = UINT32_MAX;
+	uint32_t nfail_before = groups[G_VICTIM].fail + groups[G_LOOKED].fail +
+				groups[G_COUNT_HOLDS].fail;
+
+	rng_state = seed;
+	ref_init(&R, kind, cap);
+	snprintf(ctx, sizeof(ctx), "%s cap=%u seed=%" PRIu64, tfs_policy_name(kind), cap, seed);
+	if (!p) {
+		unit_fail(&groups[G_API], "tfs_policy_new failed");
+		return;
+	}
+	for (uint32_t op = 0; op < ops; op++) {
+		uint32_t n = ref_count(&R), r = rnd_below(100), s;
+
+		snprintf(ctx, sizeof(ctx), "%s cap=%u seed=%" PRIu64 " op=%u",
+			 tfs_policy_name(kind), cap, seed, op);
+		if (n < cap && (r < 45 || n == 0)) {	/* insert into a free slot */
+			uint64_t key = pick_key(cap, &R);
+
+			do
+				s = rnd_below(cap);
+			while (R.held[s]);
+			tfs_policy_insert(p, s, key);
+			ref_insert(&R, s, key);
+			mru = s;
+		} else if (r < 75) {			/* hit a held slot */
+			do
+				s = rnd_below(cap);
+			while (!R.held[s]);
+			tfs_policy_hit(p, s);
+			ref_hit(&R, s);
+			mru = s;
+		} else if (r < 80) {			/* invalidate */
+			do
+				s = rnd_below(cap);
+			while (!R.held[s]);
+			tfs_policy_remove(p, s);
+			ref_remove(&R, s);
+			if (s == mru)
+				mru = UINT32_MAX;
+		} else {				/* victim */
+			const uint32_t maxes[] = { 1, 2, 5, cap, 2 * cap + 1, UINT32_MAX };
+			uint32_t max = maxes[rnd_below(6)], nref = 0, v, vr;
+			double pp = pin_p[rnd_below(6)];
+			struct okarg a = { pin, log_pol, 0, LOGMAX, 0, p };
+			int other_ok = 0;
+
+			for (s = 0; s < cap; s++) {
+				pin[s] = (double)(rnd() >> 11) / 9007199254740992.0 < pp;
+				other_ok |= R.held[s] && !pin[s] && s != mru;
+			}
+			v = tfs_policy_victim(p, ok_pin, &a, max);
+			vr = ref_victim(&R, pin, max, log_ref, &nref);
+			CHECK(G_VICTIM, v == vr, "victim %u, reference %u (max %u, pin %.1f)",
+			      v, vr, max, pp);
+			CHECK(G_LOOKED, !a.bad && a.n == nref &&
+			      memcmp(log_pol, log_ref, nref * sizeof(log_ref[0])) == 0,
+			      "looked at %u entries%s, reference %u (max %u)", a.n,
+			      a.bad ? " (or an empty slot)" : "", nref, max);
+			CHECK(G_LOOKED, a.n <= max, "looked at %u > max %u", a.n, max);
+			if (v != TFS_POLICY_NONE)
+				CHECK(G_VICTIM, v < cap && !pin[v] && !tfs_policy_holds(p, v),
+				      "victim %u pinned or still held", v);
+			if (kind == TFS_POLICY_LRU && mru != UINT32_MAX && max >= n)
+				CHECK(G_LRU_MRU, other_ok ? v != mru && v != TFS_POLICY_NONE : 1,
+				      "victim %u is the most recent entry", v);
+			if (v == mru)
+				mru = UINT32_MAX;
+			/* a refused entry counts as used (moved to the head) */
+			for (uint32_t i = 0; i < a.n && !a.bad; i++)
+				if (pin[log_pol[i]])
+					mru = log_pol[i];
+		}
+		CHECK(G_COUNT_HOLDS, tfs_policy_count(p) == ref_count(&R),
+		      "count %u, reference %u", tfs_policy_count(p), ref_count(&R));
+		if (cap <= 100 || op % 64 == 0)
+			for (s = 0; s < cap + 2; s++)
+				CHECK(G_COUNT_HOLDS, tfs_policy_holds(p, s) == (s < cap && R.held[s]),
+				      "holds(%u) %d", s, tfs_policy_holds(p, s));
+		/* one divergence makes every later check fail: stop here */
+		if (groups[G_VICTIM].fail + groups[G_LOOKED].fail +
+		    groups[G_COUNT_HOLDS].fail != nfail_before)
+			break;
+	}
+	tfs_policy_free(p);
+}
+
+/* ------------------------------------------------------------------ */
+/* Properties                                                          */
+/* ------------------------------------------------------------------ */
+
+/* Fill the cache with cap keys (all in small), hit h of them, then scan
+ * 3*cap new keys (victim, insert the next one into the freed slot).
+ * S3-FIFO: while main holds no more than cap - small_cap entries, small
+ * never drops below small_cap, so every eviction comes from small: the h
+ * hit entries move to main and all survive, every other old entry goes.
+ * LRU keeps only the last cap keys of the scan. */
+static void test_scan(enum tfs_policy_kind kind, uint32_t cap)
+{
+	struct tfs_policy *p = tfs_policy_new(kind, cap);
+	uint32_t small_cap = cap / 10 ? cap / 10 : 1, h = cap - small_cap;
+	uint8_t hit[MAXCAP] = { 0 }, orig[MAXCAP];
+	uint32_t kept_hit = 0, kept_other = 0;
+	uint64_t next_key = 1ull << 40;
+
+	snprintf(ctx, sizeof(ctx), "scan %s cap=%u hit=%u", tfs_policy_name(kind), cap, h);
+	rng_state = cap;
+	for (uint32_t s = 0; s < cap; s++) {
+		tfs_policy_insert(p, s, s);
+		orig[s] = 1;
+	}
+	for (uint32_t i = 0; i < h;) {
+		uint32_t s = rnd_below(cap);
+
+		if (!hit[s]) {
+			hit[s] = 1;
+			i++;
+		}
+	}
+	for (uint32_t round = 0; round < 3; round++)
+		for (uint32_t s = 0; s < cap; s++)
+			if (hit[s] && rnd_below(3) >= round)
+				tfs_policy_hit(p, s);
+	for (uint32_t i = 0; i < 3 * cap; i++) {
+		uint32_t v = tfs_policy_victim(p, ok_all, NULL, UINT32_MAX);
+
+		if (v >= cap) {
+			unit_fail(&groups[G_SCAN], "no victim at scan step %u", i);
+			break;
+		}
+		orig[v] = 0;
+		tfs_policy_insert(p, v, next_key++);
+	}
+	for (uint32_t s = 0; s < cap; s++) {
+		kept_hit += hit[s] && orig[s];
+		kept_other += !hit[s] && orig[s];
+	}
+	if (kind == TFS_POLICY_S3FIFO)
+		CHECK(G_SCAN, kept_hit == h && kept_other == 0,
+		      "kept %u of %u hit entries, %u others", kept_hit, h, kept_other);
+	else
+		CHECK(G_SCAN, kept_hit == 0 && kept_other == 0,
+		      "kept %u hit entries, %u others", kept_hit, kept_other);
+	CHECK(G_SCAN, tfs_policy_count(p) == cap, "count %u", tfs_policy_count(p));
+	tfs_policy_free(p);
+}
+
+/* cap 10 (small_cap 1).  Key 0 is evicted from small (goes to the ghost)
+ * or from main (does not): re-inserted, it lands in main or in small.
+ * Then 9 new keys fill small behind it: if key 0 is in small it is the
+ * next victim, else the oldest of the 9 is. */
+static void test_ghost(int from_main)
+{
+	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_S3FIFO, 10);
+	uint32_t v;
+
+	snprintf(ctx, sizeof(ctx), "ghost, key evicted from %s", from_main ? "main" : "small");
+	for (uint32_t s = 0; s < 10; s++)
+		tfs_policy_insert(p, s, 100 + s);
+	v = tfs_policy_victim(p, ok_all, NULL, UINT32_MAX);
+	CHECK(G_GHOST, v == 0, "first victim %u, expected slot 0", v);
+	tfs_policy_insert(p, 0, 100);		/* found in the ghost: to main */
+	if (from_main) {
+		for (uint32_t s = 1; s < 10; s++)
+			tfs_policy_remove(p, s);
+		v = tfs_policy_victim(p, ok_all, NULL, UINT32_MAX);
+		CHECK(G_GHOST, v == 0 && tfs_policy_count(p) == 0, "main victim %u", v);
+		tfs_policy_insert(p, 0, 100);	/* not in the ghost: to small */
+		for (uint32_t s = 1; s < 10; s++)
+			tfs_policy_insert(p, s, 200 + s);
+	}
+	v = tfs_policy_victim(p, ok_all, NULL, UINT32_MAX);
+	CHECK(G_GHOST, from_main ? v == 0 : v == 1, "victim %u, expected %u", v,
+	      from_main ? 0 : 1);
+	tfs_policy_free(p);
+}
+
+/* Ghost capacity: key 1000 is evicted from small, then n other keys; it
+ * comes back into main while the ghost remembers it (n < cap), into small
+ * once n >= cap.  Then cap rounds of evicting and inserting new keys: from
+ * main it is never the victim (small keeps >= small_cap entries); in
+ * small it is the newest, so the cap-th victim. */
+static void test_ghost_cap(uint32_t cap, uint32_t n)
+{
+	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_S3FIFO, cap);
+	uint64_t key = 1000;
+	uint32_t v, s0, when = 0;
+
+	snprintf(ctx, sizeof(ctx), "ghost cap=%u, %u evictions after", cap, n);
+	for (uint32_t s = 0; s < cap; s++)
+		tfs_policy_insert(p, s, key++);
+	s0 = tfs_policy_victim(p, ok_all, NULL, UINT32_MAX);	/* key 1000 */
+	for (uint32_t i = 0; i < n; i++) {
+		v = tfs_policy_victim(p, ok_all, NULL, UINT32_MAX);
+		tfs_policy_insert(p, v, key++);
+	}
+	tfs_policy_insert(p, s0, 1000);
+	for (uint32_t i = 1; i <= cap; i++) {
+		v = tfs_policy_victim(p, ok_all, NULL, UINT32_MAX);
+		if (v == s0 && !when)
+			when = i;
+		tfs_policy_insert(p, v, key++);
+	}
+	CHECK(G_GHOST, when == (n < cap ? 0 : cap), "key 1000 evicted in round %u of %u",
+	      when, cap);
+	tfs_policy_free(p);
+}
+
+static void test_api(void)
+{
+	enum tfs_policy_kind k;
+	struct tfs_policy *p;
+	uint32_t calls = 0;
+
+	snprintf(ctx, sizeof(ctx), "api");
+	CHECK(G_API, tfs_policy_parse("lru", &k) == 0 && k == TFS_POLICY_LRU, "parse lru");
+	CHECK(G_API, tfs_policy_parse("S3FIFO", &k) == 0 && k == TFS_POLICY_S3FIFO, "parse S3FIFO");
+	CHECK(G_API, tfs_policy_parse("s3-fifo", &k) == -EINVAL, "parse s3-fifo");
+	CHECK(G_API, tfs_policy_parse("", &k) == -EINVAL, "parse empty");
+	CHECK(G_API, strcmp(tfs_policy_name(TFS_POLICY_LRU), "lru") == 0, "name lru");
+	CHECK(G_API, strcmp(tfs_policy_name(TFS_POLICY_S3FIFO), "s3fifo") == 0, "name s3fifo");
+	CHECK(G_API, strcmp(tfs_policy_name((enum tfs_policy_kind)7), "?") == 0, "name 7");
+	tfs_policy_free(NULL);
+
+	for (int kind = 0; kind < 2; kind++) {
+		snprintf(ctx, sizeof(ctx), "edge %s", tfs_policy_name((enum tfs_policy_kind)kind));
+		calls = 0;
+		p = tfs_policy_new((enum tfs_policy_kind)kind, 0);
+		CHECK(G_EDGE, p && tfs_policy_count(p) == 0, "cap 0");
+		if (p) {
+			tfs_policy_insert(p, 0, 1);
+			CHECK(G_EDGE, tfs_policy_count(p) == 0 && !tfs_policy_holds(p, 0),
+			      "cap 0 insert");
+			CHECK(G_EDGE, tfs_policy_victim(p, ok_all, NULL, 10) == TFS_POLICY_NONE,
+			      "cap 0 victim");
+			tfs_policy_free(p);
+		}
+		p = tfs_policy_new((enum tfs_policy_kind)kind, 5);
+		CHECK(G_EDGE, tfs_policy_victim(p, ok_all, NULL, UINT32_MAX) == TFS_POLICY_NONE,
+		      "victim of empty");
+		for (uint32_t s = 0; s < 5; s++)
+			tfs_policy_insert(p, s, s);
+		tfs_policy_insert(p, 2, 99);	/* held: ignored */
+		tfs_policy_insert(p, 5, 99);	/* out of range: ignored */
+		tfs_policy_hit(p, 7);
+		tfs_policy_remove(p, 7);
+		CHECK(G_EDGE, tfs_policy_count(p) == 5 && !tfs_policy_holds(p, 5), "contract breaches");
+		CHECK(G_EDGE, tfs_policy_victim(p, ok_none, &calls, 0) == TFS_POLICY_NONE &&
+		      calls == 0, "max 0: %u calls", calls);
+		CHECK(G_EDGE, tfs_policy_victim(p, ok_none, &calls, UINT32_MAX) == TFS_POLICY_NONE &&
+		      calls >= 5 && calls <= 10 && tfs_policy_count(p) == 5,
+		      "nothing evictable: %u calls, count %u", calls, tfs_policy_count(p));
+		calls = 0;
+		CHECK(G_EDGE, tfs_policy_victim(p, ok_none, &calls, 3) == TFS_POLICY_NONE &&
+		      calls == 3, "max 3: %u calls", calls);
+		for (uint32_t i = 0; i < 5; i++)
+			CHECK(G_EDGE, tfs_policy_victim(p, ok_all, NULL, UINT32_MAX) != TFS_POLICY_NONE,
+			      "drain %u", i);
+		CHECK(G_EDGE, tfs_policy_count(p) == 0, "drained: count %u", tfs_policy_count(p));
+		tfs_policy_free(p);
+	}
+}
+
+/* A million slots, three million evictions: O(1) or this takes minutes. */
+static void test_scale(enum tfs_policy_kind kind)
+{
+	const uint32_t cap = 1u << 20;
+	struct tfs_policy *p = tfs_policy_new(kind, cap);
+	uint64_t key = 0;
+
+	snprintf(ctx, sizeof(ctx), "scale %s", tfs_policy_name(kind));
+	rng_state = 42;
+	for (uint32_t s = 0; s < cap; s++)
+		tfs_policy_insert(p, s, key++);
+	for (uint32_t i = 0; i < 3 * cap; i++) {
+		uint32_t v;
+
+		tfs_policy_hit(p, rnd_below(cap));
+		v = tfs_policy_victim(p, ok_all, NULL, UINT32_MAX);
+		if (v >= cap) {
+			unit_fail(&groups[G_SCALE], "no victim at %u", i);
+			break;
+		}
+		/* keys come back, so the ghost sends some to main */
+		tfs_policy_insert(p, v, rnd() & 1 ? key++ : rnd_below((uint32_t)key));
+	}
+	CHECK(G_SCALE, tfs_policy_count(p) == cap, "count %u", tfs_policy_count(p));
+	tfs_policy_free(p);
+}
+
+int main(void)
+{
+	static const uint32_t caps[] = { 1, 2, 3, 10, 100, 1000 };
+	uint64_t total_fail = 0;
+
+	test_api();
+	for (int kind = 0; kind < 2; kind++)
+		for (size_t c = 0; c < sizeof(caps) / sizeof(caps[0]); c++)
+			for (uint64_t seed = 1; seed <= 4; seed++)
+				test_random((enum tfs_policy_kind)kind, caps[c], seed * 1000 + caps[c],
+					    caps[c] >= 1000 ? 60000 : 20000);
+	for (int kind = 0; kind < 2; kind++)
+		for (uint32_t cap = 10; cap <= 1000; cap *= 10)
+			test_scan((enum tfs_policy_kind)kind, cap);
+	test_ghost(0);
+	test_ghost(1);
+	for (uint32_t cap = 2; cap <= 1000; cap = cap < 10 ? cap + 1 : cap * 10)
+		for (uint32_t n = cap - 1; n <= cap + 1; n++)
+			test_ghost_cap(cap, n);
+	test_scale(TFS_POLICY_LRU);
+	test_scale(TFS_POLICY_S3FIFO);
+
+	total_fail += unit_summary(groups, G_COUNT);
+	printf("%s\n", total_fail ? "FAILED" : "OK");
+	return total_fail ? 1 : 0;
+}

@@ -1,9 +1,8 @@
-/* cache.c - the SSD tier: extent index, request paths, binding.
+/* cache.c - the SSD tier: extent index and request paths.
  *
- * Owns: the cache directory (CACHE/data: nslots slots of one extent each;
- * CACHE/meta: the LMDB store, cstore.c), the in-memory index of cached
- * extents, the read and write paths of every cache mode, and the binding
- * of a cache to its array.  flush.c owns the flusher and the promoter.
+ * Owns: the in-memory index of cached extents (slots of CACHE/data, with
+ * their records in the LMDB store, cstore.c), and the read and write
+ * paths of every cache mode.  flush.c owns the flusher and the promoter.
  *
  * Invariants:
  *  1. The store holds a record for every slot in use that has a valid
@@ -26,6 +25,8 @@
  *   free --c_alloc_slot--> busy (filling/writing) --clear busy--> clean|dirty
  *   dirty --flush.c flush_file--> clean --evict_some/c_free_slot--> free
  *   any --zero/forget/invalidate while pinned--> dead --c_unpin--> free
+ *
+ * bind.c has the binding to the array, start, stop, status and control.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -45,45 +46,12 @@
 #include "tierfs/super.h"
 #include "cache_i.h"
 
-#define DEF_SIZE	(1ull << 30)
-#define DEF_EXTENT	(64u << 10)
-#define DEF_PROMOTE	2
-#define DEF_HALFLIFE	60.0
-#define DEF_SEQ_CUTOFF	(4ull << 20)
-#define DEF_DIRTY_LOW	20
-#define DEF_DIRTY_HIGH	70
-#define DATA_FILE	"data"
-#define META_DIR	"meta"
-#define STORE_VERSION	"1"
-
-static const char *const mode_names[] = {
-	[TFS_CACHE_WRITEBACK] = "writeback",
-	[TFS_CACHE_WRITETHROUGH] = "writethrough",
-	[TFS_CACHE_WRITEAROUND] = "writearound",
-	[TFS_CACHE_OFF] = "off",
-};
-
-const char *tfs_cache_mode_name(enum tfs_cache_mode m)
-{
-	return m <= TFS_CACHE_OFF ? mode_names[m] : "?";
-}
-
-int tfs_cache_mode_parse(const char *s, enum tfs_cache_mode *m)
-{
-	for (unsigned i = 0; i <= TFS_CACHE_OFF; i++)
-		if (strcmp(s, mode_names[i]) == 0) {
-			*m = (enum tfs_cache_mode)i;
-			return 0;
-		}
-	return -EINVAL;
-}
-
 bool tfs_cache_detached(const struct tfs_cache *c)
 {
 	return __atomic_load_n(&c->detached, __ATOMIC_ACQUIRE);
 }
 
-static enum tfs_cache_mode cmode(const struct tfs_cache *c)
+enum tfs_cache_mode c_mode(const struct tfs_cache *c)
 {
 	return __atomic_load_n(&c->mode, __ATOMIC_ACQUIRE);
 }
@@ -180,7 +148,7 @@ struct cfile *c_file_find(struct tfs_cache *c, uint64_t fid)
 	return f;
 }
 
-static struct cfile *file_get(struct tfs_cache *c, uint64_t fid)
+struct cfile *c_file_get(struct tfs_cache *c, uint64_t fid)
 {
 	struct cfile *f = c_file_find(c, fid);
 	uint32_t h;
@@ -297,9 +265,9 @@ static void hash_remove(struct tfs_cache *c, uint32_t s)
 }
 
 /* Put slot s (free) in the index for (fid, idx); NULL file: no memory. */
-static struct cfile *link_slot(struct tfs_cache *c, uint32_t s, uint64_t fid, uint64_t idx)
+struct cfile *c_link_slot(struct tfs_cache *c, uint32_t s, uint64_t fid, uint64_t idx)
 {
-	struct cfile *f = file_get(c, fid);
+	struct cfile *f = c_file_get(c, fid);
 	struct cext *x = &c->e[s];
 	uint32_t h = (uint32_t)(c_ekey(fid, idx) & c->hmask);
 
@@ -439,7 +407,7 @@ uint32_t c_alloc_slot(struct tfs_cache *c, uint64_t fid, uint64_t idx)
 	if (c->nfree == 0)
 		return C_NONE;
 	s = c->freel[--c->nfree];
-	if (!link_slot(c, s, fid, idx)) {
+	if (!c_link_slot(c, s, fid, idx)) {
 		c->freel[c->nfree++] = s;
 		return C_NONE;
 	}
@@ -466,7 +434,7 @@ void c_release_busy(struct tfs_cache *c, uint32_t s)
 /* Heat                                                                */
 /* ------------------------------------------------------------------ */
 
-static unsigned heat_now(const struct tfs_cache *c, uint16_t h, uint32_t t, uint32_t now)
+unsigned c_heat_now(const struct tfs_cache *c, uint16_t h, uint32_t t, uint32_t now)
 {
 	uint32_t halves = (now - t) / c->halflife;
 
@@ -475,7 +443,7 @@ static unsigned heat_now(const struct tfs_cache *c, uint16_t h, uint32_t t, uint
 
 static unsigned heat_bump(struct tfs_cache *c, uint16_t *h, uint32_t *t, uint32_t now)
 {
-	unsigned v = heat_now(c, *h, *t, now);
+	unsigned v = c_heat_now(c, *h, *t, now);
 
 	if (v < UINT16_MAX)
 		v++;
@@ -623,7 +591,7 @@ ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, voi
 		       size_t len, uint64_t off)
 {
 	struct tfs_cache *c = fs->cache;
-	enum tfs_cache_mode mode = cmode(c);
+	enum tfs_cache_mode mode = c_mode(c);
 	uint64_t fid, size, miss_a = UINT64_MAX, miss_b = 0;
 	uint32_t now = c_now();
 	struct piece *p;
@@ -888,7 +856,7 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 			const void *buf, size_t len, uint64_t off)
 {
 	struct tfs_cache *c = fs->cache;
-	enum tfs_cache_mode mode = cmode(c);
+	enum tfs_cache_mode mode = c_mode(c);
 	struct tfs_cext_rec *recs;
 	struct tfs_cstore_op *ops;
 	uint64_t fid, size, end = off + len;
@@ -1207,7 +1175,7 @@ struct cfile *c_file_hold(struct tfs_cache *c, uint64_t fid)
 	struct cfile *f;
 
 	pthread_mutex_lock(&c->lock);
-	f = file_get(c, fid);	/* made if need be: the promoter stays off (refs) */
+	f = c_file_get(c, fid);	/* made if need be: the promoter stays off (refs) */
 	if (f)
 		f->refs++;
 	pthread_mutex_unlock(&c->lock);
@@ -1278,809 +1246,3 @@ uint64_t tfs_cache_size(struct tfs_fs *fs, uint64_t fid)
 	return size;
 }
 
-/* ------------------------------------------------------------------ */
-/* Binding and set-up                                                  */
-/* ------------------------------------------------------------------ */
-
-/* A uuid as the two u64 of a journal set entry. */
-static void uuid_pair(const char *uuid, uint64_t *a, uint64_t *b)
-{
-	char hex[33];
-	unsigned n = 0;
-
-	for (const char *p = uuid; *p && n < 32; p++)
-		if (*p != '-')
-			hex[n++] = *p;
-	hex[n] = 0;
-	*b = strtoull(hex + (n > 16 ? 16 : n), NULL, 16);
-	hex[n > 16 ? 16 : n] = 0;
-	*a = strtoull(hex, NULL, 16);
-}
-
-struct bound {
-	uint64_t a, b;
-	unsigned n;
-};
-
-static int bound_cb(void *arg, uint64_t a, uint64_t b)
-{
-	struct bound *bd = arg;
-
-	bd->a = a;
-	bd->b = b;
-	bd->n++;
-	return 0;
-}
-
-/* Bind the array to cache uuid (NULL: to none) in its journal. */
-static int journal_bind(struct tfs_fs *fs, const char *uuid)
-{
-	uint64_t a, b;
-	int rc = tfs_meta_set_clear(fs->meta, TFS_SET_CACHE);
-
-	if (rc == 0 && uuid) {
-		uuid_pair(uuid, &a, &b);
-		rc = tfs_meta_set_put(fs->meta, TFS_SET_CACHE, a, b);
-	}
-	return rc ? rc : tfs_meta_sync(fs->meta);
-}
-
-struct lost {
-	struct tfs_fs *fs;
-	uint64_t found;
-};
-
-static int lost_cb(void *arg, struct tfs_inode *in, const struct stat *st)
-{
-	struct lost *l = arg;
-	struct tfs_loc loc;
-
-	if (tfs_ns_load_file(l->fs, in) || tfs_meta_set_has(l->fs->meta, TFS_SET_CDIRTY,
-							     in->fid, 0) != 1)
-		return 0;
-	l->found++;
-	if (tfs_inode_loc(l->fs, in, &loc) == 0) {
-		char *p = tfs_loc_path(l->fs, &loc);
-
-		tfs_warn("cache_discard: /%s lost the writes that were only in the cache",
-			 p ? p : loc.name);
-		free(p);
-		tfs_loc_put(l->fs, &loc);
-	}
-	return 0;
-}
-
-/* cache_discard: name the files whose dirty data is given up, forget them. */
-static int discard_lost(struct tfs_fs *fs, uint64_t ndirty)
-{
-	struct lost l = { .fs = fs };
-	int rc = tfs_walk_files(fs, lost_cb, &l);
-
-	if (rc)
-		return rc;
-	tfs_warn("cache_discard: %" PRIu64 " files lost data; %" PRIu64 " more were deleted since",
-		 l.found, ndirty > l.found ? ndirty - l.found : 0);
-	rc = tfs_meta_set_clear(fs->meta, TFS_SET_CDIRTY);
-	return rc ? rc : journal_bind(fs, NULL);
-}
-
-static int path_of(char *out, size_t len, const char *dir, const char *name)
-{
-	return snprintf(out, len, "%s/%s", dir, name) >= (int)len ? -ENAMETOOLONG : 0;
-}
-
-/* Remove what tierfs keeps in a cache directory (only its own names). */
-static int cache_wipe(const char *dir)
-{
-	char p[PATH_MAX];
-	static const char *const names[] = { META_DIR "/data.mdb", META_DIR "/lock.mdb", DATA_FILE };
-
-	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		if (path_of(p, sizeof(p), dir, names[i]))
-			return -ENAMETOOLONG;
-		if (unlink(p) && errno != ENOENT)
-			return -errno;
-	}
-	if (path_of(p, sizeof(p), dir, META_DIR) == 0 && rmdir(p) && errno != ENOENT)
-		return -errno;
-	return 0;
-}
-
-static void boot_id(char *out, size_t len)
-{
-	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-
-	out[0] = 0;
-	if (f) {
-		if (fgets(out, (int)len, f))
-			out[strcspn(out, "\n")] = 0;
-		fclose(f);
-	}
-}
-
-/* Make a new, empty cache in dir bound to this array. */
-static int cache_create(struct tfs_cache *c, uint64_t size, char *err, size_t errlen)
-{
-	char p[PATH_MAX], v[32];
-	uint64_t bytes = (uint64_t)c->nslots * c->extent;
-	struct tfs_cstore *cs;
-	int fd, rc;
-
-	(void)size;
-	tfs_uuid_generate(c->uuid);
-	if (path_of(p, sizeof(p), c->dir, DATA_FILE))
-		return -ENAMETOOLONG;
-	fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "cache %s: cannot create %s: %s", c->dir, p, strerror(errno));
-		return rc;
-	}
-	/* preallocated: a full SSD must not surface as ENOSPC on a write */
-	rc = posix_fallocate(fd, 0, (off_t)bytes);
-	if (rc == EOPNOTSUPP || rc == EINVAL)
-		rc = ftruncate(fd, (off_t)bytes) ? errno : 0;
-	close(fd);
-	if (rc) {
-		snprintf(err, errlen, "cache %s: cannot allocate %" PRIu64 " bytes: %s", c->dir,
-			 bytes, strerror(rc));
-		unlink(p);
-		return -rc;
-	}
-	if (path_of(p, sizeof(p), c->dir, META_DIR))
-		return -ENAMETOOLONG;
-	rc = tfs_cstore_open(p, &cs);
-	if (rc) {
-		snprintf(err, errlen, "cache %s: cannot create its store: %s", c->dir, strerror(-rc));
-		return rc;
-	}
-	rc = tfs_cstore_info_set(cs, "version", STORE_VERSION);
-	if (rc == 0)
-		rc = tfs_cstore_info_set(cs, "array", c->fs->array->sb.uuid);
-	if (rc == 0)
-		rc = tfs_cstore_info_set(cs, "cache", c->uuid);
-	snprintf(v, sizeof(v), "%u", c->extent);
-	if (rc == 0)
-		rc = tfs_cstore_info_set(cs, "extent", v);
-	snprintf(v, sizeof(v), "%u", c->nslots);
-	if (rc == 0)
-		rc = tfs_cstore_info_set(cs, "slots", v);
-	if (rc == 0)
-		rc = tfs_cstore_info_set(cs, "clean", "1");
-	if (rc == 0)
-		rc = tfs_cstore_sync(cs);
-	tfs_cstore_close(cs);
-	if (rc)
-		snprintf(err, errlen, "cache %s: cannot write its store: %s", c->dir, strerror(-rc));
-	else
-		tfs_info("cache %s: created, %u slots of %u KiB", c->dir, c->nslots, c->extent >> 10);
-	return rc;
-}
-
-enum probe { P_EMPTY, P_CORRUPT, P_OK };
-
-/* What is in dir: nothing, something unreadable (why), or a cache whose
- * info lands in c (uuid, geometry) and *array. */
-static enum probe cache_probe(struct tfs_cache *c, char *array, size_t alen, char *why,
-			      size_t wlen)
-{
-	char p[PATH_MAX], v[256];
-	struct tfs_cstore *cs;
-	struct stat st;
-	bool meta, data;
-	uint64_t ext = 0, slots = 0;
-	int rc;
-
-	path_of(p, sizeof(p), c->dir, META_DIR);
-	meta = stat(p, &st) == 0;
-	path_of(p, sizeof(p), c->dir, DATA_FILE);
-	data = stat(p, &st) == 0;
-	if (!meta && !data)
-		return P_EMPTY;
-	if (!meta || !data) {
-		snprintf(why, wlen, "its %s is missing", meta ? "data file" : "extent map");
-		return P_CORRUPT;
-	}
-	path_of(p, sizeof(p), c->dir, META_DIR);
-	rc = tfs_cstore_open(p, &cs);
-	if (rc) {
-		snprintf(why, wlen, "its extent map cannot be read (%s)", strerror(-rc));
-		return P_CORRUPT;
-	}
-	rc = tfs_cstore_info_get(cs, "version", v, sizeof(v));
-	if (rc == 0 && strcmp(v, STORE_VERSION) != 0)
-		rc = -EPROTO;
-	if (rc == 0)
-		rc = tfs_cstore_info_get(cs, "array", array, alen);
-	if (rc == 0)
-		rc = tfs_cstore_info_get(cs, "cache", c->uuid, sizeof(c->uuid));
-	if (rc == 0 && (rc = tfs_cstore_info_get(cs, "extent", v, sizeof(v))) == 0)
-		ext = strtoull(v, NULL, 10);
-	if (rc == 0 && (rc = tfs_cstore_info_get(cs, "slots", v, sizeof(v))) == 0)
-		slots = strtoull(v, NULL, 10);
-	tfs_cstore_close(cs);
-	if (rc) {
-		snprintf(why, wlen, "its extent map is incomplete (%s)", strerror(-rc));
-		return P_CORRUPT;
-	}
-	if (ext < C_SECTOR || ext > C_SECTOR * 64 * TFS_CEXT_WORDS || (ext & (ext - 1)) ||
-	    slots == 0 || slots > UINT32_MAX / 2 || (uint64_t)st.st_size != ext * slots) {
-		snprintf(why, wlen, "its geometry is inconsistent (extent %" PRIu64 ", %" PRIu64
-			 " slots, data file %lld bytes)", ext, slots, (long long)st.st_size);
-		return P_CORRUPT;
-	}
-	c->extent = (uint32_t)ext;
-	c->nslots = (uint32_t)slots;
-	return P_OK;
-}
-
-static int opt_size(const char *s, uint64_t def, uint64_t *out, const char *name, char *err,
-		    size_t errlen)
-{
-	*out = def;
-	if (s && tfs_parse_size(s, out)) {
-		snprintf(err, errlen, "%s=%s: not a size", name, s);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-/* Options into c; returns 0 or -EINVAL with err set. */
-static int cache_config(struct tfs_cache *c, const struct tfs_cache_opts *o, uint64_t *size,
-			char *err, size_t errlen)
-{
-	uint64_t ext;
-	int rc = opt_size(o->size, DEF_SIZE, size, "cache_size", err, errlen);
-
-	if (rc == 0)
-		rc = opt_size(o->extent, DEF_EXTENT, &ext, "cache_extent", err, errlen);
-	if (rc == 0)
-		rc = opt_size(o->seq_cutoff, DEF_SEQ_CUTOFF, &c->seq_cutoff, "cache_seq_cutoff",
-			      err, errlen);
-	if (rc)
-		return rc;
-	if (ext < C_SECTOR || ext > C_SECTOR * 64 * TFS_CEXT_WORDS || (ext & (ext - 1))) {
-		snprintf(err, errlen, "cache_extent=%s: a power of two from 4K to 1M", o->extent);
-		return -EINVAL;
-	}
-	c->extent = (uint32_t)ext;
-	if (*size / ext < 16 || *size / ext > UINT32_MAX / 2) {
-		snprintf(err, errlen, "cache_size: from 16 extents (%" PRIu64 " KiB) up", ext * 16 >> 10);
-		return -EINVAL;
-	}
-	c->nslots = (uint32_t)(*size / ext);
-	c->mode = TFS_CACHE_WRITEBACK;
-	if (o->mode && tfs_cache_mode_parse(o->mode, &c->mode)) {
-		snprintf(err, errlen, "cache_mode=%s: writeback, writethrough, writearound or off",
-			 o->mode);
-		return -EINVAL;
-	}
-	c->policy_kind = TFS_POLICY_S3FIFO;
-	if (o->policy && tfs_policy_parse(o->policy, &c->policy_kind)) {
-		snprintf(err, errlen, "cache_policy=%s: lru or s3fifo", o->policy);
-		return -EINVAL;
-	}
-	c->promote = o->promote ? o->promote : DEF_PROMOTE;
-	c->halflife = (uint32_t)((o->halflife > 0 ? o->halflife : DEF_HALFLIFE) * 16);
-	if (c->halflife == 0)
-		c->halflife = 1;
-	c->dirty_low = o->dirty_low ? o->dirty_low : DEF_DIRTY_LOW;
-	c->dirty_high = o->dirty_high ? o->dirty_high : DEF_DIRTY_HIGH;
-	if (c->dirty_low > 100 || c->dirty_high > 100 || c->dirty_low >= c->dirty_high) {
-		snprintf(err, errlen, "cache_dirty_low=%u, cache_dirty_high=%u: 0 <= low < high <= 100",
-			 c->dirty_low, c->dirty_high);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err,
-		    size_t errlen)
-{
-	struct tfs_cache *c;
-	struct bound bd = { 0 };
-	uint64_t ndirty = 0, size, a, b;
-	char array[256] = "", why[512] = "";
-	enum probe pr;
-	bool bound;
-	int rc;
-
-	rc = tfs_meta_set_foreach(fs->meta, TFS_SET_CACHE, bound_cb, &bd);
-	if (rc == 0)
-		rc = tfs_meta_set_count(fs->meta, TFS_SET_CDIRTY, &ndirty);
-	if (rc) {
-		snprintf(err, errlen, "cannot read the cache binding from the journal: %s",
-			 strerror(-rc));
-		return rc;
-	}
-	if (!o->dir) {
-		if (ndirty && !o->discard) {
-			snprintf(err, errlen, "%" PRIu64 " files have writes that are only in the "
-				 "array's write-back cache: mount with -o cache=DIR, or with "
-				 "-o cache_discard to give them up", ndirty);
-			return -EBUSY;
-		}
-		if (fs->readonly)
-			return 0;
-		if (ndirty)
-			return discard_lost(fs, ndirty);
-		/* running uncached: a cache used before is stale from now on */
-		return bd.n ? journal_bind(fs, NULL) : 0;
-	}
-
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return -ENOMEM;
-	c->fs = fs;
-	c->fd = c->dfd = -1;
-	c->readonly = fs->readonly;
-	c->dir = realpath(o->dir, NULL);
-	if (!c->dir && errno == ENOENT && mkdir(o->dir, 0700) == 0)
-		c->dir = realpath(o->dir, NULL);
-	if (!c->dir) {
-		snprintf(err, errlen, "cache=%s: %s", o->dir, strerror(errno));
-		rc = -errno;
-		goto fail;
-	}
-	rc = cache_config(c, o, &size, err, errlen);
-	if (rc)
-		goto fail;
-	pr = cache_probe(c, array, sizeof(array), why, sizeof(why));
-	if (pr == P_OK && strcmp(array, fs->array->sb.uuid) != 0) {
-		if (array[0]) {
-			snprintf(err, errlen, "cache %s belongs to array %s, not to this array "
-				 "(%s): give another directory, or detach it from its array first",
-				 c->dir, array, fs->array->sb.uuid);
-			rc = -EEXIST;
-			goto fail;
-		}
-		pr = P_CORRUPT;	/* detached from its array: free to reuse */
-		snprintf(why, sizeof(why), "it was detached");
-	}
-	uuid_pair(c->uuid, &a, &b);
-	bound = pr == P_OK && bd.n == 1 && bd.a == a && bd.b == b;
-	if (!bound && ndirty) {
-		if (!o->discard) {
-			snprintf(err, errlen, "%" PRIu64 " files have writes that are only in the "
-				 "array's write-back cache, and %s is not that cache%s%s: mount "
-				 "with the right cache=DIR, or with -o cache_discard to give them up",
-				 ndirty, c->dir, why[0] ? ": " : "", why);
-			rc = -EBUSY;
-			goto fail;
-		}
-		if (fs->readonly) {
-			snprintf(err, errlen, "cache_discard needs a read-write mount");
-			rc = -EROFS;
-			goto fail;
-		}
-		rc = discard_lost(fs, ndirty);
-		if (rc)
-			goto fail;
-	}
-	if (!bound && fs->readonly) {
-		/* nothing of it can be trusted and nothing may be written */
-		tfs_warn("cache %s is not this array's current cache: not used on a read-only "
-			 "mount", c->dir);
-		goto fail_quiet;
-	}
-	if (!bound) {
-		if (pr == P_CORRUPT)
-			tfs_warn("cache %s: %s; made anew (no dirty data was in it)", c->dir, why);
-		else if (pr == P_OK)
-			tfs_warn("cache %s is stale (the array ran without it): emptied", c->dir);
-		rc = cache_config(c, o, &size, err, errlen);	/* probe may have set geometry */
-		if (rc == 0)
-			rc = cache_wipe(c->dir);
-		if (rc == 0)
-			rc = cache_create(c, size, err, errlen);
-		if (rc == 0)
-			rc = journal_bind(fs, c->uuid);
-		if (rc) {
-			if (!err[0])
-				snprintf(err, errlen, "cache %s: %s", c->dir, strerror(-rc));
-			goto fail;
-		}
-	} else {
-		uint64_t want = 0;
-
-		if (o->extent && tfs_parse_size(o->extent, &want) == 0 && want != c->extent)
-			tfs_warn("cache %s: extent size is %u (set when it was made); "
-				 "cache_extent=%s ignored", c->dir, c->extent, o->extent);
-		if (o->size && tfs_parse_size(o->size, &want) == 0 &&
-		    want / c->extent != c->nslots)
-			tfs_warn("cache %s: size is %" PRIu64 " (set when it was made); "
-				 "cache_size=%s ignored", c->dir, (uint64_t)c->nslots * c->extent,
-				 o->size);
-	}
-	c->spe = c->extent / C_SECTOR;
-	fs->cache = c;
-	return 0;
-fail:
-	if (!err[0])
-		snprintf(err, errlen, "cache %s: %s", o->dir, strerror(-rc));
-fail_quiet:
-	free(c->dir);
-	free(c);
-	return rc;
-}
-
-/* ------------------------------------------------------------------ */
-/* Start and stop                                                      */
-/* ------------------------------------------------------------------ */
-
-struct loader {
-	struct tfs_cache *c;
-	bool keep_clean;		/* the page cache outlived the daemon */
-	uint64_t dropped;
-};
-
-static int load_ext(void *arg, const struct tfs_cext_rec *r)
-{
-	struct loader *ld = arg;
-	struct tfs_cache *c = ld->c;
-	struct cfile *f;
-	struct cext *x;
-
-	if (r->slot >= c->nslots || c->e[r->slot].used) {
-		tfs_err("cache %s: extent map names slot %u twice or out of range", c->dir, r->slot);
-		return -EUCLEAN;
-	}
-	f = link_slot(c, r->slot, r->fid, r->idx);
-	if (!f)
-		return -ENOMEM;
-	x = &c->e[r->slot];
-	memcpy(x->dirty, r->dirty, sizeof(x->dirty));
-	memcpy(x->valid, ld->keep_clean ? r->valid : r->dirty, sizeof(x->valid));
-	for (unsigned w = 0; w < TFS_CEXT_WORDS; w++)
-		x->valid[w] |= x->dirty[w];
-	x->heat = r->heat;
-	x->heat_t = c_now();
-	if (bm_any(x->dirty)) {
-		c->dirty_sectors += bm_count(x->dirty);
-		c->ndirty++;
-		if (f->ndirty++ == 0) {
-			f->unresolved = true;
-			f->journaled = true;
-			c->unresolved++;
-		}
-	}
-	if (!bm_any(x->valid))
-		ld->dropped++;
-	return 0;
-}
-
-static int load_size(void *arg, uint64_t fid, uint64_t size)
-{
-	struct tfs_cache *c = arg;
-	struct cfile *f = file_get(c, fid);
-
-	if (!f)
-		return -ENOMEM;
-	f->size = size;
-	return 0;
-}
-
-/* Drop the slots the load left without a valid sector. */
-static int drop_empty(struct tfs_cache *c)
-{
-	for (uint32_t s = 0; s < c->nslots; s++) {
-		struct tfs_cstore_op op;
-		int rc;
-
-		if (!c->e[s].used || bm_any(c->e[s].valid))
-			continue;
-		op = (struct tfs_cstore_op){ .op = TFS_CS_DEL_EXT, .fid = c->e[s].fid,
-					     .idx = c->e[s].idx };
-		rc = c_commit(c, &op, 1);
-		if (rc)
-			return rc;
-		c_unlink_slot(c, s);
-	}
-	return 0;
-}
-
-static uint32_t pow2_at_least(uint64_t n)
-{
-	uint32_t p = 1;
-
-	while (p < n && p < (1u << 30))
-		p <<= 1;
-	return p;
-}
-
-int tfs_cache_start(struct tfs_fs *fs)
-{
-	struct tfs_cache *c = fs->cache;
-	struct loader ld = { .c = c };
-	char p[PATH_MAX], v[64], boot[64];
-	int rc;
-
-	if (!c)
-		return 0;
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->cond, NULL);
-	pthread_cond_init(&c->fcond, NULL);
-	pthread_cond_init(&c->pcond, NULL);
-	path_of(p, sizeof(p), c->dir, DATA_FILE);
-	c->fd = open(p, (c->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-	if (c->fd < 0) {
-		tfs_err("cache %s: %s: %s", c->dir, p, strerror(errno));
-		return -errno;
-	}
-	c->dfd = open(p, (c->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_DIRECT);
-	path_of(p, sizeof(p), c->dir, META_DIR);
-	rc = tfs_cstore_open(p, &c->cs);
-	if (rc) {
-		tfs_err("cache %s: extent map: %s", c->dir, strerror(-rc));
-		return rc;
-	}
-	c->e = calloc(c->nslots, sizeof(*c->e));
-	c->hmask = pow2_at_least(c->nslots) - 1;
-	c->htab = malloc((size_t)(c->hmask + 1) * sizeof(*c->htab));
-	c->freel = malloc((size_t)c->nslots * sizeof(*c->freel));
-	c->fmask = pow2_at_least(c->nslots / 4 + 1) - 1;
-	c->ftab = calloc((size_t)c->fmask + 1, sizeof(*c->ftab));
-	c->gmask = pow2_at_least((uint64_t)c->nslots * 4 > 65536 ? (uint64_t)c->nslots * 4 : 65536) - 1;
-	c->ghost = calloc((size_t)c->gmask + 1, sizeof(*c->ghost));
-	c->pol = tfs_policy_new(c->policy_kind, c->nslots);
-	if (!c->e || !c->htab || !c->freel || !c->ftab || !c->ghost || !c->pol)
-		return -ENOMEM;
-	memset(c->htab, 0xff, (size_t)(c->hmask + 1) * sizeof(*c->htab));
-
-	/* the clean sectors are trusted when the daemon stopped cleanly, or
-	 * died without the machine going down (its writes are in the page
-	 * cache); after a reboot only what was fsynced is (DESIGN §10.5) */
-	boot_id(boot, sizeof(boot));
-	ld.keep_clean = (tfs_cstore_info_get(c->cs, "clean", v, sizeof(v)) == 0 &&
-			 strcmp(v, "1") == 0) ||
-			(tfs_cstore_info_get(c->cs, "boot", v, sizeof(v)) == 0 &&
-			 strcmp(v, boot) == 0);
-	rc = tfs_cstore_ext_foreach(c->cs, load_ext, &ld);
-	if (rc == 0)
-		rc = tfs_cstore_size_foreach(c->cs, load_size, c);
-	if (rc) {
-		tfs_err("cache %s: cannot load the extent map: %s", c->dir, strerror(-rc));
-		return rc;
-	}
-	for (uint32_t s = c->nslots; s-- > 0;)
-		if (!c->e[s].used)
-			c->freel[c->nfree++] = s;
-	if (!c->readonly) {
-		rc = drop_empty(c);
-		if (rc == 0)
-			rc = tfs_cstore_info_set(c->cs, "clean", "0");
-		if (rc == 0)
-			rc = tfs_cstore_info_set(c->cs, "boot", boot);
-		if (rc)
-			return rc;
-	}
-	tfs_info("cache %s: %s, %u of %u extents cached, %u dirty%s%s", c->dir,
-		 tfs_cache_mode_name(c->mode), c->nused, c->nslots, c->ndirty,
-		 ld.keep_clean ? "" : " (after a restart of the machine: clean extents dropped)",
-		 c->unresolved ? "; looking for the dirty files" : "");
-	if (ld.dropped)
-		tfs_info("cache %s: %" PRIu64 " extents held nothing that survived", c->dir, ld.dropped);
-	return c->readonly ? 0 : c_threads_start(c);
-}
-
-void tfs_cache_stop(struct tfs_fs *fs)
-{
-	struct tfs_cache *c = fs->cache;
-	struct tfs_cext_rec *recs;
-	struct tfs_cstore_op *ops;
-	unsigned n = 0;
-
-	if (!c || !c->cs)
-		return;
-	c_threads_stop(c);
-	if (!c->readonly) {
-		/* heat is kept in memory and saved here (and not on every hit) */
-		recs = calloc(c->nused + 1, sizeof(*recs));
-		ops = calloc(c->nused + 1, sizeof(*ops));
-		pthread_mutex_lock(&c->lock);
-		for (uint32_t s = 0; recs && ops && s < c->nslots; s++) {
-			if (!c->e[s].used || c->e[s].dead)
-				continue;
-			c_record(c, s, &recs[n]);
-			ops[n] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &recs[n] };
-			n++;
-		}
-		pthread_mutex_unlock(&c->lock);
-		if (fdatasync(c->fd) == 0 && (!ops || c_commit(c, ops, n) == 0))
-			tfs_cstore_info_set(c->cs, "clean", "1");
-		free(recs);
-		free(ops);
-	}
-	/* dirty files keep their journal entries: the cache still holds them */
-	for (uint32_t h = 0; h <= c->fmask; h++)
-		for (struct cfile *f = c->ftab[h]; f; f = f->next)
-			if (f->in) {
-				tfs_inode_unref(fs, f->in);
-				f->in = NULL;
-			}
-	tfs_meta_sync(fs->meta);
-	tfs_cstore_close(c->cs);
-	c->cs = NULL;
-	close(c->fd);
-	if (c->dfd >= 0)
-		close(c->dfd);
-	tfs_info("cache %s: stopped with %u extents cached, %u dirty", c->dir, c->nused, c->ndirty);
-}
-
-/* ------------------------------------------------------------------ */
-/* Statistics and control                                              */
-/* ------------------------------------------------------------------ */
-
-int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len)
-{
-	struct tfs_cache *c = fs->cache;
-	unsigned hot = 0, warm = 0, cold = 0;
-	uint32_t now = c_now();
-	struct cstats st;
-	uint64_t dirty;
-	uint32_t used, ndirty, unresolved;
-	enum tfs_cache_mode mode;
-	bool flushing;
-	int l;
-
-	if (!c || c->detached)
-		return snprintf(buf, len, "cache=none\n");
-	pthread_mutex_lock(&c->lock);
-	for (uint32_t s = 0; s < c->nslots; s++) {
-		unsigned h;
-
-		if (!c->e[s].used)
-			continue;
-		h = heat_now(c, c->e[s].heat, c->e[s].heat_t, now);
-		if (h >= 2 * c->promote)
-			hot++;
-		else if (h >= c->promote)
-			warm++;
-		else
-			cold++;
-	}
-	st = c->st;
-	dirty = c->dirty_sectors * C_SECTOR;
-	used = c->nused;
-	ndirty = c->ndirty;
-	unresolved = c->unresolved;
-	flushing = c->flush_req != c->flush_done;
-	mode = cmode(c);
-	pthread_mutex_unlock(&c->lock);
-	l = snprintf(buf, len,
-		     "cache=%s\ncache.uuid=%s\ncache.mode=%s\ncache.policy=%s\n"
-		     "cache.extent=%u\ncache.slots=%u\ncache.size=%" PRIu64 "\n"
-		     "cache.cached_extents=%u\ncache.dirty_extents=%u\ncache.dirty_bytes=%" PRIu64 "\n"
-		     "cache.hot_extents=%u\ncache.warm_extents=%u\ncache.cold_extents=%u\n"
-		     "cache.read_hits=%" PRIu64 "\ncache.read_misses=%" PRIu64 "\n"
-		     "cache.read_hit_bytes=%" PRIu64 "\ncache.read_miss_bytes=%" PRIu64 "\n"
-		     "cache.write_hits=%" PRIu64 "\ncache.write_misses=%" PRIu64 "\n"
-		     "cache.write_around=%" PRIu64 "\ncache.seq_bypass=%" PRIu64 "\n"
-		     "cache.promotions=%" PRIu64 "\ncache.promote_dropped=%" PRIu64 "\n"
-		     "cache.evictions=%" PRIu64 "\ncache.invalidations=%" PRIu64 "\n"
-		     "cache.fills=%" PRIu64 "\ncache.flushed_bytes=%" PRIu64 "\n"
-		     "cache.flush_writes=%" PRIu64 "\ncache.full_stripe_flushes=%" PRIu64 "\n"
-		     "cache.throttled=%" PRIu64 "\ncache.flush_pending=%d\n"
-		     "cache.unresolved_files=%u\ncache.promote_threshold=%u\n"
-		     "cache.seq_cutoff=%" PRIu64 "\ncache.dirty_low=%u\ncache.dirty_high=%u\n",
-		     c->dir, c->uuid, tfs_cache_mode_name(mode), tfs_policy_name(c->policy_kind),
-		     c->extent, c->nslots, (uint64_t)c->nslots * c->extent,
-		     used, ndirty, dirty, hot, warm, cold,
-		     st.read_hits, st.read_misses, st.read_hit_bytes, st.read_miss_bytes,
-		     st.write_hits, st.write_misses, st.write_around, st.seq_bypass,
-		     st.promotions, st.promote_dropped, st.evictions, st.invalidations,
-		     st.fills, st.flushed_bytes, st.flush_writes, st.full_stripe_flushes,
-		     st.throttled, flushing, unresolved, c->promote, c->seq_cutoff,
-		     c->dirty_low, c->dirty_high);
-	return l < 0 ? 0 : (size_t)l >= len ? (int)len - 1 : l;
-}
-
-int tfs_cache_file_stats(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len)
-{
-	struct tfs_cache *c = fs->cache;
-	uint64_t cached = 0, dirty = 0;
-	struct cfile *f;
-	int rc = tfs_ns_load_file(fs, in);
-
-	if (rc)
-		return rc;
-	if (c && !c->detached) {
-		pthread_mutex_lock(&c->lock);
-		f = c_file_find(c, in->fid);
-		for (uint32_t s = f ? f->head : C_NONE; s != C_NONE; s = c->e[s].fnext) {
-			cached += (uint64_t)bm_count(c->e[s].valid) * C_SECTOR;
-			dirty += (uint64_t)bm_count(c->e[s].dirty) * C_SECTOR;
-		}
-		pthread_mutex_unlock(&c->lock);
-	}
-	rc = snprintf(buf, len, "fid=%" PRIu64 "\ncached_bytes=%" PRIu64 "\ndirty_bytes=%" PRIu64
-		      "\n", in->fid, cached, dirty);
-	return rc >= (int)len ? -ERANGE : rc;
-}
-
-/* Detach: everything flushed, the cache emptied and unbound, the array
- * uncached from now on. */
-static int cache_detach(struct tfs_cache *c, char *err, size_t errlen)
-{
-	int rc;
-
-	__atomic_store_n(&c->mode, TFS_CACHE_OFF, __ATOMIC_RELEASE);
-	rc = c_flush_all(c);
-	if (rc) {
-		snprintf(err, errlen, "flush failed (%s): the cache stays attached", strerror(-rc));
-		return rc;
-	}
-	c_threads_stop(c);
-	pthread_mutex_lock(&c->lock);
-	if (c->ndirty) {
-		pthread_mutex_unlock(&c->lock);
-		snprintf(err, errlen, "dirty data appeared during the detach: try again");
-		c_threads_start(c);
-		return -EBUSY;
-	}
-	__atomic_store_n(&c->detached, true, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&c->lock);
-	/* requests already past the detached check see mode off: they only
-	 * read the index, which empties under them without harm */
-	pthread_mutex_lock(&c->lock);
-	for (uint32_t s = 0; s < c->nslots; s++)
-		if (c->e[s].used && !c->e[s].busy)
-			c_unlink_slot(c, s);
-	pthread_mutex_unlock(&c->lock);
-	rc = tfs_cstore_clear(c->cs);
-	if (rc == 0)
-		rc = tfs_cstore_info_set(c->cs, "array", "");
-	if (rc == 0)
-		rc = tfs_cstore_sync(c->cs);
-	if (rc == 0)
-		rc = tfs_meta_set_clear(c->fs->meta, TFS_SET_CDIRTY);
-	if (rc == 0)
-		rc = journal_bind(c->fs, NULL);
-	if (rc)
-		snprintf(err, errlen, "cache emptied, but unbinding failed: %s", strerror(-rc));
-	else
-		tfs_info("cache %s: detached; the array runs uncached", c->dir);
-	return rc;
-}
-
-int tfs_cache_ctl(struct tfs_fs *fs, const char *cmd, const char *arg, char *err,
-		  size_t errlen)
-{
-	struct tfs_cache *c = fs->cache;
-	enum tfs_cache_mode m;
-
-	if (!c || c->detached) {
-		snprintf(err, errlen, "no cache is attached (mount with -o cache=DIR)");
-		return -ENODEV;
-	}
-	if (c->readonly) {
-		snprintf(err, errlen, "the mount is read-only");
-		return -EROFS;
-	}
-	if (strcmp(cmd, "flush") == 0) {
-		pthread_mutex_lock(&c->lock);
-		c->flush_req++;
-		pthread_cond_signal(&c->fcond);
-		pthread_mutex_unlock(&c->lock);
-		return 0;
-	}
-	if (strcmp(cmd, "cache_mode") == 0) {
-		if (!arg || tfs_cache_mode_parse(arg, &m)) {
-			snprintf(err, errlen, "cache_mode: writeback, writethrough, writearound or off");
-			return -EINVAL;
-		}
-		__atomic_store_n(&c->mode, m, __ATOMIC_RELEASE);
-		tfs_info("cache %s: mode %s", c->dir, tfs_cache_mode_name(m));
-		if (m != TFS_CACHE_WRITEBACK) {	/* leaving write-back: drain */
-			pthread_mutex_lock(&c->lock);
-			c->flush_req++;
-			pthread_cond_signal(&c->fcond);
-			pthread_mutex_unlock(&c->lock);
-		}
-		return 0;
-	}
-	if (strcmp(cmd, "detach") == 0)
-		return cache_detach(c, err, errlen);
-	snprintf(err, errlen, "unknown cache command '%s' (flush, cache_mode MODE, detach)", cmd);
-	return -EINVAL;
-}

@@ -117,6 +117,11 @@ struct tfs_cache {
 
 /* cache.c */
 uint32_t c_now(void);
+enum tfs_cache_mode c_mode(const struct tfs_cache *c);
+unsigned c_heat_now(const struct tfs_cache *c, uint16_t h, uint32_t t, uint32_t now);
+struct cfile *c_file_get(struct tfs_cache *c, uint64_t fid);
+/* Put free slot s in the index for (fid, idx); NULL: no memory. */
+struct cfile *c_link_slot(struct tfs_cache *c, uint32_t s, uint64_t fid, uint64_t idx);
 struct cfile *c_file_find(struct tfs_cache *c, uint64_t fid);
 void c_wait_idle(struct tfs_cache *c, struct cext *x);
 void c_unpin(struct tfs_cache *c, uint32_t s);

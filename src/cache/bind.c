@@ -609,10 +609,10 @@ int tfs_cache_start(struct tfs_fs *fs)
 	c->freel = malloc((size_t)c->nslots * sizeof(*c->freel));
 	c->fmask = pow2_at_least(c->nslots / 4 + 1) - 1;
 	c->ftab = calloc((size_t)c->fmask + 1, sizeof(*c->ftab));
-	c->gmask = pow2_at_least((uint64_t)c->nslots * 4 > 65536 ? (uint64_t)c->nslots * 4 : 65536) - 1;
-	c->ghost = calloc((size_t)c->gmask + 1, sizeof(*c->ghost));
+	c->umask = pow2_at_least((uint64_t)c->nslots * 4 > 65536 ? (uint64_t)c->nslots * 4 : 65536) - 1;
+	c->uheat = calloc((size_t)c->umask + 1, sizeof(*c->uheat));
 	c->pol = tfs_policy_new(c->policy_kind, c->nslots);
-	if (!c->e || !c->htab || !c->freel || !c->ftab || !c->ghost || !c->pol)
+	if (!c->e || !c->htab || !c->freel || !c->ftab || !c->uheat || !c->pol)
 		return -ENOMEM;
 	memset(c->htab, 0xff, (size_t)(c->hmask + 1) * sizeof(*c->htab));
 

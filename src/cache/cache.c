@@ -452,18 +452,13 @@ static unsigned heat_bump(struct tfs_cache *c, uint16_t *h, uint32_t *t, uint32_
 	return v;
 }
 
-/* Heat of an extent that is not cached (a direct-mapped table: an
- * unrelated extent may take the entry, which only forgets some heat). */
-static unsigned ghost_bump(struct tfs_cache *c, uint64_t key, uint32_t now)
+struct uheat *c_uheat(struct tfs_cache *c, uint64_t key, uint32_t now)
 {
-	typeof(c->ghost[0]) *g = &c->ghost[key & c->gmask];
+	struct uheat *g = &c->uheat[key & c->umask];
 
-	if (g->key != key) {
-		g->key = key;
-		g->heat = 0;
-		g->t = now;
-	}
-	return heat_bump(c, &g->heat, &g->t, now);
+	if (g->key != key)
+		*g = (struct uheat){ .key = key, .t = now };
+	return g;
 }
 
 /* ------------------------------------------------------------------ */
@@ -615,6 +610,7 @@ ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, voi
 	for (unsigned i = 0; i < np; i++) {
 		uint32_t s = c_lookup(c, fid, p[i].idx);
 		struct cext *x = s == C_NONE ? NULL : &c->e[s];
+		struct uheat *g = NULL;
 		unsigned s0, s1, heat;
 
 		piece_sectors(c, &p[i], &s0, &s1);
@@ -627,7 +623,8 @@ ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, voi
 			if (p[i].full)
 				tfs_policy_hit(c->pol, s);
 		} else {
-			heat = ghost_bump(c, c_ekey(fid, p[i].idx), now);
+			g = c_uheat(c, c_ekey(fid, p[i].idx), now);
+			heat = heat_bump(c, &g->heat, &g->t, now);
 		}
 		if (p[i].full && (mode != TFS_CACHE_OFF || bm_any(x->dirty))) {
 			c->st.read_hits++;
@@ -643,7 +640,7 @@ ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, voi
 		if (seq)
 			c->st.seq_bypass++;
 		else if (!x && mode != TFS_CACHE_OFF && !c->readonly && heat >= c->promote &&
-			 c->guard[c_ekey(fid, p[i].idx) % C_GUARDS] == 0) {
+			 !g->queued && c->guard[c_ekey(fid, p[i].idx) % C_GUARDS] == 0) {
 			p[i].promote = true;
 			npromote++;
 		}
@@ -773,7 +770,11 @@ static void plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 				c->st.write_around++;
 			continue;
 		}
-		ghost_bump(c, c_ekey(fid, p[i].idx), now);
+		{
+			struct uheat *g = c_uheat(c, c_ekey(fid, p[i].idx), now);
+
+			heat_bump(c, &g->heat, &g->t, now);
+		}
 		p[i].act = A_RAW;
 		if (mode == TFS_CACHE_WRITEBACK && !seq && !c->readonly) {
 			s = c_alloc_slot(c, fid, p[i].idx);

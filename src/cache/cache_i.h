@@ -21,7 +21,8 @@
 #define C_SECTOR 4096u
 #define C_NONE UINT32_MAX
 #define C_GUARDS 4096		/* hashed in-flight counters of RAID writes */
-#define C_PROMOTE_QUEUE 256
+#define C_PROMOTE_QUEUE 1024
+#define C_PROMOTERS 4		/* promotions in flight (each one RAID read) */
 
 /* One slot of the data file and the extent it holds. */
 struct cext {
@@ -98,12 +99,14 @@ struct tfs_cache {
 	uint32_t nused, ndirty;		/* extents cached, extents dirty */
 	uint64_t dirty_sectors;
 	uint32_t guard[C_GUARDS];	/* RAID writes in flight, by extent hash */
-	struct { uint64_t key; uint16_t heat; uint32_t t; } *ghost;
-	uint32_t gmask;
+	/* heat of extents not cached: direct-mapped by key (a collision only
+	 * forgets some heat); queued: a promotion of it is waiting */
+	struct uheat { uint64_t key; uint32_t t; uint16_t heat; bool queued; } *uheat;
+	uint32_t umask;
 	struct cstats st;
 
 	/* flusher and promoter */
-	pthread_t flusher, promoter;
+	pthread_t flusher, promoter[C_PROMOTERS];
 	bool threads, stop;
 	pthread_cond_t fcond;		/* wakes the flusher */
 	uint64_t flush_req, flush_done;	/* "flush everything" requests */
@@ -149,6 +152,8 @@ void c_free_slot(struct tfs_cache *c, uint32_t s);
 int c_threads_start(struct tfs_cache *c);
 void c_threads_stop(struct tfs_cache *c);
 void c_promote_queue(struct tfs_cache *c, struct tfs_inode *in, uint64_t idx);
+/* The heat entry of key (taken over if another key held it); c->lock. */
+struct uheat *c_uheat(struct tfs_cache *c, uint64_t key, uint32_t now);
 /* Flush everything dirty now; waits.  Returns 0 or -errno. */
 int c_flush_all(struct tfs_cache *c);
 

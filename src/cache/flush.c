@@ -484,6 +484,7 @@ void c_promote_queue(struct tfs_cache *c, struct tfs_inode *in, uint64_t idx)
 	if (c->qlen < C_PROMOTE_QUEUE && c->threads) {
 		c->q[(c->qhead + c->qlen++) % C_PROMOTE_QUEUE] =
 			(struct promote_job){ .fid = in->fid, .idx = idx, .in = in };
+		c_uheat(c, c_ekey(in->fid, idx), c_now())->queued = true;
 		pthread_cond_signal(&c->pcond);
 		queued = true;
 	} else {
@@ -574,6 +575,7 @@ static void *promoter(void *arg)
 			promote_one(c, &j);
 		tfs_ns_release(c->fs, j.in);
 		pthread_mutex_lock(&c->lock);
+		c_uheat(c, c_ekey(j.fid, j.idx), c_now())->queued = false;
 	}
 	pthread_mutex_unlock(&c->lock);
 	return NULL;
@@ -581,15 +583,22 @@ static void *promoter(void *arg)
 
 int c_threads_start(struct tfs_cache *c)
 {
+	unsigned n = 0;
+
 	c->stop = false;
 	if (pthread_create(&c->flusher, NULL, flusher, c))
 		return -EAGAIN;
-	if (pthread_create(&c->promoter, NULL, promoter, c)) {
+	while (n < C_PROMOTERS && pthread_create(&c->promoter[n], NULL, promoter, c) == 0)
+		n++;
+	if (n < C_PROMOTERS) {
 		pthread_mutex_lock(&c->lock);
 		c->stop = true;
 		pthread_cond_broadcast(&c->fcond);
+		pthread_cond_broadcast(&c->pcond);
 		pthread_mutex_unlock(&c->lock);
 		pthread_join(c->flusher, NULL);
+		while (n)
+			pthread_join(c->promoter[--n], NULL);
 		return -EAGAIN;
 	}
 	c->threads = true;
@@ -607,6 +616,7 @@ void c_threads_stop(struct tfs_cache *c)
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 	pthread_join(c->flusher, NULL);
-	pthread_join(c->promoter, NULL);
+	for (unsigned i = 0; i < C_PROMOTERS; i++)
+		pthread_join(c->promoter[i], NULL);
 	c->threads = false;
 }

@@ -1068,6 +1068,8 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	uint64_t seq = 0;
 	uint32_t ord[TFS_MAX_MEMBERS], nm;
 	int dfd[TFS_MAX_MEMBERS], rc;
+	uint64_t fid = 0;
+	bool forget = false;
 
 	rc = child_open(fs, parent, name, &loc, dfd);
 	if (rc)
@@ -1094,19 +1096,14 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		tfs_inode_alias_drop(fs, in, parent, name);
 		if (dir || st.st_nlink <= 1)
 			tfs_inode_unhash(fs, in);
-		if (!dir && st.st_nlink <= 1 && fs->cache) {
-			/* its cached extents go with it, unless it is still open
-			 * (then with the last release, fs.c) */
-			bool open;
-
-			pthread_mutex_lock(&in->lock);
-			open = in->of != NULL || !in->fid_valid;
-			pthread_mutex_unlock(&in->lock);
-			if (!open)
-				tfs_cache_forget(fs, in->fid);
-		}
+		/* its cached extents go with it, unless it is still open (then
+		 * with the last release, fs.c); hold() holds in->lock */
+		forget = !dir && st.st_nlink <= 1 && fs->cache && !in->of && in->fid_valid;
+		fid = in->fid;
 	}
 	release_named(fs, in);
+	if (forget)	/* without in->lock: a promotion may need it */
+		tfs_cache_forget(fs, fid);
 	return rc;
 }
 

@@ -710,7 +710,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len)
 	uint32_t used, ndirty, unresolved;
 	enum tfs_cache_mode mode;
 	bool flushing;
-	int l;
+	int l, flush_err;
 
 	if (!c || c->detached)
 		return snprintf(buf, len, "cache=none\n");
@@ -734,6 +734,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len)
 	ndirty = c->ndirty;
 	unresolved = c->unresolved;
 	flushing = c->flush_req != c->flush_done;
+	flush_err = c->flush_err;
 	mode = c_mode(c);
 	pthread_mutex_unlock(&c->lock);
 	l = snprintf(buf, len,
@@ -751,7 +752,8 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len)
 		     "cache.flush_writes=%" PRIu64 "\ncache.full_stripe_flushes=%" PRIu64 "\n"
 		     "cache.throttled=%" PRIu64 "\ncache.flush_pending=%d\n"
 		     "cache.unresolved_files=%u\ncache.promote_threshold=%u\n"
-		     "cache.seq_cutoff=%" PRIu64 "\ncache.dirty_low=%u\ncache.dirty_high=%u\n",
+		     "cache.seq_cutoff=%" PRIu64 "\ncache.dirty_low=%u\ncache.dirty_high=%u\n"
+		     "cache.flush_error=%s\n",
 		     c->dir, c->uuid, tfs_cache_mode_name(mode), tfs_policy_name(c->policy_kind),
 		     c->extent, c->nslots, (uint64_t)c->nslots * c->extent,
 		     used, ndirty, dirty, hot, warm, cold,
@@ -760,7 +762,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len)
 		     st.promotions, st.promote_dropped, st.evictions, st.invalidations,
 		     st.fills, st.flushed_bytes, st.flush_writes, st.full_stripe_flushes,
 		     st.throttled, flushing, unresolved, c->promote, c->seq_cutoff,
-		     c->dirty_low, c->dirty_high);
+		     c->dirty_low, c->dirty_high, flush_err ? strerror(-flush_err) : "");
 	return l < 0 ? 0 : (size_t)l >= len ? (int)len - 1 : l;
 }
 

@@ -372,9 +372,11 @@ static void evict_some(struct tfs_cache *c)
 {
 	struct tfs_cstore_op ops[32];
 	uint32_t vict[32];
-	unsigned n = 0;
+	unsigned n = 0, batch = c->nslots / 8 ? c->nslots / 8 : 1;
 
-	while (n < 32 && c->nused > c->ndirty) {
+	/* a batch amortises the commit; an eighth of the cache at most, so a
+	 * small cache does not lose its hot set to one allocation */
+	while (n < 32 && n < batch && c->nused > c->ndirty) {
 		/* S3-FIFO may pass over main a few times lowering frequencies:
 		 * NONE from an unbounded look means nothing is evictable */
 		uint32_t s = tfs_policy_victim(c->pol, evictable, c, 4 * c->nslots + 64);
@@ -927,6 +929,10 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 			rc = slot_write(c, in, &p[i], direct, (const char *)buf + (p[i].a - off));
 			cached = true;
 		}
+	/* the size grows before the sectors are marked dirty and let go: the
+	 * flusher cuts what it writes at the size */
+	if (rc == 0 && cached)
+		tfs_size_grow(in, end);
 
 	pthread_mutex_lock(&c->lock);
 	for (unsigned i = 0; i < np; i++) {
@@ -1006,7 +1012,6 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 		uint32_t pm = tfs_primary(fs);
 		int fd = tfs_ns_member_fd(fs, in, pm, false);
 
-		tfs_size_grow(in, end);
 		if (fd >= 0)
 			fs->be->ops->utimensat(fs->be, pm, fd, "", ts);
 	}

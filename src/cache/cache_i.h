@@ -110,6 +110,7 @@ struct tfs_cache {
 	bool threads, stop;
 	pthread_cond_t fcond;		/* wakes the flusher */
 	uint64_t flush_req, flush_done;	/* "flush everything" requests */
+	int flush_err;			/* why the last flush stopped (-errno), or 0 */
 	uint32_t unresolved;		/* dirty files not found yet (after a restart) */
 	bool journal_dirty;		/* CDIRTY changes not synced yet */
 	uint64_t last_io;		/* time of the last foreground request (1/16 s) */

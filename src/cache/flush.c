@@ -185,6 +185,8 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf)
 	size = in->size;
 	pthread_mutex_unlock(&in->lock);
 	pthread_mutex_lock(&c->lock);
+	if (f->size > size)	/* a size the store knows and the inode not yet */
+		size = f->size;
 	if (tfs_layout_nparity(&fs->layout) &&
 	    __atomic_load_n(&c->mode, __ATOMIC_ACQUIRE) == TFS_CACHE_WRITEBACK)
 		n = fill_rows(c, f->fid, size, fl, n, 2 * FLUSH_BATCH);
@@ -208,9 +210,12 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf)
 			b = fl[i].idx * E + (uint64_t)t * C_SECTOR;
 			if (b > size)
 				b = size;
-			if (b > a && nm == sizeof(mio) / sizeof(mio[0])) {
+			if (b <= a) {
+				/* past the size: not written, so not clean either */
+				fl[i].whole = false;
+			} else if (nm == sizeof(mio) / sizeof(mio[0])) {
 				fl[i].whole = false;	/* the rest waits for the next batch */
-			} else if (b > a) {
+			} else {
 				char *p = buf + (size_t)i * E + (size_t)s * C_SECTOR;
 
 				mio[nm++] = (struct tfs_mio){ .op = TFS_MIO_READ, .fd = c->fd, .buf = p,
@@ -417,6 +422,7 @@ static void *flusher(void *arg)
 			continue;
 		}
 		if (all && c->ndirty == 0) {
+			c->flush_err = 0;
 			c->flush_done = c->flush_req;
 			pthread_cond_broadcast(&c->cond);
 			continue;
@@ -442,7 +448,14 @@ static void *flusher(void *arg)
 		c_file_unhold(c, f);
 		pthread_mutex_lock(&c->lock);
 		if (r < 0) {
-			backoff = 1000;	/* the RAID said no: try again in a second */
+			/* the RAID said no: try again in a second; a "flush
+			 * everything" ends here, with the reason in the status */
+			backoff = 1000;
+			c->flush_err = (int)r;
+			if (all) {
+				c->flush_done = c->flush_req;
+				pthread_cond_broadcast(&c->cond);
+			}
 			continue;
 		}
 		/* between the watermarks: pace, faster as dirt grows */
@@ -467,7 +480,7 @@ int c_flush_all(struct tfs_cache *c)
 		pthread_cond_wait(&c->cond, &c->lock);
 	want = c->ndirty;
 	pthread_mutex_unlock(&c->lock);
-	return want ? -EIO : 0;
+	return c->flush_err ? c->flush_err : want ? -EIO : 0;
 }
 
 /* ------------------------------------------------------------------ */

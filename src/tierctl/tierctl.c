@@ -217,7 +217,7 @@ static int wait_flush(const char *mnt)
 {
 	bool tty = isatty(STDOUT_FILENO);
 	unsigned long long first = 0, left;
-	char v[64], pend[16];
+	char v[64], pend[16], err[256];
 	char *st;
 
 	for (unsigned i = 0;; i++) {
@@ -233,7 +233,13 @@ static int wait_flush(const char *mnt)
 		}
 		left = strtoull(get(st, "cache.dirty_bytes", v, sizeof(v)), NULL, 10);
 		get(st, "cache.flush_pending", pend, sizeof(pend));
+		get(st, "cache.flush_error", err, sizeof(err));
 		free(st);
+		if (!strcmp(pend, "0") && left && err[0]) {
+			fprintf(stderr, "%s%s: flush stopped with %llu bytes dirty: %s (the "
+				"daemon's log says more)\n", tty ? "\n" : "", prog, left, err);
+			return 1;
+		}
 		if (i == 0 || left > first)
 			first = left;
 		w = first ? (int)(40 * (first - left) / first) : 40;
@@ -241,11 +247,14 @@ static int wait_flush(const char *mnt)
 			   : "flush [%-40.*s] %3d%%, %llu MiB dirty\n",
 		       w, "########################################", w * 100 / 40, left >> 20);
 		fflush(stdout);
-		if (left == 0 && !strcmp(pend, "0"))
-			break;
+		if (!strcmp(pend, "0") && (left == 0 || i > 0))
+			break;	/* done (what is dirty now was written since) */
 		usleep(tty ? 200000 : 1000000);
 	}
-	printf("%sflushed: nothing dirty\n", tty ? "\n" : "");
+	if (left)
+		printf("%sflushed (%llu bytes were written since)\n", tty ? "\n" : "", left);
+	else
+		printf("%sflushed: nothing dirty\n", tty ? "\n" : "");
 	return 0;
 }
 

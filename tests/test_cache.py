@@ -1,0 +1,1295 @@
+"""The SSD tier (write-back cache, -o cache=DIR) on a real mount.
+
+Exact hit/miss/promotion accounting with O_DIRECT reads (one FUSE read per
+pread, nothing absorbed by the page cache), the promotion threshold, the
+sequential cutoff, write-back (dirty data stays off the members until it is
+flushed), full-row destaging on RAID5, a tiny cache full of dirty data with
+writers still going, S3-FIFO keeping a hot set through a cold scan (LRU for
+comparison), run-time mode switches, model-checked random workloads in every
+mode (then checked on the members through an uncached mount and against the
+independent layout of test_model.py), repeated SIGKILL under a write-back
+workload, a lost / corrupt / foreign cache directory, a warm cache after a
+clean remount, truncate / punch / unlink / rename / link on cached data, and
+detach.
+"""
+import ctypes
+import ctypes.util
+import mmap
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zlib
+
+import pytest
+
+from conftest import mounted
+from test_model import PyLayout
+
+K = 1024
+M = 1024 * K
+CTL = "user.tierfs.ctl"
+STATUS = "user.tierfs.status"
+FILE_XATTR = "user.tierfs.cache"
+FID_XATTR = "user.tierfs.fid"
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+FALLOC_FL_KEEP_SIZE = 1
+FALLOC_FL_PUNCH_HOLE = 2
+
+
+# ---------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------
+
+def status(mnt):
+    raw = os.getxattr(str(mnt), STATUS).decode()
+    return dict(line.split("=", 1) for line in raw.splitlines() if "=" in line)
+
+
+def cst(mnt):
+    """cache.* lines of the status, numbers as ints."""
+    out = {}
+    for k, v in status(mnt).items():
+        if k == "cache" or k.startswith("cache."):
+            k = k[6:] if k.startswith("cache.") else k
+            out[k] = int(v) if v.lstrip("-").isdigit() else v
+    return out
+
+
+def stripe(mnt):
+    return {k[7:]: int(v) for k, v in status(mnt).items() if k.startswith("stripe.")}
+
+
+def ctl(mnt, cmd):
+    os.setxattr(str(mnt), CTL, cmd.encode())
+
+
+def fcache(path):
+    raw = os.getxattr(str(path), FILE_XATTR).decode()
+    return {k: int(v) for k, v in (l.split("=", 1) for l in raw.splitlines() if "=" in l)}
+
+
+def wait_until(fn, what, timeout=30.0):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def wait_clean(mnt, timeout=60.0):
+    def ok():
+        s = cst(mnt)
+        return s if s["dirty_bytes"] == 0 and s["flush_pending"] == 0 else None
+    return wait_until(ok, f"the cache of {mnt} to be clean ({cst(mnt)})", timeout)
+
+
+def flush(mnt, timeout=60.0):
+    ctl(mnt, "flush")
+    return wait_clean(mnt, timeout)
+
+
+def wait_stat(mnt, key, value, timeout=20.0):
+    def ok():
+        s = cst(mnt)
+        return s if s[key] == value else None
+    try:
+        return wait_until(ok, f"cache.{key} == {value}", timeout)
+    except AssertionError:
+        raise AssertionError(f"cache.{key} never became {value}: {cst(mnt)}") from None
+
+
+def copts(cdir, **kw):
+    """-o options for a cache in cdir; cache_size defaults to 8M (not the
+    1G default: the data file is preallocated)."""
+    kw.setdefault("size", "8M")
+    out = [f"cache={cdir}"]
+    for k, v in kw.items():
+        out.append(f"cache_{k}" if v is True else f"cache_{k}={v}")
+    return out
+
+
+def abuf(n):
+    """A page-aligned buffer of n bytes (n rounded up to 4K)."""
+    return mmap.mmap(-1, max(4096, (n + 4095) // 4096 * 4096))
+
+
+def dread(fd, off, ln):
+    b = abuf(ln)
+    n = os.preadv(fd, [memoryview(b)[:ln]], off)
+    out = bytes(b[:n])
+    b.close()
+    return out
+
+
+def dwrite(fd, off, data):
+    b = abuf(len(data))
+    b[:len(data)] = data
+    n = os.pwritev(fd, [memoryview(b)[:len(data)]], off)
+    b.close()
+    assert n == len(data), f"short O_DIRECT write {n} of {len(data)}"
+
+
+def read_direct(path, off, ln):
+    fd = os.open(str(path), os.O_RDONLY | os.O_DIRECT)
+    try:
+        return dread(fd, off, ln)
+    finally:
+        os.close(fd)
+
+
+def write_direct(path, off, data, create=False):
+    fd = os.open(str(path), os.O_RDWR | os.O_DIRECT | (os.O_CREAT if create else 0), 0o644)
+    try:
+        dwrite(fd, off, data)
+    finally:
+        os.close(fd)
+
+
+def pwrite(path, off, data, create=True, sync=False):
+    fd = os.open(str(path), os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+    try:
+        assert os.pwrite(fd, data, off) == len(data)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def guard(fn, *args, timeout=20.0, what=None):
+    """fn(*args) in a thread: a request that never comes back (a deadlock in
+    the daemon) fails the test instead of hanging the suite (teardown then
+    kills the daemon, which frees the thread)."""
+    import threading
+    box = {}
+
+    def run():
+        try:
+            box["r"] = fn(*args)
+        except BaseException as e:      # noqa: B902 - handed to the caller
+            box["e"] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        pytest.fail(f"{what or getattr(fn, '__name__', fn)}{args} did not return in "
+                    f"{timeout:.0f} s: the daemon is stuck")
+    if "e" in box:
+        raise box["e"]
+    return box.get("r")
+
+
+def unlink(path):
+    guard(os.unlink, str(path))
+
+
+def read_all(path):
+    with open(str(path), "rb") as f:
+        return f.read()
+
+
+def same(got, want, what):
+    if got == want:
+        return
+    n = min(len(got), len(want))
+    d = next((i for i in range(n) if got[i] != want[i]), n)
+    raise AssertionError(f"{what}: {len(got)} bytes, want {len(want)}; first difference at "
+                         f"{d} (got {got[d:d + 8].hex()} want {want[d:d + 8].hex()})")
+
+
+def punch(path, off, ln):
+    fd = os.open(str(path), os.O_RDWR)
+    try:
+        if _libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, ln) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e))
+    finally:
+        os.close(fd)
+
+
+def prefill(a, files):
+    """Write files through an uncached mount (so nothing is in any cache)."""
+    m = a.mount()
+    for name, data in files.items():
+        pwrite(os.path.join(a.mnt, name), 0, data)
+    m.stop()
+
+
+def refused(a, opts):
+    """A mount that must fail; returns its log."""
+    with pytest.raises(RuntimeError) as ei:
+        a.mount(opts=opts, expect_errors=True)
+    assert not mounted(a.mnt)
+    return str(ei.value)
+
+
+def member_path(a, k, name):
+    return os.path.join(str(a.members[k]), "root", name)
+
+
+# ---------------------------------------------------------------------------
+# 1-2. Exact read accounting and the promotion threshold
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("promote", [2, 3])
+def test_read_accounting_and_promotion_threshold(make_array, tmp_path, promote):
+    a = make_array("raid5", 3, "64K")
+    data = random.Random(promote).randbytes(1 * M)
+    prefill(a, {"f": data})
+    a.mount(opts=copts(tmp_path / "cache", extent="64K", promote=promote, seq_cutoff=0,
+                       halflife=3600))
+    p = os.path.join(a.mnt, "f")
+    E = 64 * K
+    A = 3 * E
+    fd = os.open(p, os.O_RDONLY | os.O_DIRECT)
+    try:
+        def rd(off, ln):
+            same(dread(fd, off, ln), data[off:off + ln], f"read [{off}, +{ln})")
+
+        for i in range(promote - 1):
+            rd(A + i * 4 * K, 4 * K)
+            s = cst(a.mnt)
+            assert (s["read_misses"], s["read_hits"]) == (i + 1, 0), s
+        time.sleep(0.5)             # a promotion would be done by now
+        s = cst(a.mnt)
+        assert s["promotions"] == 0 and s["cached_extents"] == 0, \
+            f"promoted below the threshold {promote}: {s}"
+        rd(A + 8 * K, 4 * K)        # the read that reaches the threshold
+        s = wait_stat(a.mnt, "promotions", 1)
+        assert s["read_misses"] == promote and s["read_hits"] == 0, s
+        assert s["cached_extents"] == 1 and s["dirty_extents"] == 0, s
+        assert fcache(p)["cached_bytes"] == E and fcache(p)["dirty_bytes"] == 0
+        for off in (A, A + 60 * K, A + 20 * K):
+            rd(off, 4 * K)
+        s = cst(a.mnt)
+        assert (s["read_hits"], s["read_misses"]) == (3, promote), s
+        assert (s["read_hit_bytes"], s["read_miss_bytes"]) == (12 * K, promote * 4 * K), s
+        # one request over the end of A and the start of B: one hit, one miss
+        rd(A + E - 4 * K, 8 * K)
+        # A whole, unaligned length inside it
+        rd(A, E)
+        rd(A + 4 * K + 0, 12 * K)
+        s = cst(a.mnt)
+        assert (s["read_hits"], s["read_misses"]) == (6, promote + 1), s
+        assert s["read_hit_bytes"] == 12 * K + 4 * K + E + 12 * K, s
+        assert s["read_miss_bytes"] == promote * 4 * K + 4 * K, s
+        time.sleep(0.3)
+        s = cst(a.mnt)
+        assert s["promotions"] == 1, s
+        for k in ("promote_dropped", "seq_bypass", "evictions", "write_hits", "write_misses",
+                  "write_around", "dirty_bytes"):
+            assert s[k] == 0, f"cache.{k}: {s}"
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------------
+# 3. Sequential cutoff
+# ---------------------------------------------------------------------------
+
+def simulate_seq(reqs, cutoff, E, promote):
+    """The design's detector (per file: a run of back-to-back requests that
+    reaches the cutoff is sequential) over reqs, nothing cached at the start
+    and every promotion done before the next pass."""
+    seq_next, seq_len = 0, 0
+    heat, cached, queued = {}, set(), set()
+    st = dict(read_misses=0, read_hits=0, seq_bypass=0, promotions=0)
+    for off, ln in reqs:
+        seq_len = seq_len + ln if seq_next == off else ln
+        seq_next = off + ln
+        seq = seq_len >= cutoff
+        for idx in range(off // E, (off + ln - 1) // E + 1):
+            heat[idx] = heat.get(idx, 0) + 1
+            if idx in cached:
+                st["read_hits"] += 1
+                continue
+            st["read_misses"] += 1
+            if seq:
+                st["seq_bypass"] += 1
+            elif heat[idx] >= promote and idx not in queued:
+                queued.add(idx)
+        if off + ln >= reqs[-1][0] + reqs[-1][1]:   # end of a pass
+            cached |= queued
+    st["promotions"] = len(queued)
+    return st
+
+
+def test_sequential_stream_bypasses(make_array, tmp_path):
+    a = make_array("raid0", 2, "64K")
+    size = 16 * M
+    data = random.Random(3).randbytes(size)
+    prefill(a, {"big": data})
+    a.mount(opts=copts(tmp_path / "cache", seq_cutoff="1M", halflife=3600))
+    p = os.path.join(a.mnt, "big")
+    R = 128 * K
+    reqs = [(off, R) for off in range(0, size, R)]
+    fd = os.open(p, os.O_RDONLY | os.O_DIRECT)
+    try:
+        for pas in range(2):
+            got = bytearray()
+            for off, ln in reqs:
+                got += dread(fd, off, ln)
+            same(bytes(got), data, f"pass {pas}")
+            time.sleep(0.3)
+    finally:
+        os.close(fd)
+    want = simulate_seq(reqs + reqs, 1 * M, 64 * K, 2)
+    s = wait_stat(a.mnt, "promotions", want["promotions"])
+    got = {k: s[k] for k in want}
+    assert got == want, f"counters {got}, the design gives {want}"
+    assert s["seq_bypass"] > 0 and s["cached_extents"] == want["promotions"], s
+
+
+# ---------------------------------------------------------------------------
+# 4-5. Write-back, flush, full rows
+# ---------------------------------------------------------------------------
+
+def test_writeback_stays_off_members_until_flush(make_array, tmp_path):
+    a = make_array("raid1", 2, "64K")
+    m = a.mount(opts=copts(tmp_path / "cache", dirty_low=90, dirty_high=95))
+    p = os.path.join(a.mnt, "f")
+    data = random.Random(4).randbytes(256 * K + 1000)
+    t0 = time.time()
+    pwrite(p, 0, data, sync=True)
+    fc = fcache(p)
+    s = cst(a.mnt)
+    assert fc["dirty_bytes"] == 260 * K and fc["cached_bytes"] == 260 * K, fc
+    assert s["dirty_bytes"] == 260 * K and s["dirty_extents"] == 5, s
+    assert s["write_misses"] == 5 and s["flushed_bytes"] == 0, s
+    same(read_direct(p, 0, len(data) + 4096), data, "read back (dirty)")
+    assert os.stat(p).st_size == len(data)
+    assert time.time() - t0 < 4, "too slow: the idle flush (5 s) may have run"
+    for k in range(2):
+        mb = read_all(member_path(a, k, "f"))
+        assert mb[:len(data)] != data, f"member {k} has the data before any flush"
+    s = flush(a.mnt)
+    assert s["flushed_bytes"] == len(data) and s["dirty_extents"] == 0, s
+    assert fcache(p)["dirty_bytes"] == 0 and fcache(p)["cached_bytes"] == 260 * K
+    for k in range(2):
+        same(read_all(member_path(a, k, "f")), data, f"member {k} after the flush")
+    m.stop()
+    a.mount()                       # uncached: allowed, nothing is dirty
+    same(read_all(p), data, "uncached mount after the flush")
+    assert cst(a.mnt)["cache"] == "none"
+
+
+def test_flush_writes_full_rows_on_raid5(make_array, tmp_path):
+    a = make_array("raid5", 3, "64K")     # rows of 128K
+    a.mount(opts=copts(tmp_path / "cache", seq_cutoff=0, dirty_low=90, dirty_high=95))
+    p = os.path.join(a.mnt, "f")
+    rng = random.Random(5)
+    data = bytearray(rng.randbytes(1 * M))
+    fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
+    try:
+        for off in range(0, 1 * M, 128 * K):
+            dwrite(fd, off, bytes(data[off:off + 128 * K]))
+    finally:
+        os.close(fd)
+    s0, st0 = cst(a.mnt), stripe(a.mnt)
+    assert s0["dirty_bytes"] == 1 * M and st0["rows_full"] + st0["rows_rmw"] == 0, (s0, st0)
+    s1 = flush(a.mnt)
+    st1 = stripe(a.mnt)
+    assert s1["full_stripe_flushes"] == 8, s1
+    assert s1["flushed_bytes"] == 1 * M, s1
+    assert (st1["rows_rmw"], st1["rows_rcw"]) == (0, 0), f"flush read members: {st1}"
+    assert st1["rows_full"] == 8, st1
+    # a 4K update of a row that is all (clean) in the cache: still a full row
+    new = rng.randbytes(4 * K)
+    write_direct(p, 64 * K + 4 * K, new)
+    data[68 * K:72 * K] = new
+    s2 = flush(a.mnt)
+    st2 = stripe(a.mnt)
+    assert s2["full_stripe_flushes"] == 9, s2
+    assert (st2["rows_rmw"], st2["rows_rcw"], st2["rows_full"]) == (0, 0, 9), st2
+    same(read_direct(p, 0, 1 * M), bytes(data), "contents after the flushes")
+    lay = PyLayout("raid5", 3, 64 * K)
+    fid = int(os.getxattr(member_path(a, 0, "f"), FID_XATTR))
+    for k, img in enumerate(lay.images(bytes(data), fid)):
+        same(read_all(member_path(a, k, "f")), img, f"member {k} (data and parity)")
+
+
+# ---------------------------------------------------------------------------
+# 6. A tiny cache full of dirty data
+# ---------------------------------------------------------------------------
+
+def test_tiny_cache_full_of_dirty_data(make_array, tmp_path):
+    a = make_array("raid5", 3, "64K")
+    m = a.mount(opts=copts(tmp_path / "cache", size="1M", extent="64K"))
+    s = cst(a.mnt)
+    assert s["slots"] == 16, s
+    p = os.path.join(a.mnt, "f")
+    rng = random.Random(6)
+    size = 4 * M
+    model = bytearray(size)
+    pwrite(p, 0, bytes(size))
+    flush(a.mnt)
+    fd = os.open(p, os.O_RDWR)
+    dfd = os.open(p, os.O_RDWR | os.O_DIRECT)
+    total = 0
+    t0 = time.time()
+    try:
+        while total < 8 * M:
+            if rng.random() < 0.3:
+                ln = rng.randrange(4 * K, 132 * K, 4 * K)
+                off = rng.randrange(0, size - ln + 1, 4 * K)
+                b = rng.randbytes(ln)
+                dwrite(dfd, off, b)
+            else:
+                ln = rng.randint(1, 128 * K)
+                off = rng.randint(0, size - ln)
+                b = rng.randbytes(ln)
+                assert os.pwrite(fd, b, off) == ln
+            model[off:off + ln] = b
+            total += ln
+            if rng.random() < 0.05:
+                o = rng.randrange(0, size - 64 * K, 4 * K)
+                same(dread(dfd, o, 64 * K), bytes(model[o:o + 64 * K]), f"read at {o}")
+    finally:
+        os.close(fd)
+        os.close(dfd)
+    took = time.time() - t0
+    s = cst(a.mnt)
+    print(f"8 MiB of writes through 16 slots in {took:.1f}s: {s}")
+    assert s["dirty_extents"] <= 16 and s["cached_extents"] <= 16, s
+    same(read_all(p), bytes(model), "contents (cached)")
+    flush(a.mnt)
+    same(read_direct(p, 0, size), bytes(model), "contents after the flush")
+    m.stop()
+    a.mount()
+    same(read_all(p), bytes(model), "contents through an uncached mount")
+
+
+# ---------------------------------------------------------------------------
+# 7. Scan resistance
+# ---------------------------------------------------------------------------
+
+def hot_hits_after_scan(a, cdir, policy, hdata, cdata):
+    """Hot-set hits (of 16) after a one-touch random scan 4x the cache."""
+    m = a.mount(opts=copts(cdir, size="1M", extent="4K", promote=1, policy=policy,
+                           halflife=3600))
+    E = 4 * K
+    hot, cold = os.path.join(a.mnt, "hot"), os.path.join(a.mnt, "cold")
+    base = cst(a.mnt)
+    nprom = base["promotions"] + base["promote_dropped"]
+    hfd = os.open(hot, os.O_RDONLY | os.O_DIRECT)
+    cfd = os.open(cold, os.O_RDONLY | os.O_DIRECT)
+    try:
+        def settle(n):
+            wait_until(lambda: cst(a.mnt)["promotions"] + cst(a.mnt)["promote_dropped"] >= n,
+                       "promotions")
+        for i in range(16):
+            same(dread(hfd, i * E, E), hdata[i * E:(i + 1) * E], "hot")
+        settle(nprom + 16)
+        for _ in range(3):
+            for i in range(16):
+                same(dread(hfd, i * E, E), hdata[i * E:(i + 1) * E], "hot")
+        s = cst(a.mnt)
+        assert s["promotions"] - base["promotions"] >= 16, s
+        order = list(range(len(cdata) // E))
+        random.Random(7).shuffle(order)
+        done = 0
+        for j in range(0, len(order), 32):
+            for i in order[j:j + 32]:
+                same(dread(cfd, i * E, E), cdata[i * E:(i + 1) * E], "cold")
+            done += len(order[j:j + 32])
+            settle(nprom + 16 + done)
+        s0 = cst(a.mnt)
+        for i in range(16):
+            same(dread(hfd, i * E, E), hdata[i * E:(i + 1) * E], "hot after the scan")
+        s1 = cst(a.mnt)
+        assert s1["evictions"] > 0, s1
+        return s1["read_hits"] - s0["read_hits"]
+    finally:
+        os.close(hfd)
+        os.close(cfd)
+        m.stop()
+
+
+def test_s3fifo_keeps_hot_set_through_cold_scan(make_array, tmp_path):
+    res = {}
+    for policy in ("s3fifo", "lru"):
+        a = make_array("raid0", 2, "64K")
+        rng = random.Random(8)
+        hdata, cdata = rng.randbytes(64 * K), rng.randbytes(4 * M)
+        prefill(a, {"hot": hdata, "cold": cdata})
+        res[policy] = hot_hits_after_scan(a, tmp_path / f"cache-{policy}", policy, hdata, cdata)
+    print(f"hot-set hits of 16 after the scan: {res}")
+    assert res["s3fifo"] >= 12, f"s3fifo kept too little of the hot set: {res}"
+
+
+# ---------------------------------------------------------------------------
+# 8. Mode switches at run time
+# ---------------------------------------------------------------------------
+
+def test_mode_switches_at_run_time(make_array, tmp_path):
+    a = make_array("raid5", 3, "64K")
+    m = a.mount(opts=copts(tmp_path / "cache", seq_cutoff=0, dirty_low=90, dirty_high=95))
+    p = os.path.join(a.mnt, "f")
+    rng = random.Random(9)
+    model = bytearray(rng.randbytes(256 * K))
+    write_direct(p, 0, bytes(model), create=True)
+    assert fcache(p)["dirty_bytes"] == 256 * K
+
+    def wr(off, ln):
+        b = rng.randbytes(ln)
+        write_direct(p, off, b)
+        if len(model) < off + ln:
+            model.extend(bytes(off + ln - len(model)))
+        model[off:off + ln] = b
+
+    def check(what):
+        same(read_direct(p, 0, (len(model) + 8191) // 4096 * 4096), bytes(model), what)
+        same(read_all(p), bytes(model), what + " (buffered)")
+
+    ctl(a.mnt, "cache_mode writethrough")
+    s = wait_clean(a.mnt)
+    assert s["mode"] == "writethrough" and s["dirty_extents"] == 0, s
+    check("after leaving write-back")
+    wr(64 * K, 64 * K)              # cached, clean: through
+    wr(1 * M, 64 * K)               # not cached: the RAID only
+    s = cst(a.mnt)
+    assert s["dirty_bytes"] == 0 and fcache(p)["dirty_bytes"] == 0, s
+    assert fcache(p)["cached_bytes"] == 256 * K, fcache(p)
+    h0 = s["read_hits"]
+    same(read_direct(p, 64 * K, 64 * K), bytes(model[64 * K:128 * K]), "through, cached")
+    assert cst(a.mnt)["read_hits"] == h0 + 1
+    check("write-through")
+
+    ctl(a.mnt, "cache_mode writearound")
+    time.sleep(0.2)                 # let a promotion the last check queued land
+    s0, fc0 = cst(a.mnt), fcache(p)
+    wr(128 * K, 64 * K)             # cached, clean: invalidated, then the RAID
+    s1 = cst(a.mnt)
+    assert s1["invalidations"] == s0["invalidations"] + 1, (s0, s1)
+    assert s1["write_around"] == s0["write_around"] + 1, (s0, s1)
+    assert fcache(p)["cached_bytes"] == fc0["cached_bytes"] - 64 * K, (fc0, fcache(p))
+    assert s1["dirty_bytes"] == 0, s1
+    same(read_direct(p, 128 * K, 64 * K), bytes(model[128 * K:192 * K]), "write-around")
+    wr(130 * K, 1000)               # unaligned, uncached now
+    check("write-around")
+
+    ctl(a.mnt, "cache_mode off")
+    s0 = cst(a.mnt)
+    same(read_direct(p, 0, 4 * K), bytes(model[:4 * K]), "off: cached extent")
+    s1 = cst(a.mnt)
+    assert s1["read_misses"] == s0["read_misses"] + 1 and s1["read_hits"] == s0["read_hits"]
+    wr(4 * K, 8 * K)
+    wr(3 * M, 5000)
+    assert cst(a.mnt)["dirty_bytes"] == 0
+    check("off")
+
+    ctl(a.mnt, "cache_mode writeback")
+    wr(2 * M, 64 * K)
+    wr(0, 100)
+    s = cst(a.mnt)
+    assert s["mode"] == "writeback" and s["dirty_bytes"] > 0, s
+    check("back in write-back")
+    flush(a.mnt)
+    m.stop()
+    a.mount()
+    same(read_all(p), bytes(model), "uncached mount")
+
+
+# ---------------------------------------------------------------------------
+# 9. Model-checked random workloads in every mode
+# ---------------------------------------------------------------------------
+
+class Node:
+    def __init__(self):
+        self.data = bytearray()
+        self.nlink = 1
+        self.hist = []
+
+
+class Workload:
+    def __init__(self, mnt, seed, mode_switch=False):
+        self.mnt = str(mnt)
+        self.rng = random.Random(seed)
+        self.names = {}
+        self.seq = 0
+        self.hist = []
+        self.mode_switch = mode_switch
+
+    def p(self, name):
+        return os.path.join(self.mnt, name)
+
+    def log(self, s, *nodes):
+        s = f"#{len(self.hist)} {s}"
+        self.hist.append(s)
+        for n in nodes:
+            if n is not None:
+                n.hist.append(s)
+
+    def node_hist(self, name):
+        n = self.names.get(name)
+        return "" if n is None else "\nthat file's history:\n  " + "\n  ".join(n.hist[-40:])
+
+    def newname(self):
+        self.seq += 1
+        return f"f{self.seq}"
+
+    def pick(self):
+        return self.rng.choice(sorted(self.names)) if self.names else None
+
+    def op_write(self):
+        rng = self.rng
+        name = self.pick() if self.names and rng.random() < 0.85 else self.newname()
+        node = self.names.get(name) or Node()
+        direct = rng.random() < 0.35
+        if direct:
+            ln = rng.randrange(4 * K, 200 * K, 4 * K)
+            off = rng.randrange(0, 900 * K, 4 * K)
+        else:
+            ln = rng.randint(1, 200 * K)
+            off = rng.randint(0, 900 * K)
+        b = rng.randbytes(ln)
+        self.log(f"write {name} [{off}, +{ln}) {'direct' if direct else ''}", node)
+        if direct:
+            write_direct(self.p(name), off, b, create=True)
+        else:
+            pwrite(self.p(name), off, b)
+        self.names[name] = node
+        if len(node.data) < off + ln:
+            node.data.extend(bytes(off + ln - len(node.data)))
+        node.data[off:off + ln] = b
+
+    def op_read(self):
+        name = self.pick()
+        if not name:
+            return
+        d = self.names[name].data
+        rng = self.rng
+        if rng.random() < 0.5:
+            off = rng.randrange(0, len(d) + 8 * K, 4 * K)
+            ln = rng.randrange(4 * K, 256 * K, 4 * K)
+            self.log(f"read {name} [{off}, +{ln}) direct")
+            got = read_direct(self.p(name), off, ln)
+        else:
+            off = rng.randint(0, len(d) + 1000)
+            ln = rng.randint(1, 256 * K)
+            self.log(f"read {name} [{off}, +{ln})")
+            with open(self.p(name), "rb") as f:
+                f.seek(off)
+                got = f.read(ln)
+        same(got, bytes(d[off:off + ln]), f"read {name} [{off}, +{ln}){self.node_hist(name)}")
+
+    def op_truncate(self):
+        name = self.pick()
+        if not name:
+            return
+        d = self.names[name].data
+        size = self.rng.choice([0, self.rng.randint(0, len(d)), self.rng.randint(0, 1 * M),
+                                len(d) // 2 // 4096 * 4096])
+        self.log(f"truncate {name} {size}", self.names[name])
+        os.truncate(self.p(name), size)
+        if size < len(d):
+            del d[size:]
+        else:
+            d.extend(bytes(size - len(d)))
+
+    def op_punch(self):
+        name = self.pick()
+        if not name:
+            return
+        d = self.names[name].data
+        off = self.rng.randint(0, len(d) + 1000)
+        ln = self.rng.randint(1, 300 * K)
+        self.log(f"punch {name} [{off}, +{ln})", self.names[name])
+        punch(self.p(name), off, ln)
+        e = min(off + ln, len(d))
+        if off < e:
+            d[off:e] = bytes(e - off)
+
+    def op_rename(self):
+        name = self.pick()
+        if not name:
+            return
+        to = self.pick() if self.rng.random() < 0.3 else self.newname()
+        self.log(f"rename {name} {to}", self.names[name], self.names.get(to))
+        guard(os.rename, self.p(name), self.p(to))
+        if to != name:
+            if to in self.names and self.names[to] is not self.names[name]:
+                self.names[to].nlink -= 1
+            elif to in self.names:
+                # same file under two names: rename is a no-op
+                return
+            self.names[to] = self.names.pop(name)
+
+    def op_unlink(self):
+        name = self.pick()
+        if not name:
+            return
+        self.log(f"unlink {name}", self.names[name])
+        unlink(self.p(name))
+        self.names.pop(name).nlink -= 1
+
+    def op_link(self):
+        name = self.pick()
+        if not name:
+            return
+        to = self.newname()
+        self.log(f"link {name} {to}", self.names[name])
+        os.link(self.p(name), self.p(to))
+        self.names[to] = self.names[name]
+        self.names[to].nlink += 1
+
+    def op_fsync(self):
+        name = self.pick()
+        if not name:
+            return
+        self.log(f"fsync {name}", self.names[name])
+        fd = os.open(self.p(name), os.O_RDWR)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def op_flush(self):
+        self.log("ctl flush")
+        ctl(self.mnt, "flush")
+
+    def op_mode(self):
+        if not self.mode_switch:
+            return
+        mode = self.rng.choice(["writeback", "writethrough", "writearound", "off"])
+        self.log(f"cache_mode {mode}")
+        ctl(self.mnt, f"cache_mode {mode}")
+
+    OPS = [("op_write", 40), ("op_read", 30), ("op_truncate", 5), ("op_punch", 5),
+           ("op_rename", 4), ("op_unlink", 3), ("op_link", 3), ("op_fsync", 4),
+           ("op_flush", 1), ("op_mode", 3)]
+
+    def run(self, n):
+        names, weights = zip(*self.OPS)
+        for _ in range(n):
+            guard(getattr(self, self.rng.choices(names, weights)[0]), timeout=10)
+
+    def verify(self, mnt=None, when=""):
+        mnt = str(mnt or self.mnt)
+        assert sorted(os.listdir(mnt)) == sorted(self.names), f"tree ({when})"
+        for name, node in self.names.items():
+            p = os.path.join(mnt, name)
+            st = os.stat(p)
+            assert st.st_size == len(node.data), f"{name}: size {st.st_size} ({when})"
+            assert st.st_nlink == node.nlink, f"{name}: nlink {st.st_nlink} ({when})"
+            same(read_all(p), bytes(node.data), f"{name} ({when}){self.node_hist(name)}")
+
+
+def check_members(a, lay, w, when):
+    """The members hold exactly the model (test_model.py's layout)."""
+    seen = set()
+    for name, node in sorted(w.names.items()):
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        fid = int(os.getxattr(member_path(a, 0, name), FID_XATTR).decode())
+        imgs = lay.images(bytes(node.data), fid)
+        for k in range(len(a.members)):
+            mb = read_all(member_path(a, k, name))
+            img = imgs[k]
+            where = f"member {k} of {name} (fid {fid}, size {len(node.data)}, {when})"
+            if lay.level == "raid1":
+                same(mb, img, where)
+                continue
+            if k in lay.last_byte_members(len(node.data), fid):
+                assert len(mb) == len(img), f"{where}: {len(mb)} bytes, share {len(img)}"
+            assert len(mb) <= len(img), f"{where}: {len(mb)} bytes > share {len(img)}"
+            same(mb, img[:len(mb)], where)
+            assert img[len(mb):].count(0) == len(img) - len(mb), f"{where}: short, tail not 0"
+
+
+MODEL_CASES = [(lvl, n, mode) for lvl, n in (("raid5", 3), ("raid1", 2))
+               for mode in ("writeback", "writethrough", "writearound", "off", "switching")]
+
+
+@pytest.mark.parametrize("case", MODEL_CASES, ids=lambda c: f"{c[0]}-{c[2]}")
+def test_model_every_mode(make_array, tmp_path, case):
+    level, n, mode = case
+    a = make_array(level, n, "64K")
+    seed = int(os.environ.get("TIERFS_CACHE_SEED", zlib.crc32(repr(case).encode())))
+    opts = copts(tmp_path / "cache", size="2M", extent="64K", promote=1,
+                 mode="writeback" if mode == "switching" else mode)
+    m = a.mount(opts=opts)
+    w = Workload(a.mnt, seed, mode_switch=mode == "switching")
+    nops = int(os.environ.get("TIERFS_CACHE_OPS", "600"))
+    try:
+        w.run(nops // 2)
+        w.verify(when="half way")
+        m.remount()
+        w.verify(when="after a remount with the cache")
+        w.run(nops - nops // 2)
+        w.verify(when="end")
+        if mode == "switching":
+            ctl(a.mnt, "cache_mode writeback")
+        flush(a.mnt)
+        w.verify(when="after the flush")
+        m.stop()
+        m2 = a.mount()              # uncached: the data is on the members
+        w.verify(when="uncached mount")
+        check_members(a, PyLayout(level, n, 64 * K), w, "uncached mount")
+        m2.stop()
+    except (Exception, pytest.fail.Exception) as e:
+        raise AssertionError(f"[{case} seed={seed}] {e}\nlast operations:\n  " +
+                             "\n  ".join(w.hist[-15:])) from e
+
+
+# ---------------------------------------------------------------------------
+# 10. SIGKILL under a write-back workload
+# ---------------------------------------------------------------------------
+
+CHILD = r"""
+import mmap, os, random, sys
+mnt, log, rnd = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rng = random.Random(rnd * 7919)
+K = 1024
+lg = open(log, "a")
+def rec(s):
+    lg.write(s + "\n"); lg.flush(); os.fsync(lg.fileno())
+names = [f"c{i}" for i in range(4)]
+fds = {n: os.open(os.path.join(mnt, n), os.O_RDWR | os.O_CREAT, 0o644) for n in names}
+dfds = {n: os.open(os.path.join(mnt, n), os.O_RDWR | os.O_DIRECT) for n in names}
+buf = mmap.mmap(-1, 256 * K)
+i = 0
+while True:
+    n = rng.choice(names)
+    for _ in range(rng.randint(1, 4)):
+        direct = rng.random() < 0.4
+        if direct:
+            off = rng.randrange(0, 1536 * K, 4 * K); ln = rng.randrange(4 * K, 132 * K, 4 * K)
+        else:
+            off = rng.randint(0, 1536 * K); ln = rng.randint(1, 100 * K)
+        tag = f"{rnd}.{i}"; i += 1
+        data = random.Random(tag).randbytes(ln)
+        rec(f"W {n} {off} {ln} {tag}")
+        if direct:
+            buf[:ln] = data
+            assert os.pwritev(dfds[n], [memoryview(buf)[:ln]], off) == ln
+        else:
+            assert os.pwrite(fds[n], data, off) == ln
+        rec(f"D {n}")
+    os.fsync(fds[n])
+    rec(f"S {n}")
+"""
+
+
+def check_after_crash(mnt, base, log_lines):
+    """base: name -> contents known before this round.  Every fsynced byte
+    must be there and nothing older than it (a byte is the fsynced value or
+    one a later write wrote).  Returns (name -> contents now, bytes of
+    acknowledged writes that did not survive)."""
+    certain = {n: bytearray(b) for n, b in base.items()}
+    pending = {n: [] for n in base}          # writes after the last fsync
+    for line in log_lines:
+        f = line.split()
+        if f[0] == "W":
+            n, off, ln, tag = f[1], int(f[2]), int(f[3]), f[4]
+            pending.setdefault(n, []).append([off, ln, tag, False])
+        elif f[0] == "D":
+            pending[f[1]][-1][3] = True
+        elif f[0] == "S":
+            n = f[1]
+            d = certain.setdefault(n, bytearray())
+            for off, ln, tag, _ in pending[n]:
+                if len(d) < off + ln:
+                    d.extend(bytes(off + ln - len(d)))
+                d[off:off + ln] = random.Random(tag).randbytes(ln)
+            pending[n] = []
+    out, lost = {}, 0
+    for n in set(certain) | set(pending):
+        d = bytes(certain.get(n, b""))
+        p = os.path.join(mnt, n)
+        if not os.path.exists(p):
+            assert not d, f"{n} is gone"
+            continue
+        got = read_all(p)
+        pend = [(off, ln, random.Random(tag).randbytes(ln), done)
+                for off, ln, tag, done in pending.get(n, [])]
+        maxend = max([len(d)] + [off + ln for off, ln, _, _ in pend])
+        assert len(d) <= len(got) <= maxend, \
+            f"{n}: size {len(got)}, fsynced {len(d)}, at most {maxend}"
+        # what the acknowledged writes make of it, and the in-flight write
+        acked = bytearray(d)
+        inflight = None
+        for off, ln, b, done in pend:
+            if not done:
+                inflight = (off, ln, b)
+                continue
+            if len(acked) < off + ln:
+                acked.extend(bytes(off + ln - len(acked)))
+            acked[off:off + ln] = b
+        if got[:len(d)] != d or len(got) > len(d):
+            for i in range(len(got)):
+                want = d[i] if i < len(d) else 0
+                if got[i] == want:
+                    continue
+                if not any(off <= i < off + ln and b[i - off] == got[i] for off, ln, b, _ in pend):
+                    raise AssertionError(f"{n}: byte {i} is {got[i]}, fsynced value {want}, "
+                                         f"and no later write wrote that")
+        if bytes(acked) != got[:len(acked)]:
+            for i in range(len(acked)):
+                if i < len(got) and got[i] == acked[i]:
+                    continue
+                if inflight and inflight[0] <= i < inflight[0] + inflight[1]:
+                    continue
+                lost += 1
+        out[n] = got
+    return out, lost
+
+
+def test_sigkill_during_writeback(make_array, tmp_path):
+    a = make_array("raid5", 3, "64K")
+    opts = copts(tmp_path / "cache", size="2M", extent="64K", dirty_low=50, dirty_high=90)
+    m = a.mount(opts=opts)
+    log = tmp_path / "child.log"
+    base = {}
+    rng = random.Random(10)
+    rounds = int(os.environ.get("TIERFS_CACHE_KILLS", "5"))
+    lost_total = 0
+    for rnd in range(rounds):
+        log.write_text("")
+        child = subprocess.Popen([sys.executable, "-c", CHILD, str(a.mnt), str(log), str(rnd)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(rng.uniform(1.0, 2.0))
+        assert child.poll() is None, f"child died early: {child.stderr.read().decode()}"
+        s = cst(a.mnt)
+        m.kill()
+        child.kill()
+        child.wait()
+        child.stderr.close()
+        lines = log.read_text().splitlines()
+        m.start()
+        base, lost = check_after_crash(str(a.mnt), base, lines)
+        lost_total += lost
+        print(f"round {rnd}: {len(lines)} log records, dirty at the kill {s['dirty_bytes']}, "
+              f"acknowledged writes missing {lost}")
+        wait_stat(a.mnt, "unresolved_files", 0)
+        for n, b in base.items():
+            same(read_all(os.path.join(a.mnt, n)), b, f"{n} after resolving (round {rnd})")
+    flush(a.mnt)
+    m.stop()
+    a.mount()
+    for n, b in base.items():
+        same(read_all(os.path.join(a.mnt, n)), b, f"{n} through an uncached mount")
+    # the daemon died, but the machine did not: acknowledged writes are in the
+    # page cache (DESIGN §10.5) and must all have survived
+    assert lost_total == 0, f"{lost_total} bytes of acknowledged (not fsynced) writes were lost"
+
+
+# ---------------------------------------------------------------------------
+# 11. Lost, corrupt and foreign cache directories
+# ---------------------------------------------------------------------------
+
+def test_lost_cache_with_dirty_data(make_array, tmp_path):
+    a = make_array("raid1", 2, "64K")
+    cdir = tmp_path / "cache"
+    opts = copts(cdir, dirty_low=90, dirty_high=95)
+    m = a.mount(opts=opts)
+    safe = random.Random(11).randbytes(200 * K)
+    pwrite(os.path.join(a.mnt, "safe"), 0, safe)
+    flush(a.mnt)
+    pwrite(os.path.join(a.mnt, "lost"), 0, b"x" * 100 * K, sync=True)
+    assert fcache(os.path.join(a.mnt, "lost"))["dirty_bytes"] == 100 * K
+    m.kill()
+    shutil.rmtree(cdir)
+    msg = refused(a, opts)
+    assert "cache_discard" in msg, msg
+    msg = refused(a, [])
+    assert "cache_discard" in msg, msg
+    m = a.mount(opts=opts + ["cache_discard"], expect_errors=True)
+    log = m.log()
+    assert "lost" in log and "cache_discard" in log, log
+    named = [l for l in log.splitlines() if "cache_discard" in l and "/" in l]
+    assert any("/lost" in l for l in named), log
+    assert not any("/safe" in l for l in named), f"a clean file was named: {log}"
+    same(read_all(os.path.join(a.mnt, "safe")), safe, "a clean file after cache_discard")
+    read_all(os.path.join(a.mnt, "lost"))
+    s = cst(a.mnt)
+    assert s["dirty_bytes"] == 0 and s["cache"] == str(os.path.realpath(cdir)), s
+    m.stop()
+    a.mount()                       # nothing dirty any more
+    same(read_all(os.path.join(a.mnt, "safe")), safe, "uncached")
+
+
+def test_corrupt_cache(make_array, tmp_path):
+    a = make_array("raid0", 2, "64K")
+    cdir = tmp_path / "cache"
+    opts = copts(cdir, dirty_low=90, dirty_high=95)
+    m = a.mount(opts=opts)
+    p = os.path.join(a.mnt, "f")
+    data = random.Random(12).randbytes(300 * K)
+    pwrite(p, 0, data)
+    flush(a.mnt)
+    m.stop()
+    mdb = cdir / "meta" / "data.mdb"
+    assert mdb.exists()
+    mdb.write_bytes(random.Random(1).randbytes(64 * K))
+    m = a.mount(opts=opts, expect_errors=True)
+    log = m.log()
+    assert "made anew" in log, log
+    same(read_all(p), data, "after the cache was made anew")
+    pwrite(p, 0, b"y" * 8 * K, sync=True)
+    assert fcache(p)["dirty_bytes"] == 8 * K
+    data = b"y" * 8 * K + data[8 * K:]
+    # corrupt with dirty data: refused
+    m.kill()
+    mdb.write_bytes(random.Random(2).randbytes(64 * K))
+    msg = refused(a, opts)
+    assert "cache_discard" in msg, msg
+    m = a.mount(opts=opts + ["cache_discard"], expect_errors=True)
+    assert "/f" in m.log()
+    got = read_all(p)
+    assert len(got) == len(data) and got[8 * K:] == data[8 * K:], "bytes never dirty changed"
+
+
+def test_foreign_cache_refused(make_array, tmp_path):
+    a = make_array("raid0", 2, "64K")
+    b = make_array("raid0", 2, "64K")
+    cdir = tmp_path / "cache"
+    m = a.mount(opts=copts(cdir))
+    ua = status(a.mnt)["uuid"]
+    pwrite(os.path.join(a.mnt, "f"), 0, b"a" * 5000)
+    flush(a.mnt)
+    m.stop()
+    mb = b.mount()
+    ub = status(b.mnt)["uuid"]
+    mb.stop()
+    msg = refused(b, copts(cdir))
+    assert ua in msg and ub in msg, msg
+    m = a.mount(opts=copts(cdir))   # still a's
+    same(read_all(os.path.join(a.mnt, "f")), b"a" * 5000, "a's file")
+
+
+# ---------------------------------------------------------------------------
+# 12. Warm after a clean remount
+# ---------------------------------------------------------------------------
+
+def test_clean_unmount_keeps_cache_warm(make_array, tmp_path):
+    a = make_array("raid5", 3, "64K")
+    data = random.Random(13).randbytes(512 * K)
+    prefill(a, {"f": data})
+    opts = copts(tmp_path / "cache", seq_cutoff=0)
+    m = a.mount(opts=opts)
+    p = os.path.join(a.mnt, "f")
+    same(read_direct(p, 128 * K, 4 * K), data[128 * K:132 * K], "first")
+    same(read_direct(p, 132 * K, 4 * K), data[132 * K:136 * K], "second")
+    wait_stat(a.mnt, "promotions", 1)
+    m.stop()
+    m = a.mount(opts=opts)
+    s = cst(a.mnt)
+    assert s["cached_extents"] == 1 and s["read_hits"] == 0, s
+    same(read_direct(p, 160 * K, 8 * K), data[160 * K:168 * K], "after the remount")
+    s = cst(a.mnt)
+    assert (s["read_hits"], s["read_misses"]) == (1, 0), f"not warm after a remount: {s}"
+
+
+# ---------------------------------------------------------------------------
+# 13. Truncate, punch, unlink, rename, link, O_DIRECT and buffered mixed
+# ---------------------------------------------------------------------------
+
+def test_namespace_and_cut_consistency(make_array, tmp_path):
+    a = make_array("raid5", 3, "64K")
+    m = a.mount(opts=copts(tmp_path / "cache", seq_cutoff=0, dirty_low=90, dirty_high=95))
+    rng = random.Random(14)
+    d = os.path.join(a.mnt, "d")
+    os.mkdir(d)
+    p = os.path.join(a.mnt, "f")
+    data = bytearray(rng.randbytes(256 * K))
+    pwrite(p, 0, bytes(data))
+    assert fcache(p)["dirty_bytes"] == 256 * K
+    # truncate down then extend: the cut bytes read as zeros
+    os.truncate(p, 100 * K + 123)
+    os.truncate(p, 256 * K)
+    data[100 * K + 123:] = bytes(len(data) - 100 * K - 123)
+    same(read_direct(p, 0, 256 * K), bytes(data), "truncate down + up (O_DIRECT)")
+    same(read_all(p), bytes(data), "truncate down + up (buffered)")
+    assert fcache(p)["dirty_bytes"] <= 104 * K, fcache(p)
+    # punch a hole in dirty data, unaligned
+    punch(p, 10 * K + 5, 30 * K)
+    data[10 * K + 5:40 * K + 5] = bytes(30 * K)
+    same(read_direct(p, 0, 256 * K), bytes(data), "punched")
+    # buffered and O_DIRECT mixed on one file
+    b1 = rng.randbytes(10000)
+    pwrite(p, 50 * K + 7, b1, create=False)
+    data[50 * K + 7:50 * K + 7 + len(b1)] = b1
+    same(read_direct(p, 48 * K, 16 * K), bytes(data[48 * K:64 * K]), "buffered, then O_DIRECT")
+    b2 = rng.randbytes(8 * K)
+    with open(p, "rb") as f:       # page cache populated ...
+        f.read()
+        write_direct(p, 52 * K, b2)  # ... then an O_DIRECT write
+        data[52 * K:60 * K] = b2
+        f.seek(0)
+        same(f.read(), bytes(data), "O_DIRECT write, then buffered on an open fd")
+    # rename keeps the cached (dirty) data, also into another directory
+    before = fcache(p)
+    os.rename(p, os.path.join(d, "g"))
+    q = os.path.join(d, "g")
+    after = fcache(q)
+    assert after == before, (before, after)
+    same(read_direct(q, 0, 256 * K), bytes(data), "after the rename")
+    # a hard link shares it
+    os.link(q, os.path.join(a.mnt, "h"))
+    h = os.path.join(a.mnt, "h")
+    assert fcache(h) == after
+    b3 = rng.randbytes(4 * K)
+    write_direct(h, 200 * K, b3)
+    data[200 * K:204 * K] = b3
+    same(read_direct(q, 0, 256 * K), bytes(data), "written through the other link")
+    unlink(q)
+    same(read_all(h), bytes(data), "after unlinking one name")
+    assert fcache(h)["cached_bytes"] > 0
+    # unlink of the last name drops its extents
+    other = os.path.join(a.mnt, "other")
+    pwrite(other, 0, rng.randbytes(64 * K))
+    s0 = cst(a.mnt)
+    n = fcache(h)["cached_bytes"]
+    n_ext = (s0["cached_extents"] - 1)
+    assert n > 0
+    unlink(h)
+    s1 = wait_until(lambda: (lambda s: s if s["cached_extents"] == 1 else None)(cst(a.mnt)),
+                    "the unlinked file's extents to go", timeout=5)
+    assert s1["dirty_extents"] == 1 and s1["dirty_bytes"] == 64 * K, (n_ext, s0, s1)
+    flush(a.mnt)
+    m.stop()
+    a.mount()
+    assert sorted(os.listdir(a.mnt)) == ["d", "other"]
+    assert os.listdir(d) == []
+
+
+# ---------------------------------------------------------------------------
+# 14. Detach
+# ---------------------------------------------------------------------------
+
+def test_detach(make_array, tmp_path):
+    a = make_array("raid5", 3, "64K")
+    cdir = tmp_path / "cache"
+    opts = copts(cdir, dirty_low=90, dirty_high=95)
+    m = a.mount(opts=opts)
+    p = os.path.join(a.mnt, "f")
+    data = bytearray(random.Random(15).randbytes(700 * K + 3))
+    pwrite(p, 0, bytes(data))
+    assert cst(a.mnt)["dirty_bytes"] > 0
+    ctl(a.mnt, "detach")
+    s = cst(a.mnt)
+    assert s == {"cache": "none"}, s
+    with pytest.raises(OSError):
+        ctl(a.mnt, "flush")
+    same(read_all(p), bytes(data), "detached")
+    new = b"z" * 5000
+    pwrite(p, 4096, new, create=False)
+    data[4096:4096 + 5000] = new
+    same(read_direct(p, 0, 704 * K), bytes(data), "written after the detach")
+    assert fcache(p)["cached_bytes"] == 0
+    m.stop()
+    m = a.mount()
+    same(read_all(p), bytes(data), "uncached mount after the detach")
+    m.stop()
+    m = a.mount(opts=opts, expect_errors=True)   # the same directory again
+    s = cst(a.mnt)
+    assert s["cached_extents"] == 0 and s["mode"] == "writeback", s
+    same(read_all(p), bytes(data), "cache attached again")
+    pwrite(p, 0, b"q" * 100, create=False)
+    data[:100] = b"q" * 100
+    assert fcache(p)["dirty_bytes"] == 4096
+    m.stop()
+    m = a.mount(opts=opts)
+    same(read_all(p), bytes(data), "after a remount with the cache")
+
+
+# ---------------------------------------------------------------------------
+# Extending writes racing the flusher
+# ---------------------------------------------------------------------------
+
+def test_extending_writes_race_the_flusher(make_array, tmp_path):
+    """Every write grows its file while the flusher runs all the time
+    (dirty_low=1): what the flusher destages must never be cut at a size
+    the file had before the write it is destaging."""
+    a = make_array("raid1", 2, "64K")
+    m = a.mount(opts=copts(tmp_path / "cache", size="1M", extent="64K", dirty_low=1,
+                           dirty_high=50, seq_cutoff=0))
+    rng = random.Random(16)
+    names = [f"g{i}" for i in range(6)]
+    model = {n: bytearray() for n in names}
+    fds = {n: os.open(os.path.join(a.mnt, n), os.O_RDWR | os.O_CREAT, 0o644) for n in names}
+    try:
+        for _ in range(1500):
+            n = rng.choice(names)
+            d = model[n]
+            off = len(d) + rng.choice([0, 0, rng.randint(0, 20000)])
+            b = rng.randbytes(rng.randint(1, 40000))
+            assert os.pwrite(fds[n], b, off) == len(b)
+            d.extend(bytes(off - len(d)))
+            d += b
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    for n in names:
+        same(read_all(os.path.join(a.mnt, n)), bytes(model[n]), f"{n} (cached)")
+    flush(a.mnt)
+    m.stop()
+    a.mount()
+    for n in names:
+        same(read_all(os.path.join(a.mnt, n)), bytes(model[n]), f"{n} (uncached mount)")
+
+
+# ---------------------------------------------------------------------------
+# 16. tierctl flush / mode / detach, and a flush the RAID refuses
+# ---------------------------------------------------------------------------
+
+def tierctl(*args):
+    from conftest import BUILD
+    return subprocess.run([str(BUILD / "tierctl"), *map(str, args)], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_tierctl_flush_mode_detach(make_array, tmp_path):
+    a = make_array("raid5", 3, "64K")
+    a.mount(opts=copts(tmp_path / "cache", dirty_low=90, dirty_high=95))
+    p = os.path.join(a.mnt, "f")
+    data = random.Random(16).randbytes(2 * M)
+    pwrite(p, 0, data)
+    assert cst(a.mnt)["dirty_bytes"] == 2 * M
+    r = tierctl("status", a.mnt)
+    assert r.returncode == 0 and "writeback, s3fifo" in r.stdout and \
+        f"{2 * M} dirty bytes" in r.stdout, r.stdout
+    r = tierctl("flush", a.mnt)
+    assert r.returncode == 0 and "flushed: nothing dirty" in r.stdout, (r.stdout, r.stderr)
+    assert cst(a.mnt)["dirty_bytes"] == 0
+    r = tierctl("mode", a.mnt, "sideways")
+    assert r.returncode == 1 and "writeback, writethrough, writearound or off" in r.stderr, r
+    pwrite(p, 0, data[:M][::-1], create=False)          # dirty again, then leave write-back
+    r = tierctl("mode", a.mnt, "writethrough")
+    assert r.returncode == 0 and "flushed" in r.stdout, (r.stdout, r.stderr)
+    s = cst(a.mnt)
+    assert s["mode"] == "writethrough" and s["dirty_bytes"] == 0, s
+    r = tierctl("detach", a.mnt)
+    assert r.returncode == 0 and "detached" in r.stdout, (r.stdout, r.stderr)
+    assert status(a.mnt)["cache"] == "none"
+    r = tierctl("flush", a.mnt)
+    assert r.returncode == 1 and "no cache is attached" in r.stderr, (r.stdout, r.stderr)
+    same(read_all(p), data[:M][::-1] + data[M:], "after detach")
+
+
+def test_flush_refused_by_the_raid_is_reported(make_array, tmp_path):
+    """A member that refuses every write: the write-back writes are
+    acknowledged from the SSD, the flush stops with the reason, the data stays
+    dirty and readable, nothing is lost."""
+    a = make_array("raid0", 2, "4K")
+    a.mount(opts=copts(tmp_path / "cache", dirty_low=90, dirty_high=95),
+            env={"TIERFS_FAULT": "eio_write=1"}, expect_errors=True)
+    p = os.path.join(a.mnt, "f")
+    data = random.Random(17).randbytes(256 * K)
+    pwrite(p, 0, data)
+    r = tierctl("flush", a.mnt)
+    assert r.returncode == 1 and "flush stopped" in r.stderr and \
+        "Input/output error" in r.stderr, (r.stdout, r.stderr)
+    s = cst(a.mnt)
+    assert s["dirty_bytes"] > 0 and s["flush_error"] == "Input/output error", s
+    same(read_all(p), data, "dirty data after a refused flush")

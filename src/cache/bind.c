@@ -568,6 +568,45 @@ static int drop_empty(struct tfs_cache *c)
 	return 0;
 }
 
+struct stale {
+	struct tfs_cache *c;
+	uint64_t *fid;
+	unsigned n, cap;
+};
+
+static int stale_cb(void *arg, uint64_t fid, uint64_t zero)
+{
+	struct stale *st = arg;
+	struct cfile *f = c_file_find(st->c, fid);
+
+	if (f && f->ndirty)
+		return 0;
+	if (st->n == st->cap) {
+		unsigned cap = st->cap ? 2 * st->cap : 64;
+		uint64_t *p = realloc(st->fid, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		st->fid = p;
+		st->cap = cap;
+	}
+	st->fid[st->n++] = fid;
+	return 0;
+}
+
+/* Journal entries of files with no dirty extent (a stop came between the
+ * flush and the entry's removal) are dropped. */
+static int journal_reconcile(struct tfs_cache *c)
+{
+	struct stale st = { .c = c };
+	int rc = tfs_meta_set_foreach(c->fs->meta, TFS_SET_CDIRTY, stale_cb, &st);
+
+	for (unsigned i = 0; rc == 0 && i < st.n; i++)
+		rc = tfs_meta_set_del(c->fs->meta, TFS_SET_CDIRTY, st.fid[i], 0);
+	free(st.fid);
+	return rc;
+}
+
 static uint32_t pow2_at_least(uint64_t n)
 {
 	uint32_t p = 1;
@@ -587,6 +626,7 @@ int tfs_cache_start(struct tfs_fs *fs)
 	if (!c)
 		return 0;
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->jlock, NULL);
 	pthread_cond_init(&c->cond, NULL);
 	pthread_cond_init(&c->fcond, NULL);
 	pthread_cond_init(&c->pcond, NULL);
@@ -637,6 +677,8 @@ int tfs_cache_start(struct tfs_fs *fs)
 	if (!c->readonly) {
 		rc = drop_empty(c);
 		if (rc == 0)
+			rc = journal_reconcile(c);
+		if (rc == 0)
 			rc = tfs_cstore_info_set(c->cs, "clean", "0");
 		if (rc == 0)
 			rc = tfs_cstore_info_set(c->cs, "boot", boot);
@@ -681,6 +723,7 @@ void tfs_cache_stop(struct tfs_fs *fs)
 		free(ops);
 	}
 	/* dirty files keep their journal entries: the cache still holds them */
+	c_journal_drain(c);
 	for (uint32_t h = 0; h <= c->fmask; h++)
 		for (struct cfile *f = c->ftab[h]; f; f = f->next)
 			if (f->in) {

@@ -139,6 +139,51 @@ uint64_t c_slot_off(const struct tfs_cache *c, uint32_t s)
 /* Files                                                               */
 /* ------------------------------------------------------------------ */
 
+/* Note that fid now has (put) or no longer has writes only in the cache;
+ * c_journal_drain writes it to the array journal.  Under c->lock. */
+static void journal_queue(struct tfs_cache *c, uint64_t fid, bool put)
+{
+	if (c->njq == c->jcap) {
+		unsigned cap = c->jcap ? 2 * c->jcap : 64;
+		struct jop *q = realloc(c->jq, cap * sizeof(*q));
+
+		if (!q) {
+			tfs_err("cache %s: out of memory noting file %" PRIu64 " in the journal",
+				c->dir, fid);
+			return;
+		}
+		c->jq = q;
+		c->jcap = cap;
+	}
+	c->jq[c->njq++] = (struct jop){ .fid = fid, .put = put };
+}
+
+void c_journal_drain(struct tfs_cache *c)
+{
+	struct jop *q;
+	unsigned n;
+
+	pthread_mutex_lock(&c->jlock);	/* one drainer at a time: order kept */
+	pthread_mutex_lock(&c->lock);
+	q = c->jq;
+	n = c->njq;
+	c->jq = NULL;
+	c->njq = c->jcap = 0;
+	if (n)
+		c->journal_dirty = true;
+	pthread_mutex_unlock(&c->lock);
+	for (unsigned i = 0; i < n; i++) {
+		int rc = q[i].put ? tfs_meta_set_put(c->fs->meta, TFS_SET_CDIRTY, q[i].fid, 0)
+				  : tfs_meta_set_del(c->fs->meta, TFS_SET_CDIRTY, q[i].fid, 0);
+
+		if (rc)
+			tfs_err("cache %s: journal: file %" PRIu64 ": %s", c->dir, q[i].fid,
+				strerror(-rc));
+	}
+	pthread_mutex_unlock(&c->jlock);
+	free(q);
+}
+
 struct cfile *c_file_find(struct tfs_cache *c, uint64_t fid)
 {
 	struct cfile *f = c->ftab[mix64(fid) & c->fmask];
@@ -179,10 +224,8 @@ void c_file_maybe_free(struct tfs_cache *c, struct cfile *f)
 		tfs_inode_unref(c->fs, f->in);
 		f->in = NULL;
 	}
-	if (f->journaled) {
-		tfs_meta_set_del(c->fs->meta, TFS_SET_CDIRTY, f->fid, 0);
-		c->journal_dirty = true;
-	}
+	if (f->journaled)
+		journal_queue(c, f->fid, false);
 	for (pp = &c->ftab[mix64(f->fid) & c->fmask]; *pp != f; pp = &(*pp)->next)
 		;
 	*pp = f->next;
@@ -202,8 +245,7 @@ static void file_dirtied(struct tfs_cache *c, struct cfile *f, struct tfs_inode 
 	c->ndirty++;
 	if (!f->journaled) {
 		f->journaled = true;
-		if (tfs_meta_set_put(c->fs->meta, TFS_SET_CDIRTY, f->fid, 0) == 0)
-			c->journal_dirty = true;
+		journal_queue(c, f->fid, true);
 	}
 }
 
@@ -227,8 +269,7 @@ void c_file_cleaned(struct tfs_cache *c, struct cfile *f)
 	if (--f->ndirty == 0) {
 		if (f->journaled) {	/* nothing of it is only here any more */
 			f->journaled = false;
-			if (tfs_meta_set_del(c->fs->meta, TFS_SET_CDIRTY, f->fid, 0) == 0)
-				c->journal_dirty = true;
+			journal_queue(c, f->fid, false);
 		}
 		if (f->in) {
 			tfs_inode_unref(c->fs, f->in);
@@ -987,8 +1028,10 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
-	/* the records commit while the slots are still busy: two commits of
-	 * one extent cannot pass each other */
+	/* the journal names the file before the write is acknowledged; the
+	 * records commit while the slots are still busy: two commits of one
+	 * extent cannot pass each other */
+	c_journal_drain(c);
 	if (nops) {
 		int r = c_commit(c, ops, nops);
 
@@ -1026,6 +1069,7 @@ void c_journal_sync(struct tfs_cache *c)
 {
 	bool need;
 
+	c_journal_drain(c);
 	pthread_mutex_lock(&c->lock);
 	need = c->journal_dirty;
 	c->journal_dirty = false;
@@ -1156,6 +1200,7 @@ void c_zero_file(struct tfs_cache *c, struct cfile *f, uint64_t off, uint64_t le
 		ops[m++] = (struct tfs_cstore_op){ .op = TFS_CS_DEL_SIZE, .fid = f->fid };
 	}
 	pthread_mutex_unlock(&c->lock);
+	c_journal_drain(c);
 	/* committed while the extents are still busy, before a dropped slot
 	 * can be reused (invariant 1) */
 	c_commit(c, ops, m);

@@ -113,6 +113,11 @@ struct tfs_cache {
 	int flush_err;			/* why the last flush stopped (-errno), or 0 */
 	uint32_t unresolved;		/* dirty files not found yet (after a restart) */
 	bool journal_dirty;		/* CDIRTY changes not synced yet */
+	/* CDIRTY changes decided under c->lock, applied in order outside it
+	 * (a journal write can wait behind a journal sync) under jlock */
+	struct jop { uint64_t fid; bool put; } *jq;
+	unsigned njq, jcap;
+	pthread_mutex_t jlock;
 	uint64_t last_io;		/* time of the last foreground request (1/16 s) */
 	struct promote_job q[C_PROMOTE_QUEUE];
 	unsigned qhead, qlen;
@@ -146,6 +151,8 @@ void c_zero_file(struct tfs_cache *c, struct cfile *f, uint64_t off, uint64_t le
 int c_ssd_io(struct tfs_cache *c, bool write, bool direct, void *buf, size_t len, uint64_t off);
 void *c_buf(size_t len);
 void c_journal_sync(struct tfs_cache *c);
+/* Apply the queued CDIRTY changes (not under c->lock). */
+void c_journal_drain(struct tfs_cache *c);
 uint32_t c_alloc_slot(struct tfs_cache *c, uint64_t fid, uint64_t idx);
 void c_free_slot(struct tfs_cache *c, uint32_t s);
 

@@ -410,7 +410,7 @@ static void *flusher(void *arg)
 		struct cfile *f;
 		int64_t r;
 
-		if (c->journal_dirty) {
+		if (c->journal_dirty || c->njq) {
 			pthread_mutex_unlock(&c->lock);
 			c_journal_sync(c);
 			pthread_mutex_lock(&c->lock);

@@ -243,8 +243,11 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf)
 
 		if (r < 0) {
 			rc = (int)r;
-			tfs_err("cache %s: destaging %" PRIu64 " bytes of file %" PRIu64 " at %" PRIu64
-				" failed: %s", c->dir, seg[i].len, f->fid, seg[i].off, strerror(-rc));
+			/* once, not every second while the RAID keeps refusing */
+			if (c->flush_err != rc)
+				tfs_err("cache %s: destaging %" PRIu64 " bytes of file %" PRIu64 " at %" PRIu64
+					" failed: %s", c->dir, seg[i].len, f->fid, seg[i].off,
+					strerror(-rc));
 			break;
 		}
 		done += (int64_t)seg[i].len;

@@ -553,37 +553,36 @@ static void piece_sectors(const struct tfs_cache *c, const struct piece *p, unsi
 	*s1 = (unsigned)((p->b - base + C_SECTOR - 1) / C_SECTOR);
 }
 
-/* fid and logical size of an open file. */
-static int file_snap(struct tfs_fs *fs, struct tfs_inode *in, uint64_t *fid, uint64_t *size)
+/* fid and logical size of an open file, and whether the request [off,
+ * off+len) continues a sequential run that reached the cutoff (bcache's
+ * sequential cutoff, per file): one lock round trip once the file is
+ * known. */
+static int file_snap(struct tfs_cache *c, struct tfs_inode *in, uint64_t off, uint64_t len,
+		     uint64_t *fid, uint64_t *size, bool *seq)
 {
-	int rc = tfs_ns_load_file(fs, in);
+	for (int tries = 0;; tries++) {
+		int rc;
 
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&in->lock);
-	*fid = in->fid;
-	*size = in->size;
-	pthread_mutex_unlock(&in->lock);
-	return 0;
-}
-
-/* Sequential detection, per file (bcache's sequential cutoff): true once
- * a run of back-to-back requests reaches the cutoff. */
-static bool sequential(struct tfs_cache *c, struct tfs_inode *in, uint64_t off, uint64_t len)
-{
-	bool seq;
-
-	if (!c->seq_cutoff)
-		return false;
-	pthread_mutex_lock(&in->lock);
-	if (in->seq_next == off)
-		in->seq_len += len;
-	else
-		in->seq_len = len;
-	in->seq_next = off + len;
-	seq = in->seq_len >= c->seq_cutoff;
-	pthread_mutex_unlock(&in->lock);
-	return seq;
+		pthread_mutex_lock(&in->lock);
+		if (in->fid_valid && in->size_valid) {
+			*fid = in->fid;
+			*size = in->size;
+			if (in->seq_next == off)
+				in->seq_len += len;
+			else
+				in->seq_len = len;
+			in->seq_next = off + len;
+			*seq = c->seq_cutoff && in->seq_len >= c->seq_cutoff;
+			pthread_mutex_unlock(&in->lock);
+			return 0;
+		}
+		pthread_mutex_unlock(&in->lock);
+		if (tries)
+			return -EIO;	/* not a regular file on the primary any more */
+		rc = tfs_ns_load_file(c->fs, in);
+		if (rc)
+			return rc;
+	}
 }
 
 /* ------------------------------------------------------------------ */
@@ -635,7 +634,7 @@ ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, voi
 	struct piece *p;
 	unsigned np, npromote = 0;
 	bool seq;
-	int rc = file_snap(fs, in, &fid, &size);
+	int rc = file_snap(c, in, off, len, &fid, &size, &seq);
 
 	if (rc)
 		return rc;
@@ -643,7 +642,6 @@ ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, voi
 		return 0;
 	if (len > size - off)
 		len = (size_t)(size - off);
-	seq = sequential(c, in, off, len);
 	p = pieces_of(c, off, len, &np);
 	if (!p)
 		return -ENOMEM;
@@ -907,18 +905,19 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 	struct piece *p;
 	unsigned np, nops = 0;
 	bool seq, cached = false;
-	int rc = file_snap(fs, in, &fid, &size);
+	int rc;
 
-	if (rc)
-		return rc;
 	if (len == 0)
 		return 0;
 	if (end < off)
 		return -EFBIG;
+	rc = file_snap(c, in, off, len, &fid, &size, &seq);
+	if (rc)
+		return rc;
 	/* a stream bypasses only in pieces the RAID takes whole (full rows
 	 * on the parity levels); smaller ones are gathered here and destaged
 	 * as full stripes */
-	seq = sequential(c, in, off, len) && len >= tfs_row_bytes(fs);
+	seq = seq && len >= tfs_row_bytes(fs);
 	p = pieces_of(c, off, len, &np);
 	if (!p)
 		return -ENOMEM;

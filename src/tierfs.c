@@ -94,7 +94,7 @@ static void usage(const char *prog)
 	       "       hdd_seek_ms=8.5, hdd_rpm=7200, hdd_mbps=180   its parameters\n"
 	       "       hdd_ncq=1       requests the disk may reorder (1: none; SATA NCQ: 32)\n"
 	       "    -o cache=DIR               SSD tier in DIR (made on first use); options:\n"
-	       "       cache_size=1G, cache_extent=64K     set when the cache is made\n"
+	       "       cache_size=1G, cache_extent=256K    set when the cache is made\n"
 	       "       cache_mode=writeback|writethrough|writearound|off\n"
 	       "       cache_policy=s3fifo|lru, cache_promote=2 (heat that promotes),\n"
 	       "       cache_halflife=60 (s), cache_seq_cutoff=4M (0: off),\n"

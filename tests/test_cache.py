@@ -328,7 +328,7 @@ def test_sequential_stream_bypasses(make_array, tmp_path):
     size = 16 * M
     data = random.Random(3).randbytes(size)
     prefill(a, {"big": data})
-    a.mount(opts=copts(tmp_path / "cache", seq_cutoff="1M", halflife=3600))
+    a.mount(opts=copts(tmp_path / "cache", extent="64K", seq_cutoff="1M", halflife=3600))
     p = os.path.join(a.mnt, "big")
     R = 128 * K
     reqs = [(off, R) for off in range(0, size, R)]
@@ -355,7 +355,7 @@ def test_sequential_stream_bypasses(make_array, tmp_path):
 
 def test_writeback_stays_off_members_until_flush(make_array, tmp_path):
     a = make_array("raid1", 2, "64K")
-    m = a.mount(opts=copts(tmp_path / "cache", dirty_low=90, dirty_high=95))
+    m = a.mount(opts=copts(tmp_path / "cache", extent="64K", dirty_low=90, dirty_high=95))
     p = os.path.join(a.mnt, "f")
     data = random.Random(4).randbytes(256 * K + 1000)
     t0 = time.time()
@@ -384,7 +384,7 @@ def test_writeback_stays_off_members_until_flush(make_array, tmp_path):
 
 def test_flush_writes_full_rows_on_raid5(make_array, tmp_path):
     a = make_array("raid5", 3, "64K")     # rows of 128K
-    a.mount(opts=copts(tmp_path / "cache", seq_cutoff=0, dirty_low=90, dirty_high=95))
+    a.mount(opts=copts(tmp_path / "cache", extent="64K", seq_cutoff=0, dirty_low=90, dirty_high=95))
     p = os.path.join(a.mnt, "f")
     rng = random.Random(5)
     data = bytearray(rng.randbytes(1 * M))
@@ -1253,6 +1253,7 @@ def tierctl(*args):
 def test_tierctl_flush_mode_detach(make_array, tmp_path):
     a = make_array("raid5", 3, "64K")
     a.mount(opts=copts(tmp_path / "cache", dirty_low=90, dirty_high=95))
+    assert cst(a.mnt)["extent"] == 256 * K          # the default
     p = os.path.join(a.mnt, "f")
     data = random.Random(16).randbytes(2 * M)
     pwrite(p, 0, data)

@@ -35,7 +35,7 @@
 #include "cache_i.h"
 
 #define DEF_SIZE	(1ull << 30)
-#define DEF_EXTENT	(64u << 10)
+#define DEF_EXTENT	(256u << 10)
 #define DEF_PROMOTE	2
 #define DEF_HALFLIFE	60.0
 #define DEF_SEQ_CUTOFF	(4ull << 20)

@@ -893,8 +893,7 @@ int tfs_cache_ctl(struct tfs_fs *fs, const char *cmd, const char *arg, char *err
 	}
 	if (strcmp(cmd, "flush") == 0) {
 		pthread_mutex_lock(&c->lock);
-		c->flush_req++;
-		pthread_cond_signal(&c->fcond);
+		c_flush_request(c);
 		pthread_mutex_unlock(&c->lock);
 		return 0;
 	}
@@ -907,8 +906,7 @@ int tfs_cache_ctl(struct tfs_fs *fs, const char *cmd, const char *arg, char *err
 		tfs_info("cache %s: mode %s", c->dir, tfs_cache_mode_name(m));
 		if (m != TFS_CACHE_WRITEBACK) {	/* leaving write-back: drain */
 			pthread_mutex_lock(&c->lock);
-			c->flush_req++;
-			pthread_cond_signal(&c->fcond);
+			c_flush_request(c);
 			pthread_mutex_unlock(&c->lock);
 		}
 		return 0;

@@ -263,8 +263,20 @@ static void file_attach(struct tfs_cache *c, struct cfile *f, struct tfs_inode *
 }
 
 /* An extent of f became clean (the flusher, or it was dropped). */
-void c_file_cleaned(struct tfs_cache *c, struct cfile *f)
+void c_flush_request(struct tfs_cache *c)
 {
+	c->flush_req++;
+	c->ndirty_old = 0;
+	for (uint32_t s = 0; s < c->nslots; s++)
+		if (c->e[s].used && bm_any(c->e[s].dirty))
+			c->ndirty_old++;
+	pthread_cond_signal(&c->fcond);
+}
+
+void c_file_cleaned(struct tfs_cache *c, struct cfile *f, const struct cext *x)
+{
+	if (x->depoch < c->flush_req && c->ndirty_old)
+		c->ndirty_old--;
 	c->ndirty--;
 	if (--f->ndirty == 0) {
 		if (f->journaled) {	/* nothing of it is only here any more */
@@ -349,7 +361,7 @@ void c_unlink_slot(struct tfs_cache *c, uint32_t s)
 		c->e[x->fnext].fprev = x->fprev;
 	if (bm_any(x->dirty)) {
 		c->dirty_sectors -= bm_count(x->dirty);
-		c_file_cleaned(c, f);
+		c_file_cleaned(c, f, x);
 	}
 	x->used = false;
 	c->nused--;
@@ -1013,8 +1025,10 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 		bm_set(x->dirty, s0, s1);
 		x->wseq++;
 		if (bm_count(x->dirty) != before || !bm_all(p[i].valid, s0, s1)) {
-			if (before == 0)
+			if (before == 0) {
 				file_dirtied(c, f, in);
+				x->depoch = c->flush_req;
+			}
 			file_attach(c, f, in);
 			c->dirty_sectors += bm_count(x->dirty) - before;
 			c_record(c, p[i].slot, &recs[i]);
@@ -1126,7 +1140,7 @@ static bool zero_extent(struct tfs_cache *c, uint32_t s, uint64_t off, uint64_t 
 	}
 	if (before && !bm_count(x->dirty)) {
 		c->dirty_sectors -= before;
-		c_file_cleaned(c, c_file_find(c, x->fid));
+		c_file_cleaned(c, c_file_find(c, x->fid), x);
 	} else {
 		c->dirty_sectors -= before - bm_count(x->dirty);
 	}

@@ -32,6 +32,7 @@ struct cext {
 	uint32_t hnext;			/* index hash chain */
 	uint32_t fprev, fnext;		/* the file's extent list */
 	uint32_t wseq;			/* bumped by every write into the slot */
+	uint64_t depoch;		/* flush_req when it last became dirty */
 	uint32_t heat_t;		/* heat as of this time (1/16 s) */
 	uint16_t heat;
 	uint16_t pins;			/* readers and the flusher using the slot */
@@ -111,6 +112,7 @@ struct tfs_cache {
 	pthread_cond_t fcond;		/* wakes the flusher */
 	uint64_t flush_req, flush_done;	/* "flush everything" requests */
 	int flush_err;			/* why the last flush stopped (-errno), or 0 */
+	uint32_t ndirty_old;		/* dirty extents older than the last flush request */
 	uint32_t unresolved;		/* dirty files not found yet (after a restart) */
 	bool journal_dirty;		/* CDIRTY changes not synced yet */
 	/* CDIRTY changes decided under c->lock, applied in order outside it
@@ -141,7 +143,11 @@ uint64_t c_slot_off(const struct tfs_cache *c, uint32_t s);
 uint32_t c_lookup(struct tfs_cache *c, uint64_t fid, uint64_t idx);
 void c_release_busy(struct tfs_cache *c, uint32_t s);
 void c_unlink_slot(struct tfs_cache *c, uint32_t s);
-void c_file_cleaned(struct tfs_cache *c, struct cfile *f);
+/* Extent x of f became clean (flushed, zeroed or dropped). */
+void c_file_cleaned(struct tfs_cache *c, struct cfile *f, const struct cext *x);
+/* A "flush everything" request: it is done when every extent dirty now is
+ * clean (writes after it do not hold it up).  Under c->lock. */
+void c_flush_request(struct tfs_cache *c);
 void c_file_maybe_free(struct tfs_cache *c, struct cfile *f);
 /* f with a reference and its flush lock held (made if need be), or NULL */
 struct cfile *c_file_hold(struct tfs_cache *c, uint64_t fid);

@@ -278,7 +278,7 @@ out_unflag:
 			x->dirty[w] &= ~fl[i].dmask[w];
 		c->dirty_sectors -= before - bm_count(x->dirty);
 		if (before && !bm_any(x->dirty))
-			c_file_cleaned(c, f);
+			c_file_cleaned(c, f, x);
 		c_record(c, fl[i].slot, &recs[nops]);
 		ops[nops] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &recs[nops] };
 		nops++;
@@ -424,7 +424,7 @@ static void *flusher(void *arg)
 			pthread_mutex_lock(&c->lock);
 			continue;
 		}
-		if (all && c->ndirty == 0) {
+		if (all && (c->ndirty == 0 || c->ndirty_old == 0)) {
 			c->flush_err = 0;
 			c->flush_done = c->flush_req;
 			pthread_cond_broadcast(&c->cond);
@@ -477,8 +477,8 @@ int c_flush_all(struct tfs_cache *c)
 	uint64_t want;
 
 	pthread_mutex_lock(&c->lock);
-	want = ++c->flush_req;
-	pthread_cond_signal(&c->fcond);
+	c_flush_request(c);
+	want = c->flush_req;
 	while (c->flush_done < want && !c->stop && c->threads)
 		pthread_cond_wait(&c->cond, &c->lock);
 	want = c->ndirty;

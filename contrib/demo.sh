@@ -90,7 +90,8 @@ for p in range(3):
     time.sleep(0.5)   # the promoter copies hot extents in the background
 PY
 "$B/tierctl" status "$ssd/mnt" | sed -n '/^cache/,$p'
-echo "(pass 1 reads the disks; its misses heat the extents, pass 2's promote them; pass 3 hits the SSD)"
+echo "(pass 1 reads the disks; an extent's second miss queues its promotion, so most of the hot"
+echo " zone reaches the SSD during pass 1 and passes 2 and 3 hit it)"
 echo "write-back: 2000 random 4K writes land on the SSD, then tierctl flush destages them"
 /usr/bin/python3 - "$ssd/mnt/db.bin" <<'PY'
 import os, random, sys, time

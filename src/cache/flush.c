@@ -16,6 +16,7 @@
  *  3. On the parity levels, in write-back mode, a row whose every sector
  *     is valid in the cache is written whole (clean sectors included), so
  *     destaging needs no read-modify-write.
+ *     Its RAID writes run up to C_WRITERS at a time (disjoint segments).
  *  4. The flusher's pace follows the dirty level: below dirty_low it only
  *     works when the array is idle or asked to; between the watermarks it
  *     paces itself, faster as dirt grows; above dirty_high it runs flat
@@ -37,6 +38,7 @@
 #include "cache_i.h"
 
 #define FLUSH_BATCH	64		/* extents per flush_file call */
+#define C_WRITERS	4		/* RAID writes in flight per batch */
 #define IDLE_TICKS	(5 * 16)	/* no requests for 5 s: flush all */
 
 /* ------------------------------------------------------------------ */
@@ -127,6 +129,54 @@ struct seg {
 	uint64_t off, len;
 	char *buf;
 };
+
+/* The RAID writes of one batch, shared by up to C_WRITERS threads. */
+struct destage {
+	struct tfs_cache *c;
+	struct tfs_inode *in;
+	struct cfile *f;
+	const struct seg *seg;
+	unsigned ns, next;		/* next: atomic */
+	int rc;				/* first error (atomic) */
+	int64_t done;			/* bytes written (atomic) */
+};
+
+static void *destage_thread(void *arg)
+{
+	struct destage *d = arg;
+	struct tfs_fs *fs = d->c->fs;
+
+	for (;;) {
+		unsigned i = __atomic_fetch_add(&d->next, 1, __ATOMIC_RELAXED);
+		const struct seg *g = &d->seg[i < d->ns ? i : 0];
+		ssize_t r;
+
+		if (i >= d->ns || __atomic_load_n(&d->rc, __ATOMIC_RELAXED))
+			break;
+		r = tfs_raid_write(fs, d->in, false, g->buf, g->len, g->off);
+		if (r < 0) {
+			int zero = 0;
+
+			/* logged once, not every second while the RAID refuses */
+			if (__atomic_compare_exchange_n(&d->rc, &zero, (int)r, false, __ATOMIC_RELAXED,
+							__ATOMIC_RELAXED) && d->c->flush_err != (int)r)
+				tfs_err("cache %s: destaging %" PRIu64 " bytes of file %" PRIu64 " at %"
+					PRIu64 " failed: %s", d->c->dir, g->len, d->f->fid, g->off,
+					strerror((int)-r));
+			break;
+		}
+		__atomic_add_fetch(&d->done, (int64_t)g->len, __ATOMIC_RELAXED);
+		if (tfs_layout_nparity(&fs->layout)) {
+			uint64_t rb = tfs_row_bytes(fs);
+			uint64_t r0 = (g->off + rb - 1) / rb, r1 = (g->off + g->len) / rb;
+
+			if (r1 > r0)
+				__atomic_add_fetch(&d->c->st.full_stripe_flushes, r1 - r0,
+						   __ATOMIC_RELAXED);
+		}
+	}
+	return NULL;
+}
 
 /* Destage up to FLUSH_BATCH dirty extents of f (held: c_file_hold).
  * Returns bytes written, 0 if nothing was to do, or -errno. */
@@ -237,27 +287,21 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf)
 			rc = mio[i].res < 0 ? (int)mio[i].res : -EIO;
 	if (rc)
 		tfs_err("cache %s: reading dirty extents back failed: %s", c->dir, strerror(-rc));
-	/* the RAID, in file order: full rows go out without reads */
-	for (unsigned i = 0; i < ns && rc == 0; i++) {
-		ssize_t r = tfs_raid_write(fs, in, false, seg[i].buf, seg[i].len, seg[i].off);
+	/* the RAID: up to C_WRITERS segments in flight (they are disjoint;
+	 * full rows go out without reads) */
+	if (rc == 0) {
+		struct destage d = { .c = c, .in = in, .f = f, .seg = seg, .ns = ns };
+		pthread_t t[C_WRITERS - 1];
+		unsigned nt = 0;
 
-		if (r < 0) {
-			rc = (int)r;
-			/* once, not every second while the RAID keeps refusing */
-			if (c->flush_err != rc)
-				tfs_err("cache %s: destaging %" PRIu64 " bytes of file %" PRIu64 " at %" PRIu64
-					" failed: %s", c->dir, seg[i].len, f->fid, seg[i].off,
-					strerror(-rc));
-			break;
-		}
-		done += (int64_t)seg[i].len;
-		if (tfs_layout_nparity(&fs->layout)) {
-			uint64_t rb = tfs_row_bytes(fs);
-			uint64_t r0 = (seg[i].off + rb - 1) / rb, r1 = (seg[i].off + seg[i].len) / rb;
-
-			if (r1 > r0)
-				__atomic_add_fetch(&c->st.full_stripe_flushes, r1 - r0, __ATOMIC_RELAXED);
-		}
+		while (nt < C_WRITERS - 1 && nt + 1 < ns &&
+		       pthread_create(&t[nt], NULL, destage_thread, &d) == 0)
+			nt++;
+		destage_thread(&d);
+		while (nt)
+			pthread_join(t[--nt], NULL);
+		rc = d.rc;
+		done = d.done;
 	}
 	tfs_ns_release(fs, in);
 

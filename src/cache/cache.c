@@ -20,6 +20,9 @@
  *     a promotion never fills a slot with bytes a write is replacing.
  *  5. Sectors are 4K; slot bytes past the logical size are zeros, so a
  *     file that grows again reads zeros there.
+ *  6. A clean valid sector's slot bytes equal the members' (the flusher
+ *     writes them as part of whole rows): a write-back write over one
+ *     marks it dirty, committed, before it changes the slot.
  *
  * Extent states (per slot):
  *   free --c_alloc_slot--> busy (filling/writing) --clear busy--> clean|dirty
@@ -866,6 +869,36 @@ static void throttle(struct tfs_cache *c)
 		c->st.throttled++;
 }
 
+/* A write-back piece over sectors that are valid and clean: they become
+ * dirty (committed) before the slot is written, so a crash in between
+ * leaves them dirty with their old bytes -- which the members hold too --
+ * rather than clean with bytes the members never got (a later flush or
+ * eviction would make the file change under its reader).  Returns true if
+ * the record must be committed first.  Under c->lock. */
+static bool dirty_first(struct tfs_cache *c, struct tfs_inode *in, const struct piece *p)
+{
+	struct cext *x = &c->e[p->slot];
+	unsigned s0, s1, before = bm_count(x->dirty), n = 0;
+
+	piece_sectors(c, p, &s0, &s1);
+	for (unsigned s = s0; s < s1; s++)
+		if (bm_test(x->valid, s) && !bm_test(x->dirty, s)) {
+			bm_set(x->dirty, s, s + 1);
+			n++;
+		}
+	if (!n)
+		return false;
+	if (before == 0) {
+		struct cfile *f = c_file_find(c, x->fid);
+
+		file_dirtied(c, f, in);
+		file_attach(c, f, in);
+		x->depoch = c->flush_req;
+	}
+	c->dirty_sectors += n;
+	return true;
+}
+
 /* Clear the valid sectors p overlaps (write-around): committed before the
  * RAID is written, so a crash never leaves the old bytes valid. */
 static void invalidate_piece(struct tfs_cache *c, struct piece *p, struct tfs_cstore_op *op,
@@ -946,13 +979,21 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 	if (mode == TFS_CACHE_WRITEBACK && !seq)
 		throttle(c);
 	plan_write(c, in, mode, seq, fid, p, np);
-	/* write-around: invalidate first (invariant 3 keeps the flusher off) */
-	for (unsigned i = 0; i < np; i++)
+	/* write-around: invalidate first (invariant 3 keeps the flusher off);
+	 * write-back over clean valid sectors: dirty first (invariant 6) */
+	for (unsigned i = 0; i < np; i++) {
 		if (p[i].act == A_AROUND)
 			invalidate_piece(c, &p[i], &ops[nops++], &recs[i]);
+		else if (p[i].act == A_CACHE && dirty_first(c, in, &p[i])) {
+			c_record(c, p[i].slot, &recs[i]);
+			ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &recs[i] };
+		}
+	}
 	pthread_mutex_unlock(&c->lock);
-	if (nops)
+	if (nops) {
+		c_journal_drain(c);
 		rc = c_commit(c, ops, nops);
+	}
 	nops = 0;
 
 	/* the RAID: runs of consecutive pieces that go there, one call each */

@@ -188,14 +188,13 @@ static void boot_id(char *out, size_t len)
 }
 
 /* Make a new, empty cache in dir bound to this array. */
-static int cache_create(struct tfs_cache *c, uint64_t size, char *err, size_t errlen)
+static int cache_create(struct tfs_cache *c, char *err, size_t errlen)
 {
 	char p[PATH_MAX], v[32];
 	uint64_t bytes = (uint64_t)c->nslots * c->extent;
 	struct tfs_cstore *cs;
 	int fd, rc;
 
-	(void)size;
 	tfs_uuid_generate(c->uuid);
 	if (path_of(p, sizeof(p), c->dir, DATA_FILE))
 		return -ENAMETOOLONG;
@@ -461,7 +460,7 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 		if (rc == 0)
 			rc = cache_wipe(c->dir);
 		if (rc == 0)
-			rc = cache_create(c, size, err, errlen);
+			rc = cache_create(c, err, errlen);
 		if (rc == 0)
 			rc = journal_bind(fs, c->uuid);
 		if (rc) {

@@ -377,12 +377,6 @@ void c_unlink_slot(struct tfs_cache *c, uint32_t s)
 	}
 }
 
-void c_free_slot(struct tfs_cache *c, uint32_t s)
-{
-	c_unlink_slot(c, s);
-	pthread_cond_broadcast(&c->cond);
-}
-
 void c_unpin(struct tfs_cache *c, uint32_t s)
 {
 	struct cext *x = &c->e[s];
@@ -525,6 +519,7 @@ struct uheat *c_uheat(struct tfs_cache *c, uint64_t key, uint32_t now)
 
 /* A request is cut at extent boundaries; one piece per extent. */
 struct piece {
+	struct tfs_cext_rec rec;	/* its record, when one is committed */
 	uint64_t idx, a, b;		/* logical [a, b) */
 	uint32_t slot;			/* pinned or owned slot, or C_NONE */
 	uint64_t valid[TFS_CEXT_WORDS];	/* snapshot when pinned */
@@ -533,21 +528,32 @@ struct piece {
 	bool promote;
 };
 
-static struct piece *pieces_of(struct tfs_cache *c, uint64_t off, uint64_t len, unsigned *np)
+/* The pieces of [off, off+len), and room for one store op per piece plus
+ * one (ops may be NULL): per-thread arrays, so a request allocates nothing. */
+static struct piece *pieces_of(struct tfs_cache *c, uint64_t off, uint64_t len, unsigned *np,
+			       struct tfs_cstore_op **ops)
 {
 	static __thread struct piece *p;
+	static __thread struct tfs_cstore_op *o;
 	static __thread unsigned cap;
 	uint64_t first = off / c->extent, last = (off + len - 1) / c->extent;
 	unsigned n = (unsigned)(last - first + 1);
 
 	if (n > cap) {
 		struct piece *q = realloc(p, n * sizeof(*q));
+		struct tfs_cstore_op *r;
 
 		if (!q)
 			return NULL;
 		p = q;
+		r = realloc(o, (n + 1) * sizeof(*r));
+		if (!r)
+			return NULL;
+		o = r;
 		cap = n;
 	}
+	if (ops)
+		*ops = o;
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t idx = first + i, s = idx * c->extent, e = s + c->extent;
 
@@ -657,7 +663,7 @@ ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, voi
 		return 0;
 	if (len > size - off)
 		len = (size_t)(size - off);
-	p = pieces_of(c, off, len, &np);
+	p = pieces_of(c, off, len, &np, NULL);
 	if (!p)
 		return -ENOMEM;
 
@@ -901,9 +907,9 @@ static bool dirty_first(struct tfs_cache *c, struct tfs_inode *in, const struct 
 
 /* Clear the valid sectors p overlaps (write-around): committed before the
  * RAID is written, so a crash never leaves the old bytes valid. */
-static void invalidate_piece(struct tfs_cache *c, struct piece *p, struct tfs_cstore_op *op,
-			     struct tfs_cext_rec *rec)
+static void invalidate_piece(struct tfs_cache *c, struct piece *p, struct tfs_cstore_op *op)
 {
+	struct tfs_cext_rec *rec = &p->rec;
 	struct cext *x = &c->e[p->slot];
 	unsigned s0, s1;
 
@@ -944,7 +950,6 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 {
 	struct tfs_cache *c = fs->cache;
 	enum tfs_cache_mode mode = c_mode(c);
-	struct tfs_cext_rec *recs;
 	struct tfs_cstore_op *ops;
 	uint64_t fid, size, end = off + len;
 	struct piece *p;
@@ -963,16 +968,9 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 	 * on the parity levels); smaller ones are gathered here and destaged
 	 * as full stripes */
 	seq = seq && len >= tfs_row_bytes(fs);
-	p = pieces_of(c, off, len, &np);
+	p = pieces_of(c, off, len, &np, &ops);
 	if (!p)
 		return -ENOMEM;
-	recs = calloc(np, sizeof(*recs));
-	ops = calloc(np + 1, sizeof(*ops));
-	if (!recs || !ops) {
-		free(recs);
-		free(ops);
-		return -ENOMEM;
-	}
 
 	pthread_mutex_lock(&c->lock);
 	c->last_io = c_now();
@@ -983,10 +981,10 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 	 * write-back over clean valid sectors: dirty first (invariant 6) */
 	for (unsigned i = 0; i < np; i++) {
 		if (p[i].act == A_AROUND)
-			invalidate_piece(c, &p[i], &ops[nops++], &recs[i]);
+			invalidate_piece(c, &p[i], &ops[nops++]);
 		else if (p[i].act == A_CACHE && dirty_first(c, in, &p[i])) {
-			c_record(c, p[i].slot, &recs[i]);
-			ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &recs[i] };
+			c_record(c, p[i].slot, &p[i].rec);
+			ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &p[i].rec };
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -1044,8 +1042,8 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 			continue;
 		}
 		if (p[i].act == A_THROUGH) {
-			c_record(c, p[i].slot, &recs[i]);
-			ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &recs[i] };
+			c_record(c, p[i].slot, &p[i].rec);
+			ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &p[i].rec };
 			continue;
 		}
 		/* A_CACHE */
@@ -1072,8 +1070,8 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 			}
 			file_attach(c, f, in);
 			c->dirty_sectors += bm_count(x->dirty) - before;
-			c_record(c, p[i].slot, &recs[i]);
-			ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &recs[i] };
+			c_record(c, p[i].slot, &p[i].rec);
+			ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &p[i].rec };
 		}
 		if (end > size && end > f->size) {
 			f->size = end;
@@ -1099,8 +1097,6 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 	if ((uint64_t)c->ndirty * 100 >= (uint64_t)c->dirty_low * c->nslots)
 		pthread_cond_signal(&c->fcond);
 	pthread_mutex_unlock(&c->lock);
-	free(recs);
-	free(ops);
 	if (rc)
 		return rc;
 	if (cached) {

@@ -160,7 +160,6 @@ void c_journal_sync(struct tfs_cache *c);
 /* Apply the queued CDIRTY changes (not under c->lock). */
 void c_journal_drain(struct tfs_cache *c);
 uint32_t c_alloc_slot(struct tfs_cache *c, uint64_t fid, uint64_t idx);
-void c_free_slot(struct tfs_cache *c, uint32_t s);
 
 /* flush.c */
 int c_threads_start(struct tfs_cache *c);

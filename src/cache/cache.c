@@ -242,10 +242,13 @@ void c_file_maybe_free(struct tfs_cache *c, struct cfile *f)
  * cache is lost). */
 static void file_attach(struct tfs_cache *c, struct cfile *f, struct tfs_inode *in);
 
-static void file_dirtied(struct tfs_cache *c, struct cfile *f, struct tfs_inode *in)
+static void file_dirtied(struct tfs_cache *c, struct cfile *f, struct cext *x,
+			 struct tfs_inode *in)
 {
 	f->ndirty++;
 	c->ndirty++;
+	x->depoch = c->flush_req;
+	file_attach(c, f, in);
 	if (!f->journaled) {
 		f->journaled = true;
 		journal_queue(c, f->fid, true);
@@ -894,13 +897,8 @@ static bool dirty_first(struct tfs_cache *c, struct tfs_inode *in, const struct 
 		}
 	if (!n)
 		return false;
-	if (before == 0) {
-		struct cfile *f = c_file_find(c, x->fid);
-
-		file_dirtied(c, f, in);
-		file_attach(c, f, in);
-		x->depoch = c->flush_req;
-	}
+	if (before == 0)
+		file_dirtied(c, c_file_find(c, x->fid), x, in);
 	c->dirty_sectors += n;
 	return true;
 }
@@ -1064,11 +1062,9 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 		bm_set(x->dirty, s0, s1);
 		x->wseq++;
 		if (bm_count(x->dirty) != before || !bm_all(p[i].valid, s0, s1)) {
-			if (before == 0) {
-				file_dirtied(c, f, in);
-				x->depoch = c->flush_req;
-			}
-			file_attach(c, f, in);
+			if (before == 0)
+				file_dirtied(c, f, x, in);
+			file_attach(c, f, in);	/* a file found dirty at start */
 			c->dirty_sectors += bm_count(x->dirty) - before;
 			c_record(c, p[i].slot, &p[i].rec);
 			ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &p[i].rec };

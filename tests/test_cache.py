@@ -984,6 +984,42 @@ def test_sigkill_during_writeback(make_array, tmp_path):
     assert lost_total == 0, f"{lost_total} bytes of acknowledged (not fsynced) writes were lost"
 
 
+@pytest.mark.parametrize("off,ln", [(8 * K, 4 * K), (8 * K + 100, 5000)])
+def test_sigkill_inside_a_writethrough_write(make_array, tmp_path, off, ln):
+    """Write-through over cached sectors; the daemon dies (fault injection)
+    just after the members took the write, before the slot did.  The write
+    was never acknowledged, so old or new bytes may be read after the
+    restart -- but the same ones through the cache as from the members:
+    otherwise the file changes by itself once the extent leaves the cache."""
+    a = make_array("raid0", 2, "64K")
+    old = random.Random(30).randbytes(256 * K)
+    new = random.Random(31).randbytes(ln)
+    prefill(a, {"f": old})
+    opts = copts(tmp_path / "cache", seq_cutoff=0, extent="64K", mode="writethrough")
+    p = os.path.join(a.mnt, "f")
+    m = a.mount(opts=opts)
+    same(read_direct(p, 0, 4 * K), old[:4 * K], "first miss")
+    same(read_direct(p, 32 * K, 4 * K), old[32 * K:36 * K], "second miss")
+    wait_stat(a.mnt, "promotions", 1)
+    m.stop()
+    m = a.mount(opts=opts, env={"TIERFS_FAULT": "crash_after=write:1"}, expect_errors=True)
+    assert cst(a.mnt)["cached_extents"] == 1
+    with pytest.raises(OSError):
+        pwrite(p, off, new, create=False)       # the daemon dies inside
+    m.wait_dead()
+    m = a.mount(opts=opts)
+    got = read_direct(p, 0, 64 * K)
+    mixed = [i for i in range(ln) if got[off + i] not in (old[off + i], new[i])]
+    assert not mixed, f"bytes neither old nor new, first at {off + mixed[0]}"
+    torn = got[off:off + ln] not in (old[off:off + ln], new)
+    same(got[:off], old[:off], "before the write")
+    same(got[off + ln:], old[off + ln:64 * K], "after the write")
+    m.stop()
+    a.mount()                                   # uncached: the members alone
+    same(read_direct(p, 0, 64 * K), got, "the members against the cached mount")
+    print(f"after the kill: {'part' if torn else 'all or none'} of the write")
+
+
 # ---------------------------------------------------------------------------
 # 11. Lost, corrupt and foreign cache directories
 # ---------------------------------------------------------------------------

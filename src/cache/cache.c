@@ -23,6 +23,11 @@
  *  6. A clean valid sector's slot bytes equal the members' (the flusher
  *     writes them as part of whole rows): a write-back write over one
  *     marks it dirty, committed, before it changes the slot.
+ *  7. A write that goes to the RAID over cached sectors (write-through,
+ *     write-around) clears the valid sectors it overlaps, committed, before
+ *     the RAID is written; write-through makes its whole sectors valid
+ *     again only after both tiers have them.  A crash in between leaves
+ *     those sectors to the members.
  *
  * Extent states (per slot):
  *   free --c_alloc_slot--> busy (filling/writing) --clear busy--> clean|dirty
@@ -903,23 +908,27 @@ static bool dirty_first(struct tfs_cache *c, struct tfs_inode *in, const struct 
 	return true;
 }
 
-/* Clear the valid sectors p overlaps (write-around): committed before the
- * RAID is written, so a crash never leaves the old bytes valid. */
-static void invalidate_piece(struct tfs_cache *c, struct piece *p, struct tfs_cstore_op *op)
+/* Clear the valid sectors p overlaps (write-around, write-through):
+ * committed before the RAID is written, so a crash never leaves the old
+ * bytes valid over new ones on the members.  False if none was valid
+ * (nothing to commit).  Under c->lock. */
+static bool invalidate_piece(struct tfs_cache *c, struct piece *p, struct tfs_cstore_op *op)
 {
 	struct tfs_cext_rec *rec = &p->rec;
 	struct cext *x = &c->e[p->slot];
 	unsigned s0, s1;
 
 	piece_sectors(c, p, &s0, &s1);
+	if (!bm_any_in(x->valid, s0, s1))
+		return false;
 	bm_clear(x->valid, s0, s1);
-	c->st.invalidations++;
 	if (bm_any(x->valid)) {
 		c_record(c, p->slot, rec);
 		*op = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = rec };
 	} else {
 		*op = (struct tfs_cstore_op){ .op = TFS_CS_DEL_EXT, .fid = x->fid, .idx = x->idx };
 	}
+	return true;
 }
 
 /* Write-through: the whole sectors p covers become valid in the slot;
@@ -975,12 +984,15 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 	if (mode == TFS_CACHE_WRITEBACK && !seq)
 		throttle(c);
 	plan_write(c, in, mode, seq, fid, p, np);
-	/* write-around: invalidate first (invariant 3 keeps the flusher off);
-	 * write-back over clean valid sectors: dirty first (invariant 6) */
+	/* write-around and write-through: invalidate first (invariant 7; 3
+	 * keeps the flusher off); write-back over clean valid sectors: dirty
+	 * first (invariant 6) */
 	for (unsigned i = 0; i < np; i++) {
-		if (p[i].act == A_AROUND)
-			invalidate_piece(c, &p[i], &ops[nops++]);
-		else if (p[i].act == A_CACHE && dirty_first(c, in, &p[i])) {
+		if (p[i].act == A_AROUND || p[i].act == A_THROUGH) {
+			if (invalidate_piece(c, &p[i], &ops[nops]))
+				nops++;
+			c->st.invalidations += p[i].act == A_AROUND;
+		} else if (p[i].act == A_CACHE && dirty_first(c, in, &p[i])) {
 			c_record(c, p[i].slot, &p[i].rec);
 			ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &p[i].rec };
 		}
@@ -1040,8 +1052,16 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 			continue;
 		}
 		if (p[i].act == A_THROUGH) {
-			c_record(c, p[i].slot, &p[i].rec);
-			ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &p[i].rec };
+			/* re-validated by through_piece; a slot left with nothing
+			 * valid goes after its record (below) */
+			if (bm_any(x->valid)) {
+				c_record(c, p[i].slot, &p[i].rec);
+				ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT,
+								      .rec = &p[i].rec };
+			} else {
+				ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_DEL_EXT,
+								      .fid = fid, .idx = p[i].idx };
+			}
 			continue;
 		}
 		/* A_CACHE */
@@ -1087,9 +1107,13 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 			rc = r;
 	}
 	pthread_mutex_lock(&c->lock);
-	for (unsigned i = 0; i < np; i++)
-		if ((p[i].act == A_CACHE || p[i].act == A_THROUGH) && p[i].slot != C_NONE)
-			c_release_busy(c, p[i].slot);
+	for (unsigned i = 0; i < np; i++) {
+		if ((p[i].act != A_CACHE && p[i].act != A_THROUGH) || p[i].slot == C_NONE)
+			continue;
+		if (p[i].act == A_THROUGH && !bm_any(c->e[p[i].slot].valid))
+			c_unlink_slot(c, p[i].slot);
+		c_release_busy(c, p[i].slot);
+	}
 	if ((uint64_t)c->ndirty * 100 >= (uint64_t)c->dirty_low * c->nslots)
 		pthread_cond_signal(&c->fcond);
 	pthread_mutex_unlock(&c->lock);

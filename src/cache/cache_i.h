@@ -192,6 +192,13 @@ static inline bool bm_all(const uint64_t *m, unsigned a, unsigned b)
 			return false;
 	return true;
 }
+static inline bool bm_any_in(const uint64_t *m, unsigned a, unsigned b)
+{
+	for (unsigned i = a; i < b; i++)
+		if (bm_test(m, i))
+			return true;
+	return false;
+}
 static inline bool bm_any(const uint64_t *m)
 {
 	for (unsigned w = 0; w < TFS_CEXT_WORDS; w++)

@@ -252,6 +252,11 @@ static void file_dirtied(struct tfs_cache *c, struct cfile *f, struct cext *x,
 {
 	f->ndirty++;
 	c->ndirty++;
+	/* crossing the low watermark wakes the flusher from its long sleep;
+	 * a signal per write would wake it from its paced pauses too */
+	if ((uint64_t)c->ndirty * 100 >= (uint64_t)c->dirty_low * c->nslots &&
+	    (uint64_t)(c->ndirty - 1) * 100 < (uint64_t)c->dirty_low * c->nslots)
+		pthread_cond_signal(&c->fcond);
 	x->depoch = c->flush_req;
 	file_attach(c, f, in);
 	if (!f->journaled) {
@@ -1081,6 +1086,7 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 		bm_set(x->valid, s0, s1);
 		bm_set(x->dirty, s0, s1);
 		x->wseq++;
+		x->wtime = c->last_io;
 		if (bm_count(x->dirty) != before || !bm_all(p[i].valid, s0, s1)) {
 			if (before == 0)
 				file_dirtied(c, f, x, in);
@@ -1114,8 +1120,6 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 			c_unlink_slot(c, p[i].slot);
 		c_release_busy(c, p[i].slot);
 	}
-	if ((uint64_t)c->ndirty * 100 >= (uint64_t)c->dirty_low * c->nslots)
-		pthread_cond_signal(&c->fcond);
 	pthread_mutex_unlock(&c->lock);
 	if (rc)
 		return rc;

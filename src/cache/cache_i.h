@@ -32,6 +32,7 @@ struct cext {
 	uint32_t hnext;			/* index hash chain */
 	uint32_t fprev, fnext;		/* the file's extent list */
 	uint32_t wseq;			/* bumped by every write into the slot */
+	uint32_t wtime;			/* last write-back write (1/16 s) */
 	uint64_t depoch;		/* flush_req when it last became dirty */
 	uint32_t heat_t;		/* heat as of this time (1/16 s) */
 	uint16_t heat;

@@ -19,8 +19,9 @@
  *     Its RAID writes run up to C_WRITERS at a time (disjoint segments).
  *  4. The flusher's pace follows the dirty level: below dirty_low it only
  *     works when the array is idle or asked to; between the watermarks it
- *     paces itself, faster as dirt grows; above dirty_high it runs flat
- *     out and writers wait for it (cache.c throttle).
+ *     paces itself, faster as dirt grows, and skips extents written in
+ *     the last WRITE_AGE (they absorb overwrites); above dirty_high it
+ *     runs flat out and writers wait for it (cache.c throttle).
  *  5. A promotion allocates its slot only when no RAID write of the
  *     extent is in flight (cache.c invariant 4) and no truncate holds the
  *     file, and fills it while owning it (busy).
@@ -40,6 +41,7 @@
 #define FLUSH_BATCH	64		/* extents per flush_file call */
 #define C_WRITERS	4		/* RAID writes in flight per batch */
 #define IDLE_TICKS	(5 * 16)	/* no requests for 5 s: flush all */
+#define WRITE_AGE	(5 * 16)	/* paced: only extents not written for 5 s */
 
 /* ------------------------------------------------------------------ */
 /* Flushing one file                                                   */
@@ -180,7 +182,9 @@ static void *destage_thread(void *arg)
 
 /* Destage up to FLUSH_BATCH dirty extents of f (held: c_file_hold).
  * Returns bytes written, 0 if nothing was to do, or -errno. */
-static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf)
+/* Destage up to FLUSH_BATCH dirty extents of f, skipping those written in
+ * the last min_age ticks (they would likely be dirtied again at once). */
+static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint32_t min_age)
 {
 	struct tfs_fs *fs = c->fs;
 	struct fl fl[2 * FLUSH_BATCH];
@@ -192,6 +196,7 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf)
 	unsigned n = 0, nm = 0, ns = 0, nops = 0;
 	uint64_t size, E = c->extent;
 	int64_t done = 0;
+	uint32_t now = c_now();
 	int rc = 0;
 
 	pthread_mutex_lock(&c->lock);
@@ -204,7 +209,7 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf)
 	for (uint32_t s = f->head; s != C_NONE && n < FLUSH_BATCH; s = c->e[s].fnext) {
 		struct cext *x = &c->e[s];
 
-		if (!bm_any(x->dirty) || x->flushing)
+		if (!bm_any(x->dirty) || x->flushing || now - x->wtime < min_age)
 			continue;
 		fl[n] = (struct fl){ .slot = s, .idx = x->idx, .wseq = x->wseq };
 		memcpy(fl[n].dmask, x->dirty, sizeof(fl[n].dmask));
@@ -491,7 +496,7 @@ static void *flusher(void *arg)
 		}
 		pthread_mutex_unlock(&c->lock);
 		pthread_mutex_lock(&f->flock);
-		r = flush_file(c, f, buf);
+		r = flush_file(c, f, buf, all || idle || pct >= c->dirty_high ? 0 : WRITE_AGE);
 		c_file_unhold(c, f);
 		pthread_mutex_lock(&c->lock);
 		if (r < 0) {

@@ -1246,6 +1246,35 @@ def test_namespace_and_cut_consistency(make_array, tmp_path):
 # 14. Detach
 # ---------------------------------------------------------------------------
 
+def test_st_blocks_counts_writeback_data(make_array, tmp_path):
+    """du must not see 0 bytes for data that only the SSD tier holds yet:
+    st_blocks counts at least the file's dirty sectors (ext4 counts delayed
+    allocations the same way), through writes, truncate, punch and flush."""
+    a = make_array("raid5", 3, "64K")
+    m = a.mount(opts=copts(tmp_path / "cache", seq_cutoff=0, dirty_low=90, dirty_high=95))
+    p = os.path.join(a.mnt, "f")
+
+    def blocks_and_dirty():
+        return os.stat(p).st_blocks * 512, fcache(p)["dirty_bytes"]
+
+    write_direct(p, 0, random.Random(50).randbytes(1 * M), create=True)
+    assert blocks_and_dirty() == (1 * M, 1 * M)
+    members = sum(os.stat(member_path(a, k, "f")).st_blocks for k in range(3))
+    assert members == 0, "write-back data reached the members before a flush"
+    write_direct(p, 2 * M, b"x" * 4 * K)                 # a second region
+    assert blocks_and_dirty() == (1 * M + 4 * K, 1 * M + 4 * K)
+    os.truncate(p, 512 * K)
+    assert blocks_and_dirty() == (512 * K, 512 * K)
+    punch(p, 128 * K, 64 * K)
+    assert blocks_and_dirty() == (448 * K, 448 * K)
+    flush(a.mnt)
+    b, d = blocks_and_dirty()
+    assert d == 0 and b >= 448 * K, (b, d)
+    m.stop()
+    a.mount()                                           # the members alone (with parity)
+    assert os.stat(p).st_blocks * 512 >= 448 * K
+
+
 def test_detach(make_array, tmp_path):
     a = make_array("raid5", 3, "64K")
     cdir = tmp_path / "cache"

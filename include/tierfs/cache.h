@@ -73,6 +73,9 @@ void tfs_cache_forget(struct tfs_fs *fs, uint64_t fid);
 /* Logical size the cache knows for fid (grown by cached writes), or 0. */
 uint64_t tfs_cache_size(struct tfs_fs *fs, uint64_t fid);
 
+/* Bytes of fid's writes that only the cache holds (dirty sectors). */
+uint64_t tfs_cache_dirty_bytes(struct tfs_fs *fs, uint64_t fid);
+
 /* Control (user.tierfs.ctl): "flush", "cache_mode MODE", "detach". */
 int tfs_cache_ctl(struct tfs_fs *fs, const char *cmd, const char *arg, char *err,
 		  size_t errlen);

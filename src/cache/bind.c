@@ -524,7 +524,7 @@ static int load_ext(void *arg, const struct tfs_cext_rec *r)
 	x->heat = r->heat;
 	x->heat_t = c_now();
 	if (bm_any(x->dirty)) {
-		c->dirty_sectors += bm_count(x->dirty);
+		c_dirty_add(c, f, bm_count(x->dirty));
 		c->ndirty++;
 		if (f->ndirty++ == 0) {
 			f->unresolved = true;

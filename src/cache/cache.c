@@ -376,7 +376,7 @@ void c_unlink_slot(struct tfs_cache *c, uint32_t s)
 	if (x->fnext != C_NONE)
 		c->e[x->fnext].fprev = x->fprev;
 	if (bm_any(x->dirty)) {
-		c->dirty_sectors -= bm_count(x->dirty);
+		c_dirty_add(c, f, -(int64_t)bm_count(x->dirty));
 		c_file_cleaned(c, f, x);
 	}
 	x->used = false;
@@ -897,6 +897,7 @@ static void throttle(struct tfs_cache *c)
 static bool dirty_first(struct tfs_cache *c, struct tfs_inode *in, const struct piece *p)
 {
 	struct cext *x = &c->e[p->slot];
+	struct cfile *f = c_file_find(c, x->fid);
 	unsigned s0, s1, before = bm_count(x->dirty), n = 0;
 
 	piece_sectors(c, p, &s0, &s1);
@@ -908,8 +909,8 @@ static bool dirty_first(struct tfs_cache *c, struct tfs_inode *in, const struct 
 	if (!n)
 		return false;
 	if (before == 0)
-		file_dirtied(c, c_file_find(c, x->fid), x, in);
-	c->dirty_sectors += n;
+		file_dirtied(c, f, x, in);
+	c_dirty_add(c, f, n);
 	return true;
 }
 
@@ -1091,7 +1092,7 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 			if (before == 0)
 				file_dirtied(c, f, x, in);
 			file_attach(c, f, in);	/* a file found dirty at start */
-			c->dirty_sectors += bm_count(x->dirty) - before;
+			c_dirty_add(c, f, (int64_t)bm_count(x->dirty) - before);
 			c_record(c, p[i].slot, &p[i].rec);
 			ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &p[i].rec };
 		}
@@ -1177,6 +1178,7 @@ int tfs_cache_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 static bool zero_extent(struct tfs_cache *c, uint32_t s, uint64_t off, uint64_t len)
 {
 	struct cext *x = &c->e[s];
+	struct cfile *f = c_file_find(c, x->fid);
 	uint64_t base = x->idx * c->extent, a = off > base ? off - base : 0;
 	uint64_t b = off + len - base < c->extent ? off + len - base : c->extent;
 	unsigned before = bm_count(x->dirty);
@@ -1199,12 +1201,9 @@ static bool zero_extent(struct tfs_cache *c, uint32_t s, uint64_t off, uint64_t 
 			bm_clear(x->dirty, sec, sec + 1);
 		}
 	}
-	if (before && !bm_count(x->dirty)) {
-		c->dirty_sectors -= before;
-		c_file_cleaned(c, c_file_find(c, x->fid), x);
-	} else {
-		c->dirty_sectors -= before - bm_count(x->dirty);
-	}
+	c_dirty_add(c, f, (int64_t)bm_count(x->dirty) - before);
+	if (before && !bm_count(x->dirty))
+		c_file_cleaned(c, f, x);
 	c->st.invalidations++;
 	return !bm_any(x->valid);
 }
@@ -1353,6 +1352,22 @@ void tfs_cache_forget(struct tfs_fs *fs, uint64_t fid)
 		return;
 	c_zero_file(c, f, 0, UINT64_MAX, true);
 	c_file_unhold(c, f);
+}
+
+uint64_t tfs_cache_dirty_bytes(struct tfs_fs *fs, uint64_t fid)
+{
+	struct tfs_cache *c = fs->cache;
+	struct cfile *f;
+	uint64_t n = 0;
+
+	if (!c)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	f = c_file_find(c, fid);
+	if (f)
+		n = f->dsec * C_SECTOR;
+	pthread_mutex_unlock(&c->lock);
+	return n;
 }
 
 uint64_t tfs_cache_size(struct tfs_fs *fs, uint64_t fid)

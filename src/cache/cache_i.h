@@ -51,6 +51,7 @@ struct cfile {
 	uint32_t head;			/* first extent (slot) or C_NONE */
 	uint32_t ncached;		/* cached extents */
 	uint32_t ndirty;		/* extents with dirty sectors */
+	uint64_t dsec;			/* dirty sectors (st_blocks counts them) */
 	uint32_t refs;			/* flush locks held or waited for */
 	uint64_t size;			/* logical size recorded in the store, or 0 */
 	bool journaled;			/* fid in the array journal's CDIRTY set */
@@ -170,6 +171,13 @@ void c_promote_queue(struct tfs_cache *c, struct tfs_inode *in, uint64_t idx);
 struct uheat *c_uheat(struct tfs_cache *c, uint64_t key, uint32_t now);
 /* Flush everything dirty now; waits.  Returns 0 or -errno. */
 int c_flush_all(struct tfs_cache *c);
+
+/* One of f's extents gained (d > 0) or lost dirty sectors.  Under c->lock. */
+static inline void c_dirty_add(struct tfs_cache *c, struct cfile *f, int64_t d)
+{
+	c->dirty_sectors += (uint64_t)d;
+	f->dsec += (uint64_t)d;
+}
 
 /* Sector bitmaps */
 static inline void bm_set(uint64_t *m, unsigned a, unsigned b)	/* [a, b) */

@@ -325,7 +325,7 @@ out_unflag:
 		before = bm_count(x->dirty);
 		for (unsigned w = 0; w < TFS_CEXT_WORDS; w++)
 			x->dirty[w] &= ~fl[i].dmask[w];
-		c->dirty_sectors -= before - bm_count(x->dirty);
+		c_dirty_add(c, f, (int64_t)bm_count(x->dirty) - before);
 		if (before && !bm_any(x->dirty))
 			c_file_cleaned(c, f, x);
 		c_record(c, fl[i].slot, &recs[nops]);

@@ -599,9 +599,17 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 			in->size_valid = true;
 		}
 		st->st_size = (off_t)in->size;
-		/* blocks of the members read, scaled to the whole array */
-		st->st_blocks = (blkcnt_t)(blocks * fs->n / (nblk ? nblk : 1) /
-					   tfs_layout_copies(&fs->layout));
+		/* blocks of the members read, scaled to the whole array; at
+		 * least the writes only the SSD tier holds yet (as ext4
+		 * counts delayed allocations), so du sees write-back data */
+		blocks = blocks * fs->n / (nblk ? nblk : 1) / tfs_layout_copies(&fs->layout);
+		if (fs->cache && S_ISREG(st->st_mode)) {
+			uint64_t d = tfs_cache_dirty_bytes(fs, in->fid) / 512;
+
+			if (d > blocks)
+				blocks = d;
+		}
+		st->st_blocks = (blkcnt_t)blocks;
 	}
 	pthread_mutex_unlock(&in->lock);
 	return rc;

@@ -1354,35 +1354,30 @@ void tfs_cache_forget(struct tfs_fs *fs, uint64_t fid)
 	c_file_unhold(c, f);
 }
 
-uint64_t tfs_cache_dirty_bytes(struct tfs_fs *fs, uint64_t fid)
+/* What the cache knows of fid: its recorded size, or its dirty bytes. */
+static uint64_t file_known(struct tfs_fs *fs, uint64_t fid, bool dirty)
 {
 	struct tfs_cache *c = fs->cache;
 	struct cfile *f;
-	uint64_t n = 0;
+	uint64_t v = 0;
 
 	if (!c)
 		return 0;
 	pthread_mutex_lock(&c->lock);
 	f = c_file_find(c, fid);
 	if (f)
-		n = f->dsec * C_SECTOR;
+		v = dirty ? f->dsec * C_SECTOR : f->size;
 	pthread_mutex_unlock(&c->lock);
-	return n;
+	return v;
+}
+
+uint64_t tfs_cache_dirty_bytes(struct tfs_fs *fs, uint64_t fid)
+{
+	return file_known(fs, fid, true);
 }
 
 uint64_t tfs_cache_size(struct tfs_fs *fs, uint64_t fid)
 {
-	struct tfs_cache *c = fs->cache;
-	struct cfile *f;
-	uint64_t size = 0;
-
-	if (!c)
-		return 0;
-	pthread_mutex_lock(&c->lock);
-	f = c_file_find(c, fid);
-	if (f)
-		size = f->size;
-	pthread_mutex_unlock(&c->lock);
-	return size;
+	return file_known(fs, fid, false);
 }
 

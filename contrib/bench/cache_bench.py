@@ -603,7 +603,9 @@ def part_zones(args, arrs, out):
         for arr in (cac, unc):
             arr.umount()
             arr.reset_cache()
-            arr.mount(model=model, threads=args.threads, cache_opts=args.cache_opts)
+            arr.mount(model=model, threads=args.cached_threads if arr is cac and
+                      args.cached_threads is not None else args.threads,
+                      cache_opts=args.cache_opts)
         summ = {}
         for arr, runtime in ((cac, tc), (unc, tu)):
             log("zones %s: %s array, 4K random reads, hot QD32 + warm QD4 + cold QD2, %g s"
@@ -660,6 +662,8 @@ def part_zones(args, arrs, out):
                "hot_size": args.hot_size,
                "warm_size": args.warm_size, "file_size": zl["size"],
                "cache_size": args.cache_size, "threads": args.threads,
+               "cached_threads": args.threads if args.cached_threads is None
+               else args.cached_threads or "default",
                "zone_time_s": tc, "uncached_time_s": tu,
                "hot_cached_iops": "%.0f" % hc, "hot_uncached_iops": "%.0f" % hu,
                "hot_ratio": "%.1f" % (hc / hu) if hu else "",
@@ -803,6 +807,13 @@ def promote_all(arr, path, off, size, max_passes=12):
     return max_passes, prev
 
 
+def proc_cpu_s(pid):
+    """User + system CPU seconds of a process (all its threads) so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def build_pll(work):
     src = "/usr/share/doc/libfuse3-dev/examples"
     d = os.path.join(work, "pll-build")
@@ -882,6 +893,8 @@ def part_hits(args, out):
                     jpath = os.path.join(work, "hit-%s-qd%d-r%d.json" % (t, qd, rnd))
                     arr = tfs.get(t)
                     before = arr.stat_int("read_misses") if arr else None
+                    pid = arr.proc.pid if arr else pll.pid if t == "pll" else None
+                    cpu0 = proc_cpu_s(pid) if pid else None
                     rc, _o, err = fio_run(
                         ["fio", "--name=hit", "--filename=" + targets[t], "--direct=1",
                          "--rw=randread", "--bs=4k", "--size=%d" % size, "--time_based",
@@ -891,15 +904,22 @@ def part_hits(args, out):
                     if rc:
                         raise RuntimeError("hits %s QD%d: fio exit %d: %s"
                                            % (t, qd, rc, err[-300:]))
+                    cpu = proc_cpu_s(pid) - cpu0 if pid else None
                     j = fio_json(jpath)["jobs"][0]["read"]
                     miss = arr.stat_int("read_misses") - before if arr else ""
+                    # the daemon's CPU per request (ramp included in both): far
+                    # less noisy than IOPS on a shared machine
+                    ios = j["total_ios"] + j["iops"] * 1.0
                     row = {"round": rnd, "target": t, "qd": qd, "iops": "%.0f" % j["iops"],
                            "lat_us": "%.1f" % (j["lat_ns"]["mean"] / 1e3),
                            "p99_us": "%.1f" % (j["clat_ns"]["percentile"]["99.000000"] / 1e3),
-                           "misses": miss, "load1": load1()}
+                           "misses": miss,
+                           "daemon_cpu_us_per_op": "%.1f" % (cpu * 1e6 / ios) if cpu else "",
+                           "load1": load1()}
                     rows.append(row)
-                    log("  round %d QD%d %-9s %8s IOPS  %s us%s  (load %s)"
+                    log("  round %d QD%d %-9s %8s IOPS  %s us  %s us CPU/op%s  (load %s)"
                         % (rnd + 1, qd, t, row["iops"], row["lat_us"],
+                           row["daemon_cpu_us_per_op"] or "-",
                            "  (%s cache misses)" % miss if miss != "" else "", row["load1"]))
         write_csv(os.path.join(out, "cache_hits.csv"), rows)
     finally:
@@ -937,6 +957,9 @@ def part_hits(args, out):
         for t in order:
             s["%s_iops" % t] = "%.0f" % med[t]
             s["%s_lat_us" % t] = "%.1f" % lat[t]
+            cpus = [float(r["daemon_cpu_us_per_op"]) for r in rows
+                    if r["target"] == t and r["qd"] == qd and r["daemon_cpu_us_per_op"]]
+            s["%s_cpu_us_per_op" % t] = "%.1f" % statistics.median(cpus) if cpus else ""
         for a, b in (("tierfs", "raw"), ("pll", "raw"), ("tierfs", "pll"),
                      ("tierfs128", "raw"), ("tierfs128", "pll"), ("tierfs128", "tierfs")):
             s["%s_%s" % (a, b)] = "%.2f" % (med[a] / med[b])
@@ -947,6 +970,9 @@ def part_hits(args, out):
             % (qd, args.rounds, s["tierfs_iops"], s["tierfs128_iops"], s["pll_iops"],
                s["raw_iops"], s["tierfs_raw"], s["pll_raw"], s["tierfs_pll"],
                s["tierfs_pll_rounds"], s["tierfs128_pll"]))
+        log("hits QD%d daemon CPU per request (median): tierfs %s us, tierfs128 %s us, pll %s us"
+            % (qd, s["tierfs_cpu_us_per_op"], s["tierfs128_cpu_us_per_op"],
+               s["pll_cpu_us_per_op"]))
     write_csv(os.path.join(out, "cache_hits_summary.csv"), summ)
     rs.remove_dir(work, args.keep)
 
@@ -1276,6 +1302,9 @@ def main():
     ap.add_argument("--threads", type=int, default=128,
                     help="FUSE max_threads of the zone arrays (128: the uncached array needs "
                          "the depth; the hits and flush parts use the default unless noted)")
+    ap.add_argument("--cached-threads", type=int,
+                    help="max_threads of the cached zone array only (0: tierfs's default; "
+                         "default: --threads)")
     ap.add_argument("--cache-opts", default="", help="extra cache options, e.g. cache_promote=1")
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 64M hot zone, zones 1:60:20 only, 1 round of 4 s hits, "

@@ -1246,6 +1246,37 @@ def test_namespace_and_cut_consistency(make_array, tmp_path):
 # 14. Detach
 # ---------------------------------------------------------------------------
 
+def test_flush_of_a_file_with_more_extents_than_one_scan(make_array, tmp_path):
+    """The flusher looks at 4096 extents of a file per batch, going round
+    the file's list from where it stopped: a file of 6144 cached extents with
+    a few dirty ones anywhere is still destaged whole."""
+    a = make_array("raid5", 3, "64K")
+    m = a.mount(opts=copts(tmp_path / "cache", size="32M", extent="4K", seq_cutoff=0,
+                           dirty_low=90, dirty_high=95))
+    p = os.path.join(a.mnt, "f")
+    rng = random.Random(60)
+    data = bytearray(rng.randbytes(24 * M))
+    fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
+    try:
+        for off in range(0, len(data), 256 * K):
+            dwrite(fd, off, bytes(data[off:off + 256 * K]))
+        assert cst(a.mnt)["dirty_extents"] == 6144
+        flush(a.mnt)
+        for rnd in range(3):
+            for _ in range(12):
+                off = rng.randrange(0, len(data), 4 * K)
+                b = rng.randbytes(4 * K)
+                dwrite(fd, off, b)
+                data[off:off + 4 * K] = b
+            assert cst(a.mnt)["cached_extents"] == 6144
+            flush(a.mnt)
+    finally:
+        os.close(fd)
+    m.stop()
+    a.mount()
+    same(read_all(p), bytes(data), "the members after three flushes")
+
+
 def test_st_blocks_counts_writeback_data(make_array, tmp_path):
     """du must not see 0 bytes for data that only the SSD tier holds yet:
     st_blocks counts at least the file's dirty sectors (ext4 counts delayed

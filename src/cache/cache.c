@@ -212,7 +212,7 @@ struct cfile *c_file_get(struct tfs_cache *c, uint64_t fid)
 	if (!f)
 		return NULL;
 	f->fid = fid;
-	f->head = C_NONE;
+	f->head = f->fcur = C_NONE;
 	pthread_mutex_init(&f->flock, NULL);
 	h = (uint32_t)(mix64(fid) & c->fmask);
 	f->next = c->ftab[h];

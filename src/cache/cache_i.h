@@ -49,6 +49,7 @@ struct cfile {
 	struct cfile *next;		/* hash chain */
 	struct tfs_inode *in;		/* referenced while it has dirty extents */
 	uint32_t head;			/* first extent (slot) or C_NONE */
+	uint32_t fcur;			/* where the flusher's next scan starts */
 	uint32_t ncached;		/* cached extents */
 	uint32_t ndirty;		/* extents with dirty sectors */
 	uint64_t dsec;			/* dirty sectors (st_blocks counts them) */

@@ -39,6 +39,7 @@
 #include "cache_i.h"
 
 #define FLUSH_BATCH	64		/* extents per flush_file call */
+#define FLUSH_SCAN	4096		/* extents looked at per flush_file call */
 #define C_WRITERS	4		/* RAID writes in flight per batch */
 #define IDLE_TICKS	(5 * 16)	/* no requests for 5 s: flush all */
 #define WRITE_AGE	(5 * 16)	/* paced: only extents not written for 5 s */
@@ -183,7 +184,10 @@ static void *destage_thread(void *arg)
 /* Destage up to FLUSH_BATCH dirty extents of f (held: c_file_hold).
  * Returns bytes written, 0 if nothing was to do, or -errno. */
 /* Destage up to FLUSH_BATCH dirty extents of f, skipping those written in
- * the last min_age ticks (they would likely be dirtied again at once). */
+ * the last min_age ticks (they would likely be dirtied again at once).
+ * The scan goes round the file's list from where the last one stopped and
+ * looks at FLUSH_SCAN extents at most: a big file that is mostly clean, or
+ * mostly being rewritten, does not hold c->lock for a walk of all of it. */
 static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint32_t min_age)
 {
 	struct tfs_fs *fs = c->fs;
@@ -196,7 +200,7 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 	unsigned n = 0, nm = 0, ns = 0, nops = 0;
 	uint64_t size, E = c->extent;
 	int64_t done = 0;
-	uint32_t now = c_now();
+	uint32_t now = c_now(), sc;
 	int rc = 0;
 
 	pthread_mutex_lock(&c->lock);
@@ -206,18 +210,25 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 		return 0;	/* not found yet (after a restart) */
 	}
 	tfs_inode_ref(fs, in);
-	for (uint32_t s = f->head; s != C_NONE && n < FLUSH_BATCH; s = c->e[s].fnext) {
-		struct cext *x = &c->e[s];
+	sc = f->fcur;
+	if (sc == C_NONE || !c->e[sc].used || c->e[sc].fid != f->fid)
+		sc = f->head;	/* the slot left the file */
+	for (unsigned seen = 0; sc != C_NONE && n < FLUSH_BATCH && seen < f->ncached &&
+	     seen < FLUSH_SCAN; seen++) {
+		uint32_t cur = sc;
+		struct cext *x = &c->e[cur];
 
+		sc = x->fnext != C_NONE ? x->fnext : f->head;
 		if (!bm_any(x->dirty) || x->flushing || now - x->wtime < min_age)
 			continue;
-		fl[n] = (struct fl){ .slot = s, .idx = x->idx, .wseq = x->wseq };
+		fl[n] = (struct fl){ .slot = cur, .idx = x->idx, .wseq = x->wseq };
 		memcpy(fl[n].dmask, x->dirty, sizeof(fl[n].dmask));
 		memcpy(fl[n].wmask, x->dirty, sizeof(fl[n].wmask));
 		x->flushing = true;
 		x->pins++;
 		n++;
 	}
+	f->fcur = sc;
 	pthread_mutex_unlock(&c->lock);
 	if (n == 0)
 		goto out_unref;

@@ -114,7 +114,8 @@ struct tfs_fs {
 	struct tfs_maint *maint;	/* scrub, rebuild */
 	struct tfs_cache *cache;	/* the SSD tier (cache.h), or NULL */
 	double maint_mbps;		/* rate cap of scrub and rebuild (0: none) */
-	/* Data writes hold this shared from planning to completion; a member
+	/* Data writes hold this shared from planning to completion (the size
+	 * they grow included: a rebuild copies a file up to its size); a member
 	 * joining (state R) takes it exclusive once, as a barrier, before its
 	 * data is rebuilt, so no write planned without it is still running.
 	 * Lock order: io_gate, row locks, in->lock, health_lock.  ns_lock is

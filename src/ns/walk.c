@@ -70,6 +70,11 @@ static int walk_dir(struct tfs_fs *fs, struct tfs_inode *dir, tfs_walk_fn fn, vo
 	struct names nm = { 0 };
 	int rc = read_names(fs, dir, &nm);
 
+	/* moved or removed since it was looked up (a rebuild's last walk holds
+	 * moves off, so it misses nothing) */
+	if (rc == -ENOENT && dir != &fs->root)
+		rc = 0;
+
 	for (size_t pos = 0; rc == 0 && pos < nm.len; pos += strlen(nm.buf + pos) + 1) {
 		struct tfs_entry e;
 		int r = tfs_ns_lookup(fs, dir, nm.buf + pos, &e);

@@ -300,11 +300,13 @@ ssize_t tfs_raid_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, con
 		return r;
 	}
 	rc = mirror_write(fs, in, rot, direct, buf, len, off);
+	/* the size grows inside the gate: a rebuild's write barrier must see
+	 * it, or it copies a file planned without the member only up to the
+	 * old end, and the member never gets the rest */
+	if (rc == 0)
+		tfs_size_grow(in, end);
 	pthread_rwlock_unlock(&fs->io_gate);
-	if (rc)
-		return rc;
-	tfs_size_grow(in, end);
-	return (ssize_t)len;
+	return rc ? rc : (ssize_t)len;
 }
 
 /* Write every copy of [off, off+len) that a member takes. */
@@ -403,8 +405,8 @@ int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 }
 
 /* The RAID part of fallocate (mode checked by tfs_data_fallocate). */
-static int raid_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
-			  uint64_t len)
+static int raid_fallocate_gated(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
+				uint64_t len)
 {
 	uint64_t size, end = off + len;
 	uint32_t rot;
@@ -440,6 +442,21 @@ static int raid_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uin
 	}
 	return rc;
 }
+
+/* raid_fallocate_gated under io_gate, as a write: the size it grows must
+ * be seen by a rebuild's write barrier (ns.h), or the joining member's
+ * file may end short. */
+static int raid_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
+			  uint64_t len)
+{
+	int rc;
+
+	pthread_rwlock_rdlock(&fs->io_gate);
+	rc = raid_fallocate_gated(fs, in, mode, off, len);
+	pthread_rwlock_unlock(&fs->io_gate);
+	return rc;
+}
+
 
 int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
 		       uint64_t len)

@@ -115,10 +115,14 @@ static unsigned rows_lock(struct tfs_stripes *s, uint64_t fid, uint64_t r0, uint
 {
 	unsigned n = 0, m = 0;
 
-	if (r1 - r0 >= ROW_LOCKS)
-		r1 = r0 + ROW_LOCKS - 1;	/* covers every lock anyway */
-	for (uint64_t r = r0; r <= r1; r++)
-		held[n++] = lock_of(fid, r);
+	if (r1 - r0 >= ROW_LOCKS) {
+		/* every lock (ROW_LOCKS rows in a row need not hash to all) */
+		for (unsigned i = 0; i < ROW_LOCKS; i++)
+			held[n++] = i;
+	} else {
+		for (uint64_t r = r0; r <= r1; r++)
+			held[n++] = lock_of(fid, r);
+	}
 	qsort(held, n, sizeof(*held), cmp_uint);
 	for (unsigned i = 0; i < n; i++)
 		if (m == 0 || held[m - 1] != held[i])

@@ -348,6 +348,26 @@ def test_scrub_finds_and_repairs_planted_corruption(make_array, level, n, what):
     assert (a.mnt / "victim").read_bytes() == data
 
 
+def test_rebuild_says_when_the_copies_it_reads_disagree(make_array):
+    """A 3-way mirror rebuilds member 2 from members 0 and 1, whose copies of
+    one chunk differ (planted).  Nothing tells which is right: the rebuild
+    takes the first and says so in the log; scrub then finds the odd copy."""
+    chunk = 64 * K
+    a = make_array("raid1", 3, "64K")
+    m = a.mount(expect_errors=True)
+    (a.mnt / "victim").write_bytes(os.urandom(8 * chunk))
+    tierctl("fail", a.mnt, 2)
+    m.stop()
+    corrupt(a.members[1] / "root" / "victim", 3 * chunk + 100)
+    m.start()
+    tierctl("replace", a.mnt, 2, new_dir(a, "new2"), "--wait")
+    log = m.log()
+    assert (f"rebuild: file {fid_of(a, 'victim')}: the readable copies disagree with no "
+            f"majority in 1 chunk(s) from offset {3 * chunk}") in log, log
+    r = tierctl("scrub", a.mnt, "--wait", check=False)
+    assert r.returncode == 3 and "1 mismatch" in r.stdout, r.stdout + r.stderr
+
+
 # ---------------------------------------------------------------------------
 # Refusals: each a clear message, nothing touched
 # ---------------------------------------------------------------------------

@@ -23,6 +23,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <linux/falloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -488,7 +489,9 @@ int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64
 /* ------------------------------------------------------------------ */
 
 /* Index of the copy most copies agree with (the first on a tie). */
-static uint32_t majority(char **buf, const uint32_t *have, uint32_t nh, size_t len)
+/* The copy most readable copies agree with (the first on a tie); *split:
+ * the copies disagree and no copy has a strict majority. */
+static uint32_t majority(char **buf, const uint32_t *have, uint32_t nh, size_t len, bool *split)
 {
 	uint32_t best = 0, bestv = 0;
 
@@ -502,6 +505,7 @@ static uint32_t majority(char **buf, const uint32_t *have, uint32_t nh, size_t l
 			bestv = votes;
 		}
 	}
+	*split = bestv < nh && 2 * bestv <= nh;
 	return have[best];
 }
 
@@ -509,8 +513,8 @@ int tfs_data_maint(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64
 		   enum tfs_stripe_op op, tfs_stripe_report_fn report, void *arg)
 {
 	const struct tfs_layout *l = &fs->layout;
-	uint32_t copies = tfs_layout_copies(l), rot = in->rot;
-	uint64_t end = off + len;
+	uint32_t copies = tfs_layout_copies(l), rot = in->rot, nsplit = 0;
+	uint64_t end = off + len, split_at = 0;
 	int rc = 0;
 
 	for (uint64_t pos = off; pos < end && rc == 0;) {
@@ -559,7 +563,16 @@ int tfs_data_maint(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64
 		for (unsigned i = 0; i < n && rc == 0; i++)	/* holes read as zeros */
 			if ((uint64_t)v[i].res < v[i].len)
 				memset((char *)v[i].buf + v[i].res, 0, v[i].len - (size_t)v[i].res);
-		good = rc == 0 ? majority(buf, have, nh, ext) : 0;
+		if (rc == 0) {
+			bool split;
+
+			good = majority(buf, have, nh, ext, &split);
+			if (split && (op == TFS_STRIPE_REBUILD || op == TFS_STRIPE_REPAIR) &&
+			    nsplit++ == 0)
+				split_at = pos;
+		} else {
+			good = 0;
+		}
 		n = 0;
 		for (uint32_t c = 0; c < copies && rc == 0; c++) {
 			bool readable = tfs_m_readable(fs, p[c].member), write;
@@ -588,5 +601,10 @@ int tfs_data_maint(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64
 		tfs_rows_unlock(fs, held, nheld);
 		pos += ext;
 	}
+	if (nsplit)	/* nothing says which copy is right: say so */
+		tfs_warn("%s: file %" PRIu64 ": the readable copies disagree with no majority "
+			 "in %u chunk(s) from offset %" PRIu64 "; the first copy was taken",
+			 op == TFS_STRIPE_REBUILD ? "rebuild" : "repair", in->fid, nsplit,
+			 split_at);
 	return rc == -EAGAIN ? -EIO : rc;
 }

@@ -29,8 +29,8 @@ Parts (--parts, default zones,hits,flush; run in this order):
             the uncached rate, computed).  cache.* sampled every 2 s.
   hits      cache-hit 4K random reads, O_DIRECT, QD 1 (psync) and QD 32
             (libaio), on arrays of their own without the HDD model:
-            "tierfs" (default FUSE threads, 16) and "tierfs128"
-            (max_threads=128), each with cache_promote=1 and a pre-read
+            "tierfs" (default FUSE threads, 16) and "tierfsN"
+            (max_threads=N, --hit-threads, default 128), each with cache_promote=1 and a pre-read
             (64K random reads) until a pass has no read miss; against
             libfuse's example passthrough_ll (default options) over a plain
             directory, and fio on a plain file (raw), all in --tmpdir.
@@ -839,7 +839,8 @@ def part_hits(args, out):
     size = args.hit_size
     data = rand_bytes(size, SEED + 1)
     tfs = {}
-    variants = [("tierfs", None), ("tierfs128", 128)]
+    alt = "tierfs%d" % args.hit_threads   # the second tierfs, other max_threads
+    variants = [("tierfs", None), (alt, args.hit_threads)]
     work = tempfile.mkdtemp(prefix="cache-bench-peers-", dir=args.tmpdir)
     CLEAN.dirs.append(work)
     pll = None
@@ -880,10 +881,10 @@ def part_hits(args, out):
             if pll.poll() is not None or time.time() > deadline:
                 raise RuntimeError("passthrough_ll did not mount")
             time.sleep(0.05)
-        targets = {"tierfs": tfs["tierfs"].file, "tierfs128": tfs["tierfs128"].file,
+        targets = {"tierfs": tfs["tierfs"].file, alt: tfs[alt].file,
                    "pll": os.path.join(pll_mnt, "data.bin"),
                    "raw": os.path.join(raw_dir, "data.bin")}
-        order = ["tierfs", "pll", "raw", "tierfs128"]
+        order = ["tierfs", "pll", "raw", alt]
         for rnd in range(args.rounds):
             o = order[rnd % len(order):] + order[:rnd % len(order)]
             for qd in (1, 32):
@@ -961,17 +962,18 @@ def part_hits(args, out):
                     if r["target"] == t and r["qd"] == qd and r["daemon_cpu_us_per_op"]]
             s["%s_cpu_us_per_op" % t] = "%.1f" % statistics.median(cpus) if cpus else ""
         for a, b in (("tierfs", "raw"), ("pll", "raw"), ("tierfs", "pll"),
-                     ("tierfs128", "raw"), ("tierfs128", "pll"), ("tierfs128", "tierfs")):
+                     (alt, "raw"), (alt, "pll"), (alt, "tierfs")):
             s["%s_%s" % (a, b)] = "%.2f" % (med[a] / med[b])
             s["%s_%s_rounds" % (a, b)] = "%.2f" % rr(a, b)
         summ.append(s)
-        log("hits QD%d (median of %d): tierfs %s, tierfs128 %s, pll %s, raw %s IOPS; "
-            "tierfs/raw %s, pll/raw %s, tierfs/pll %s (per-round median %s), tierfs128/pll %s"
-            % (qd, args.rounds, s["tierfs_iops"], s["tierfs128_iops"], s["pll_iops"],
+        log("hits QD%d (median of %d): tierfs %s, %s %s, pll %s, raw %s IOPS; "
+            "tierfs/raw %s, pll/raw %s, tierfs/pll %s (per-round median %s), %s/pll %s "
+            "(per-round median %s)"
+            % (qd, args.rounds, s["tierfs_iops"], alt, s[alt + "_iops"], s["pll_iops"],
                s["raw_iops"], s["tierfs_raw"], s["pll_raw"], s["tierfs_pll"],
-               s["tierfs_pll_rounds"], s["tierfs128_pll"]))
-        log("hits QD%d daemon CPU per request (median): tierfs %s us, tierfs128 %s us, pll %s us"
-            % (qd, s["tierfs_cpu_us_per_op"], s["tierfs128_cpu_us_per_op"],
+               s["tierfs_pll_rounds"], alt, s[alt + "_pll"], s[alt + "_pll_rounds"]))
+        log("hits QD%d daemon CPU per request (median): tierfs %s us, %s %s us, pll %s us"
+            % (qd, s["tierfs_cpu_us_per_op"], alt, s[alt + "_cpu_us_per_op"],
                s["pll_cpu_us_per_op"]))
     write_csv(os.path.join(out, "cache_hits_summary.csv"), summ)
     rs.remove_dir(work, args.keep)
@@ -1302,6 +1304,8 @@ def main():
     ap.add_argument("--threads", type=int, default=128,
                     help="FUSE max_threads of the zone arrays (128: the uncached array needs "
                          "the depth; the hits and flush parts use the default unless noted)")
+    ap.add_argument("--hit-threads", type=int, default=128,
+                    help="max_threads of the hits part's second tierfs array (128)")
     ap.add_argument("--cached-threads", type=int,
                     help="max_threads of the cached zone array only (0: tierfs's default; "
                          "default: --threads)")

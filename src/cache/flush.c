@@ -181,13 +181,13 @@ static void *destage_thread(void *arg)
 	return NULL;
 }
 
-/* Destage up to FLUSH_BATCH dirty extents of f (held: c_file_hold).
- * Returns bytes written, 0 if nothing was to do, or -errno. */
-/* Destage up to FLUSH_BATCH dirty extents of f, skipping those written in
- * the last min_age ticks (they would likely be dirtied again at once).
- * The scan goes round the file's list from where the last one stopped and
- * looks at FLUSH_SCAN extents at most: a big file that is mostly clean, or
- * mostly being rewritten, does not hold c->lock for a walk of all of it. */
+/* Destage up to FLUSH_BATCH dirty extents of f (held: c_file_hold),
+ * skipping those written in the last min_age ticks (they would likely be
+ * dirtied again at once).  The scan goes round the file's list from where
+ * the last one stopped and looks at FLUSH_SCAN extents at most: a big file
+ * that is mostly clean, or mostly being rewritten, does not hold c->lock
+ * for a walk of all of it.  Returns bytes written, 0 if nothing was to do,
+ * or -errno. */
 static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint32_t min_age)
 {
 	struct tfs_fs *fs = c->fs;

@@ -90,7 +90,10 @@ def wait_clean(mnt, timeout=60.0):
     def ok():
         s = cst(mnt)
         return s if s["dirty_bytes"] == 0 and s["flush_pending"] == 0 else None
-    return wait_until(ok, f"the cache of {mnt} to be clean ({cst(mnt)})", timeout)
+    try:
+        return wait_until(ok, f"the cache of {mnt} to be clean", timeout)
+    except AssertionError:      # the stats at the timeout, not at the call
+        raise AssertionError(f"the cache of {mnt} never became clean: {cst(mnt)}") from None
 
 
 def flush(mnt, timeout=60.0):

@@ -278,17 +278,14 @@ static void file_attach(struct tfs_cache *c, struct cfile *f, struct tfs_inode *
 	}
 }
 
-/* An extent of f became clean (the flusher, or it was dropped). */
 void c_flush_request(struct tfs_cache *c)
 {
 	c->flush_req++;
-	c->ndirty_old = 0;
-	for (uint32_t s = 0; s < c->nslots; s++)
-		if (c->e[s].used && bm_any(c->e[s].dirty))
-			c->ndirty_old++;
+	c->ndirty_old = c->ndirty;	/* every extent dirty now predates it */
 	pthread_cond_signal(&c->fcond);
 }
 
+/* An extent of f became clean (the flusher, or it was dropped). */
 void c_file_cleaned(struct tfs_cache *c, struct cfile *f, const struct cext *x)
 {
 	if (x->depoch < c->flush_req && c->ndirty_old)

@@ -107,8 +107,9 @@ def load1():
 
 
 # ---------------------------------------------------------------- arrays
-class Array:
+class Array(rs.Daemon):
     """A RAID5x4, optionally with HDD-modelled members and the SSD tier."""
+    ERROR_MARKS = (": error:", ": crit", ": warning:")
 
     def __init__(self, args, name, cached, cache_size=None):
         self.args, self.name, self.cached = args, name, cached
@@ -178,30 +179,6 @@ class Array:
         assert self.proc is None
         if self.cache:
             shutil.rmtree(self.cache, ignore_errors=True)
-
-    def log(self):
-        try:
-            with open(self.logf) as f:
-                return f.read()
-        except OSError:
-            return ""
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def errors(self):
-        return [l for l in self.log().splitlines()
-                if ": error:" in l or ": crit" in l or ": warning:" in l]
-
-    def umount(self):
-        if self.proc is None:
-            return None
-        unmount(self.mnt)
-        rc = stop_daemon(self.proc)
-        self.proc = None
-        if rc:
-            log("%s: daemon exit %s" % (self.name, rc))
-        return rc
 
     def status(self):
         """The root's user.tierfs.status as a dict (cache.* and the rest)."""

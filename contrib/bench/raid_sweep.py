@@ -221,7 +221,37 @@ def on_signal(signum, _frame):
 
 
 # ---------------------------------------------------------------- arrays
-class Array:
+class Daemon:
+    """A tierfs daemon of a benchmark array: needs self.name, self.mnt,
+    self.proc (Popen or None) and self.logf (its log file)."""
+    ERROR_MARKS = (": error:", ": crit")
+
+    def log(self):
+        try:
+            with open(self.logf) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def errors(self):
+        return [l for l in self.log().splitlines() if any(m in l for m in self.ERROR_MARKS)]
+
+    def umount(self):
+        """Unmount and stop the daemon; its exit code (logged unless 0)."""
+        if self.proc is None:
+            return None
+        unmount(self.mnt)
+        rc = stop_daemon(self.proc)
+        self.proc = None
+        if rc:
+            log("%s: daemon exit %s" % (self.name, rc))
+        return rc
+
+
+class Array(Daemon):
     def __init__(self, args, name, level, n, chunk):
         self.args = args
         self.name, self.level, self.n, self.chunk = name, level, n, chunk
@@ -263,26 +293,6 @@ class Array:
             time.sleep(0.05)
         m = re.search(r"member model: (.*)", self.log())
         self.model = m.group(1).strip().replace(", ", "; ") if m else "?"
-
-    def log(self):
-        try:
-            with open(self.logf) as f:
-                return f.read()
-        except OSError:
-            return ""
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def errors(self):
-        return [l for l in self.log().splitlines() if ": error:" in l or ": crit" in l]
-
-    def umount(self):
-        if self.proc is None:
-            return
-        unmount(self.mnt)
-        stop_daemon(self.proc)
-        self.proc = None
 
     def destroy(self):
         self.umount()

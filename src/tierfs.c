@@ -21,6 +21,7 @@
 #include <fuse_lowlevel.h>
 
 #include "tierfs/cache.h"
+#include "tierfs/defer.h"
 #include "tierfs/fuse_fs.h"
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
@@ -35,6 +36,7 @@ struct opts {
 	char *member_model;
 	struct tfs_hdd_params hdd;
 	struct tfs_cache_opts cache;
+	unsigned miss_threads;
 };
 
 enum { KEY_RO = 1 };
@@ -61,6 +63,7 @@ static const struct fuse_opt tierfs_opts[] = {
 	OPT("cache_dirty_low=%u", cache.dirty_low),
 	OPT("cache_dirty_high=%u", cache.dirty_high),
 	OPT("cache_discard", cache.discard),
+	OPT("miss_threads=%u", miss_threads),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_END
 };
@@ -101,6 +104,8 @@ static void usage(const char *prog)
 	       "       cache_dirty_low=20, cache_dirty_high=70 (percent of the cache)\n"
 	       "    -o cache_discard           mount although the cache holding dirty data is\n"
 	       "                               lost (its files are named in the log)\n"
+	       "    -o miss_threads=N          with a cache: threads for the reads it cannot\n"
+	       "                               serve whole, off the FUSE workers (64)\n"
 	       "FUSE options:\n", prog);
 	fuse_lowlevel_help();
 }
@@ -249,7 +254,7 @@ int main(int argc, char *argv[])
 	/* tierfs owns its members (flock): every change passes through the
 	 * kernel, which updates or drops what it cached, so a long cache is
 	 * safe and saves a round trip per stat and lookup */
-	struct opts o = { .timeout = 10.0, .hdd = TFS_HDD7200 };
+	struct opts o = { .timeout = 10.0, .hdd = TFS_HDD7200, .miss_threads = 64 };
 	struct tfs_array array;
 	struct tfs_fs fs;
 	struct fuse_session *se = NULL;
@@ -331,6 +336,15 @@ int main(int argc, char *argv[])
 		goto out_unmount;
 	if (tfs_cache_start(&fs))
 		goto out_unmount;
+	if (o.miss_threads == 0 || o.miss_threads > 1024) {
+		tfs_warn("miss_threads=%u is out of range (1..1024): using %u", o.miss_threads,
+			 o.miss_threads ? 1024 : 1);
+		o.miss_threads = o.miss_threads ? 1024 : 1;
+	}
+	if (fs.cache && !(fs.defer = tfs_defer_start(o.miss_threads))) {
+		tfs_err("out of memory");
+		goto out_unmount;
+	}
 
 	cfg = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_clone_fd(cfg, cl.clone_fd);
@@ -348,6 +362,7 @@ int main(int argc, char *argv[])
 	fuse_loop_cfg_destroy(cfg);
 
 out_unmount:
+	tfs_defer_stop(fs.defer);
 	tfs_cache_stop(&fs);
 	tfs_maint_stop(&fs);
 	tfs_stripe_stop(&fs);

@@ -295,6 +295,50 @@ def test_read_accounting_and_promotion_threshold(make_array, tmp_path, promote):
         os.close(fd)
 
 
+def test_a_miss_does_not_hold_up_hits(make_array, tmp_path):
+    """A read the cache cannot serve waits for the HDDs on a thread of its
+    own (defer.c), not on a FUSE worker: with a single worker, hits are
+    served while a miss that takes over a second is in flight."""
+    import threading
+    a = make_array("jbod", 1)
+    # 0.1 MB/s: the 128K miss below is 1.3 s of transfer, wherever the head is
+    a.mount(opts=["member_model=hdd7200", "hdd_mbps=0.1", "max_threads=1",
+                  *copts(tmp_path / "cache", promote=1000, seq_cutoff=0)])
+    hot, cold = a.mnt / "hot", a.mnt / "cold"
+    data = random.Random(7).randbytes(64 * K)
+    write_direct(hot, 0, data, create=True)         # write-back: in the cache only
+    with open(cold, "wb") as f:
+        f.truncate(1 * M)                           # its reads go to the model
+    hfd = os.open(str(hot), os.O_RDONLY | os.O_DIRECT)
+    cfd = os.open(str(cold), os.O_RDONLY | os.O_DIRECT)
+    try:
+        box = {}
+
+        def miss():
+            t0 = time.monotonic()
+            box["data"] = dread(cfd, 0, 128 * K)
+            box["t"] = time.monotonic() - t0
+        t = threading.Thread(target=miss, daemon=True)
+        base = cst(a.mnt)
+        t.start()
+        wait_until(lambda: cst(a.mnt)["read_misses"] == base["read_misses"] + 1,
+                   "the miss to reach the daemon", timeout=5)
+        for i in range(16):
+            same(dread(hfd, (i % 16) * 4 * K, 4 * K), data[(i % 16) * 4 * K:][:4 * K],
+                 f"hit {i}")
+        assert t.is_alive(), \
+            f"the hits waited for the miss: it ended first, after {box.get('t')} s"
+        t.join(20)
+        assert not t.is_alive(), "the miss never came back"
+        assert box["data"] == bytes(128 * K) and box["t"] >= 1.0, box.get("t")
+        s = cst(a.mnt)
+        assert s["read_hits"] - base["read_hits"] == 16, s
+        assert s["read_misses"] - base["read_misses"] == 1, s
+    finally:
+        os.close(hfd)
+        os.close(cfd)
+
+
 # ---------------------------------------------------------------------------
 # 3. Sequential cutoff
 # ---------------------------------------------------------------------------

@@ -57,6 +57,10 @@ int tfs_cache_start(struct tfs_fs *fs);
 /* Clean unmount: stop the threads, save heat, mark the cache clean. */
 void tfs_cache_stop(struct tfs_fs *fs);
 
+/* Whether the cache holds every byte of [off, off+len) (up to the file's
+ * size) at this moment, so tfs_cache_read would not touch the RAID; it
+ * changes nothing (no heat, no statistics). */
+bool tfs_cache_holds(struct tfs_fs *fs, struct tfs_inode *in, size_t len, uint64_t off);
 ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
 		       size_t len, uint64_t off);
 ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,

@@ -655,6 +655,41 @@ static int overlay(struct tfs_cache *c, const struct piece *p, bool direct, char
 	return 0;
 }
 
+bool tfs_cache_holds(struct tfs_fs *fs, struct tfs_inode *in, size_t len, uint64_t off)
+{
+	struct tfs_cache *c = fs->cache;
+	uint64_t fid, size;
+	struct piece *p;
+	unsigned np;
+	bool all;
+
+	if (tfs_cache_detached(c))
+		return false;
+	pthread_mutex_lock(&in->lock);
+	fid = in->fid;
+	size = in->size;
+	all = in->fid_valid && in->size_valid;
+	pthread_mutex_unlock(&in->lock);
+	if (!all || off >= size || len == 0)
+		return all;
+	if (len > size - off)
+		len = (size_t)(size - off);
+	p = pieces_of(c, off, len, &np, NULL);
+	if (!p)
+		return false;
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < np && all; i++) {
+		uint32_t s = c_lookup(c, fid, p[i].idx);
+		unsigned s0, s1;
+
+		piece_sectors(c, &p[i], &s0, &s1);
+		all = s != C_NONE && bm_all(c->e[s].valid, s0, s1) &&
+		      (c_mode(c) != TFS_CACHE_OFF || bm_any(c->e[s].dirty));
+	}
+	pthread_mutex_unlock(&c->lock);
+	return all;
+}
+
 ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
 		       size_t len, uint64_t off)
 {

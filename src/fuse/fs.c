@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "tierfs/cache.h"
+#include "tierfs/defer.h"
 #include "tierfs/fuse_fs.h"
 #include "tierfs/log.h"
 
@@ -278,18 +279,51 @@ static struct tfs_fh *FH(struct fuse_file_info *fi)
 	return (struct tfs_fh *)(uintptr_t)fi->fh;
 }
 
-static void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		     struct fuse_file_info *fi)
+static void read_reply(fuse_req_t req, struct tfs_inode *in, bool direct, size_t size,
+		       off_t off)
 {
-	struct tfs_fh *h = FH(fi);
 	void *buf = tfs_iobuf(size);
-	ssize_t n = buf ? tfs_data_read(FS(req), h->in, h->direct, buf, size, (uint64_t)off)
-			: -ENOMEM;
+	ssize_t n = buf ? tfs_data_read(FS(req), in, direct, buf, size, (uint64_t)off) : -ENOMEM;
 
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
+}
+
+struct read_job {
+	fuse_req_t req;
+	struct tfs_inode *in;	/* pinned by the open file: no release before the reply */
+	bool direct;
+	size_t size;
+	off_t off;
+};
+
+static void read_job(void *arg)
+{
+	struct read_job *j = arg;
+
+	read_reply(j->req, j->in, j->direct, j->size, j->off);
+	free(j);
+}
+
+/* A read the SSD tier cannot serve whole waits for the HDDs: it goes to
+ * the deferred pool (defer.c), and this worker back to the cache hits. */
+static void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct tfs_fh *h = FH(fi);
+	struct tfs_fs *fs = FS(req);
+	struct read_job *j;
+
+	if (fs->defer && !tfs_cache_holds(fs, h->in, size, (uint64_t)off) &&
+	    (j = malloc(sizeof(*j)))) {
+		*j = (struct read_job){ .req = req, .in = h->in, .direct = h->direct,
+					.size = size, .off = off };
+		tfs_defer(fs->defer, read_job, j);
+		return;
+	}
+	read_reply(req, h->in, h->direct, size, off);
 }
 
 static void tfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,

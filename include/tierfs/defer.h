@@ -1,0 +1,18 @@
+/* Jobs run off the FUSE workers (src/fuse/defer.c): requests that wait for
+ * the HDD tier while the SSD tier's hits keep the workers. */
+#ifndef TIERFS_DEFER_H
+#define TIERFS_DEFER_H
+
+#include <stdbool.h>
+
+struct tfs_defer;
+
+/* A pool of at most max threads, started as jobs need them; NULL if out
+ * of memory. */
+struct tfs_defer *tfs_defer_start(unsigned max);
+/* Run fn(arg) on a pool thread, or here if the pool cannot take it. */
+void tfs_defer(struct tfs_defer *d, void (*fn)(void *), void *arg);
+/* Run what is queued, then stop the threads (d may be NULL). */
+void tfs_defer_stop(struct tfs_defer *d);
+
+#endif

@@ -39,9 +39,13 @@
  * A request's life (struct hdd_req):
  *     queued    --schedule_locked()-->  scheduled (done time known)
  *     scheduled --hdd_submit() sleeps until done-->  returned to the caller
- * There is no scheduler thread: every caller with a queued request waits
- * on the member's condition variable until free_at, and whoever wakes first
- * takes the decision (for its own request or another's).
+ * There is no scheduler thread.  One caller with a queued request, the
+ * member's timer, sleeps until free_at and takes the decisions due then
+ * (for its own request or another's); the others sleep until their request
+ * is scheduled (each thread has its own condition variable), so a
+ * completion wakes two threads, not every waiter: a real disk's queue
+ * costs the host no CPU, and the model should not either.  A timer whose
+ * request is scheduled hands the role to a waiter as it leaves.
  *
  * Model positions: each member file sits in its own region of a notional
  * disk (by inode number), a byte offset maps to position region + offset.
@@ -70,11 +74,13 @@ struct hdd_req {
 	uint64_t done;			/* modelled completion, once scheduled */
 	unsigned passed;		/* times a younger request went first */
 	bool scheduled;
+	bool waiting;			/* its thread sleeps on cv for it */
+	pthread_cond_t *cv;		/* its thread's (one request waited at a time) */
 };
 
 struct hdd_member {
 	pthread_mutex_t lock;
-	pthread_cond_t freed;		/* waited on until free_at */
+	struct hdd_req *timer;		/* the waiter sleeping until free_at, or NULL */
 	uint64_t free_at;		/* ns, CLOCK_MONOTONIC */
 	uint64_t pos;			/* model position after the last request */
 	struct hdd_req *head, *tail;	/* waiting requests, arrival order */
@@ -222,7 +228,27 @@ static void schedule_locked(const struct hdd *h, struct hdd_member *hm, uint64_t
 			hm->pos = r->pos + r->len;
 		hm->free_at = r->done;
 		r->scheduled = true;
+		if (r->waiting)
+			pthread_cond_signal(r->cv);
 	}
+}
+
+/* The calling thread's condition variable (CLOCK_MONOTONIC). */
+static pthread_cond_t *thread_cond(void)
+{
+	static __thread pthread_cond_t cv;
+	static __thread bool init;
+
+	if (!init) {
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&cv, &ca);
+		pthread_condattr_destroy(&ca);
+		init = true;
+	}
+	return &cv;
 }
 
 /* Wait until r has been scheduled; returns its completion time. */
@@ -231,15 +257,29 @@ static uint64_t wait_scheduled(const struct hdd *h, struct hdd_member *hm, struc
 	uint64_t done;
 
 	pthread_mutex_lock(&hm->lock);
+	r->cv = thread_cond();
 	for (;;) {
-		struct timespec ts;
-
 		schedule_locked(h, hm, now_ns());
 		if (r->scheduled)
 			break;
-		ts = to_ts(hm->free_at);	/* > now: the actuator is busy */
-		pthread_cond_timedwait(&hm->freed, &hm->lock, &ts);
+		r->waiting = true;
+		if (!hm->timer) {
+			struct timespec ts = to_ts(hm->free_at);	/* > now: busy */
+
+			hm->timer = r;
+			pthread_cond_timedwait(r->cv, &hm->lock, &ts);
+			hm->timer = NULL;
+		} else {
+			pthread_cond_wait(r->cv, &hm->lock);
+		}
+		r->waiting = false;
 	}
+	/* the next decision needs a timer: hand the role to a waiter */
+	for (struct hdd_req *q = hm->head; q && !hm->timer; q = q->next)
+		if (q->waiting) {
+			pthread_cond_signal(q->cv);
+			break;
+		}
 	done = r->done;
 	pthread_mutex_unlock(&hm->lock);
 	return done;
@@ -298,7 +338,6 @@ struct tfs_backend *tfs_hdd_backend(struct tfs_backend *inner, const struct tfs_
 	static struct tfs_member_ops ops;
 	struct tfs_backend *be;
 	struct hdd *h;
-	pthread_condattr_t ca;
 
 	if (p->ncq < 1 || p->ncq > TFS_HDD_NCQ_MAX || p->rpm == 0 || p->mbps <= 0 ||
 	    p->seek_ms < T2T_MS) {
@@ -321,13 +360,8 @@ struct tfs_backend *tfs_hdd_backend(struct tfs_backend *inner, const struct tfs_
 	h->full_stroke_ms = T2T_MS + (p->seek_ms - T2T_MS) * 15.0 / 8.0;
 	h->period_ns = 60e9 / p->rpm;
 	h->track_bytes = p->mbps * 1e6 * 60.0 / p->rpm;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	for (unsigned k = 0; k < TFS_MAX_MEMBERS; k++) {
+	for (unsigned k = 0; k < TFS_MAX_MEMBERS; k++)
 		pthread_mutex_init(&h->m[k].lock, NULL);
-		pthread_cond_init(&h->m[k].freed, &ca);
-	}
-	pthread_condattr_destroy(&ca);
 	be->ops = &ops;
 	be->inner = inner;
 	be->priv = h;

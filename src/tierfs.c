@@ -104,8 +104,8 @@ static void usage(const char *prog)
 	       "       cache_dirty_low=20, cache_dirty_high=70 (percent of the cache)\n"
 	       "    -o cache_discard           mount although the cache holding dirty data is\n"
 	       "                               lost (its files are named in the log)\n"
-	       "    -o miss_threads=N          with a cache: threads for the reads it cannot\n"
-	       "                               serve whole, off the FUSE workers (64)\n"
+	       "    -o miss_threads=N          with a cache: threads for the requests that wait\n"
+	       "                               for the HDDs, off the FUSE workers (64)\n"
 	       "FUSE options:\n", prog);
 	fuse_lowlevel_help();
 }

@@ -63,6 +63,11 @@ void tfs_cache_stop(struct tfs_fs *fs);
 bool tfs_cache_holds(struct tfs_fs *fs, struct tfs_inode *in, size_t len, uint64_t off);
 ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
 		       size_t len, uint64_t off);
+/* Whether tfs_cache_write of [off, off+len) would wait for the RAID or
+ * for the flusher, as far as can be seen now: a mode other than
+ * write-back, a sequential stream that bypasses, the writer throttle, or
+ * a partial sector the cache does not hold.  It changes nothing. */
+bool tfs_cache_write_waits(struct tfs_fs *fs, struct tfs_inode *in, size_t len, uint64_t off);
 ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 			const void *buf, size_t len, uint64_t off);
 /* Make the file's data durable: on the SSD (write-back) and the members. */

@@ -912,9 +912,9 @@ static void throttle(struct tfs_cache *c)
 	until.tv_sec += 1;
 	while ((uint64_t)c->ndirty * 100 >= (uint64_t)c->dirty_high * c->nslots && !c->stop) {
 		pthread_cond_signal(&c->fcond);
+		waited = true;	/* counted also when held the whole second */
 		if (pthread_cond_timedwait(&c->cond, &c->lock, &until))
 			break;
-		waited = true;
 	}
 	if (waited)
 		c->st.throttled++;
@@ -988,6 +988,43 @@ static int through_piece(struct tfs_cache *c, struct piece *p, bool direct, cons
 		bm_set(c->e[p->slot].valid, (unsigned)a, (unsigned)b);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
+}
+
+/* Whether the sector holding pos must be read from the RAID to fill a
+ * partial write: it is not valid in the cache and not past the size. */
+static bool fill_from_raid(struct tfs_cache *c, uint64_t fid, uint64_t size, uint64_t pos)
+{
+	uint64_t idx = pos / c->extent;
+	uint32_t s = c_lookup(c, fid, idx);
+
+	if (pos / C_SECTOR * C_SECTOR >= size)
+		return false;
+	return s == C_NONE || !bm_test(c->e[s].valid, (unsigned)(pos % c->extent / C_SECTOR));
+}
+
+bool tfs_cache_write_waits(struct tfs_fs *fs, struct tfs_inode *in, size_t len, uint64_t off)
+{
+	struct tfs_cache *c = fs->cache;
+	uint64_t fid, size, run, end = off + len;
+	bool waits;
+
+	if (tfs_cache_detached(c) || c_mode(c) != TFS_CACHE_WRITEBACK)
+		return true;
+	pthread_mutex_lock(&in->lock);
+	fid = in->fid;
+	size = in->size;
+	run = in->seq_next == off ? in->seq_len + len : len;
+	waits = !in->fid_valid || !in->size_valid ||
+		(c->seq_cutoff && run >= c->seq_cutoff && len >= tfs_row_bytes(fs));
+	pthread_mutex_unlock(&in->lock);
+	if (waits || len == 0)
+		return waits;
+	pthread_mutex_lock(&c->lock);
+	waits = (uint64_t)c->ndirty * 100 >= (uint64_t)c->dirty_high * c->nslots ||
+		(off % C_SECTOR && fill_from_raid(c, fid, size, off)) ||
+		(end % C_SECTOR && fill_from_raid(c, fid, size, end));
+	pthread_mutex_unlock(&c->lock);
+	return waits;
 }
 
 ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,

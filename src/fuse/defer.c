@@ -3,12 +3,13 @@
  * Owns: a queue of jobs and the threads that run them.  With an SSD tier
  * attached, a read the cache cannot serve whole goes to the RAID and holds
  * its thread for one or more HDD service times (milliseconds, more when
- * the disks queue).  Run on a FUSE worker, such reads would take the
- * workers away from the cache hits queued behind them in the one FUSE
- * request queue; more workers would cost every hit CPU instead (the
- * benchmark in docs/CACHE_BENCH.md §c3).  So fs.c hands them here and the
- * worker goes back to /dev/fuse; the job replies (libfuse lets any thread
- * reply to a request).
+ * the disks queue); so do writes that go to the RAID or are throttled,
+ * and fsync.  Run on a FUSE worker, such requests would take the workers
+ * away from the cache hits queued behind them in the one FUSE request
+ * queue; more workers would cost every hit CPU instead (the benchmark in
+ * docs/CACHE_BENCH.md §c3).  So fs.c hands them here and the worker goes
+ * back to /dev/fuse; the job replies (libfuse lets any thread reply to a
+ * request).
  *
  * Invariants:
  *  1. A job is run exactly once: by a pool thread, or by the caller of

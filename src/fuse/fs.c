@@ -279,11 +279,11 @@ static struct tfs_fh *FH(struct fuse_file_info *fi)
 	return (struct tfs_fh *)(uintptr_t)fi->fh;
 }
 
-static void read_reply(fuse_req_t req, struct tfs_inode *in, bool direct, size_t size,
-		       off_t off)
+static void read_reply(fuse_req_t req, struct tfs_fh *h, size_t size, off_t off)
 {
 	void *buf = tfs_iobuf(size);
-	ssize_t n = buf ? tfs_data_read(FS(req), in, direct, buf, size, (uint64_t)off) : -ENOMEM;
+	ssize_t n = buf ? tfs_data_read(FS(req), h->in, h->direct, buf, size, (uint64_t)off)
+			: -ENOMEM;
 
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
@@ -291,45 +291,9 @@ static void read_reply(fuse_req_t req, struct tfs_inode *in, bool direct, size_t
 		fuse_reply_buf(req, buf, (size_t)n);
 }
 
-struct read_job {
-	fuse_req_t req;
-	struct tfs_inode *in;	/* pinned by the open file: no release before the reply */
-	bool direct;
-	size_t size;
-	off_t off;
-};
-
-static void read_job(void *arg)
+static void write_reply(fuse_req_t req, struct tfs_fh *h, const char *buf, size_t size,
+			off_t off)
 {
-	struct read_job *j = arg;
-
-	read_reply(j->req, j->in, j->direct, j->size, j->off);
-	free(j);
-}
-
-/* A read the SSD tier cannot serve whole waits for the HDDs: it goes to
- * the deferred pool (defer.c), and this worker back to the cache hits. */
-static void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		     struct fuse_file_info *fi)
-{
-	struct tfs_fh *h = FH(fi);
-	struct tfs_fs *fs = FS(req);
-	struct read_job *j;
-
-	if (fs->defer && !tfs_cache_holds(fs, h->in, size, (uint64_t)off) &&
-	    (j = malloc(sizeof(*j)))) {
-		*j = (struct read_job){ .req = req, .in = h->in, .direct = h->direct,
-					.size = size, .off = off };
-		tfs_defer(fs->defer, read_job, j);
-		return;
-	}
-	read_reply(req, h->in, h->direct, size, off);
-}
-
-static void tfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
-		      off_t off, struct fuse_file_info *fi)
-{
-	struct tfs_fh *h = FH(fi);
 	ssize_t n = tfs_data_write(FS(req), h->in, h->direct, buf, size, (uint64_t)off);
 
 	if (n >= 0 && h->sync) {
@@ -342,6 +306,85 @@ static void tfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 		fuse_reply_err(req, (int)-n);
 	else
 		fuse_reply_write(req, (size_t)n);
+}
+
+/* A read, write or fsync handed to the miss pool (defer.c).  The handle
+ * stays: the kernel sends no release while a request on the file is
+ * pending. */
+struct io_job {
+	fuse_req_t req;
+	struct tfs_fh *h;
+	size_t size;
+	off_t off;
+	char *buf;		/* a write's bytes (libfuse's buffer is the worker's) */
+	bool datasync;
+};
+
+static void read_job(void *arg)
+{
+	struct io_job *j = arg;
+
+	read_reply(j->req, j->h, j->size, j->off);
+	free(j);
+}
+
+static void write_job(void *arg)
+{
+	struct io_job *j = arg;
+
+	write_reply(j->req, j->h, j->buf, j->size, j->off);
+	free(j->buf);
+	free(j);
+}
+
+static struct io_job *io_job(fuse_req_t req, struct tfs_fh *h, size_t size, off_t off,
+			     const char *wbuf)
+{
+	struct io_job *j = malloc(sizeof(*j));
+
+	if (!j)
+		return NULL;
+	*j = (struct io_job){ .req = req, .h = h, .size = size, .off = off };
+	if (wbuf) {
+		if (posix_memalign((void **)&j->buf, 4096, size ? size : 1)) {
+			free(j);
+			return NULL;
+		}
+		memcpy(j->buf, wbuf, size);
+	}
+	return j;
+}
+
+/* With an SSD tier, a read or write that would wait for the HDDs goes to
+ * the miss pool, and this worker back to the requests the cache serves. */
+static void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct tfs_fh *h = FH(fi);
+	struct tfs_fs *fs = FS(req);
+	struct io_job *j;
+
+	if (fs->defer && !tfs_cache_holds(fs, h->in, size, (uint64_t)off) &&
+	    (j = io_job(req, h, size, off, NULL))) {
+		tfs_defer(fs->defer, read_job, j);
+		return;
+	}
+	read_reply(req, h, size, off);
+}
+
+static void tfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+		      off_t off, struct fuse_file_info *fi)
+{
+	struct tfs_fh *h = FH(fi);
+	struct tfs_fs *fs = FS(req);
+	struct io_job *j;
+
+	if (fs->defer && (h->sync || tfs_cache_write_waits(fs, h->in, size, (uint64_t)off)) &&
+	    (j = io_job(req, h, size, off, buf))) {
+		tfs_defer(fs->defer, write_job, j);
+		return;
+	}
+	write_reply(req, h, buf, size, off);
 }
 
 static void tfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -361,8 +404,25 @@ static void tfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	fuse_reply_err(req, 0);
 }
 
+static void fsync_job(void *arg)
+{
+	struct io_job *j = arg;
+
+	fuse_reply_err(j->req, -tfs_data_fsync(FS(j->req), j->h->in, j->datasync));
+	free(j);
+}
+
+/* With an SSD tier an fsync waits for the SSD and for the members (whose
+ * HDDs see it as a barrier behind their queues): always the miss pool. */
 static void tfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
+	struct io_job *j;
+
+	if (FS(req)->defer && (j = io_job(req, FH(fi), 0, 0, NULL))) {
+		j->datasync = datasync != 0;
+		tfs_defer(FS(req)->defer, fsync_job, j);
+		return;
+	}
 	fuse_reply_err(req, -tfs_data_fsync(FS(req), FH(fi)->in, datasync != 0));
 }
 

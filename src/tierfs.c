@@ -22,6 +22,7 @@
 
 #include "tierfs/cache.h"
 #include "tierfs/defer.h"
+#include "tierfs/hitio.h"
 #include "tierfs/fuse_fs.h"
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
@@ -37,6 +38,7 @@ struct opts {
 	struct tfs_hdd_params hdd;
 	struct tfs_cache_opts cache;
 	unsigned miss_threads;
+	unsigned hit_ring;
 };
 
 enum { KEY_RO = 1 };
@@ -64,6 +66,7 @@ static const struct fuse_opt tierfs_opts[] = {
 	OPT("cache_dirty_high=%u", cache.dirty_high),
 	OPT("cache_discard", cache.discard),
 	OPT("miss_threads=%u", miss_threads),
+	OPT("hit_ring=%u", hit_ring),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_END
 };
@@ -106,6 +109,8 @@ static void usage(const char *prog)
 	       "                               lost (its files are named in the log)\n"
 	       "    -o miss_threads=N          with a cache: threads for the requests that wait\n"
 	       "                               for the HDDs, off the FUSE workers (64)\n"
+	       "    -o hit_ring=0              with a cache: read hits on the FUSE workers, not\n"
+	       "                               on io_uring by one I/O thread (1)\n"
 	       "FUSE options:\n", prog);
 	fuse_lowlevel_help();
 }
@@ -254,7 +259,8 @@ int main(int argc, char *argv[])
 	/* tierfs owns its members (flock): every change passes through the
 	 * kernel, which updates or drops what it cached, so a long cache is
 	 * safe and saves a round trip per stat and lookup */
-	struct opts o = { .timeout = 10.0, .hdd = TFS_HDD7200, .miss_threads = 64 };
+	struct opts o = { .timeout = 10.0, .hdd = TFS_HDD7200, .miss_threads = 64,
+			  .hit_ring = 1 };
 	struct tfs_array array;
 	struct tfs_fs fs;
 	struct fuse_session *se = NULL;
@@ -345,6 +351,8 @@ int main(int argc, char *argv[])
 		tfs_err("out of memory");
 		goto out_unmount;
 	}
+	if (fs.cache && o.hit_ring)
+		fs.hitio = tfs_hitio_start();
 
 	cfg = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_clone_fd(cfg, cl.clone_fd);
@@ -362,6 +370,7 @@ int main(int argc, char *argv[])
 	fuse_loop_cfg_destroy(cfg);
 
 out_unmount:
+	tfs_hitio_stop(fs.hitio);
 	tfs_defer_stop(fs.defer);
 	tfs_cache_stop(&fs);
 	tfs_maint_stop(&fs);

@@ -283,6 +283,9 @@ def test_read_accounting_and_promotion_threshold(make_array, tmp_path, promote):
         rd(A + 4 * K + 0, 12 * K)
         s = cst(a.mnt)
         assert (s["read_hits"], s["read_misses"]) == (6, promote + 1), s
+        # every hit inside one extent was read and answered by the I/O
+        # thread; the one over two extents by the worker
+        assert s["ring_hits"] == 5, s
         assert s["read_hit_bytes"] == 12 * K + 4 * K + E + 12 * K, s
         assert s["read_miss_bytes"] == promote * 4 * K + 4 * K, s
         time.sleep(0.3)
@@ -293,6 +296,60 @@ def test_read_accounting_and_promotion_threshold(make_array, tmp_path, promote):
             assert s[k] == 0, f"cache.{k}: {s}"
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize("ring", [1, 0])
+def test_concurrent_hits_through_the_ring(make_array, tmp_path, ring):
+    """Cache hits from 8 threads at once, O_DIRECT and buffered, aligned and
+    not, each checked: with hit_ring=1 the I/O thread reads and answers the
+    ones inside an extent (counted in cache.ring_hits), with hit_ring=0 the
+    FUSE workers do, and the bytes are the same."""
+    import threading
+    a = make_array("raid5", 3, "64K")
+    data = random.Random(11).randbytes(2 * M + 1000)
+    prefill(a, {"f": data})
+    a.mount(opts=[f"hit_ring={ring}", *copts(tmp_path / "cache", extent="64K", promote=1,
+                                             seq_cutoff=0)])
+    p = a.mnt / "f"
+    for off in range(0, len(data), 64 * K):             # promote every extent
+        read_direct(p, off, 4 * K)
+    wait_stat(a.mnt, "cached_extents", (len(data) + 64 * K - 1) // (64 * K))
+    base = cst(a.mnt)
+    errors, counts, single = [], [0] * 8, [0] * 8
+
+    def reader(t):
+        rng = random.Random(t)
+        fd = os.open(str(p), os.O_RDONLY | (os.O_DIRECT if t % 2 == 0 else 0))
+        try:
+            for _ in range(300):
+                if t % 2 == 0:
+                    off = rng.randrange(0, len(data) // 4096) * 4096
+                    ln = rng.choice([4 * K, 8 * K, 64 * K])
+                    got = dread(fd, off, ln)
+                    single[t] += off // (64 * K) == (off + ln - 1) // (64 * K)
+                else:
+                    off = rng.randrange(0, len(data) - 1)
+                    ln = rng.randrange(1, 100 * K)
+                    got = os.pread(fd, ln, off)
+                if got != data[off:off + ln]:
+                    errors.append((t, off, ln))
+                counts[t] += 1
+        finally:
+            os.close(fd)
+    ts = [threading.Thread(target=reader, args=(t,)) for t in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+    assert not any(t.is_alive() for t in ts), "a reader is stuck"
+    assert not errors, f"{len(errors)} reads returned wrong bytes, first {errors[0]}"
+    assert sum(counts) == 2400
+    s = cst(a.mnt)
+    assert s["read_misses"] == base["read_misses"], s
+    if ring:    # at least every O_DIRECT read inside one extent
+        assert s["ring_hits"] - base["ring_hits"] >= sum(single) > 600, (sum(single), s)
+    else:
+        assert s["ring_hits"] == 0, s
 
 
 @pytest.mark.parametrize("kind", ["read", "write", "fsync", "throttled"])

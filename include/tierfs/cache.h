@@ -61,6 +61,22 @@ void tfs_cache_stop(struct tfs_fs *fs);
  * size) at this moment, so tfs_cache_read would not touch the RAID; it
  * changes nothing (no heat, no statistics). */
 bool tfs_cache_holds(struct tfs_fs *fs, struct tfs_inode *in, size_t len, uint64_t off);
+/* A read the cache holds whole, inside one extent, to be done on the
+ * data file by the caller (asynchronously): its slot stays pinned until
+ * tfs_cache_hit_end. */
+struct tfs_cache_hit {
+	int fd;			/* the data file (O_DIRECT when the request is) */
+	uint64_t off;		/* where in it */
+	size_t len;		/* the request, cut at the file's size */
+	uint32_t slot;
+};
+/* If [off, off+len) is such a hit: count it as tfs_cache_read would, pin
+ * the slot, fill *hit and return true.  Otherwise change nothing and
+ * return false. */
+bool tfs_cache_hit_begin(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
+			 struct tfs_cache_hit *hit, size_t len, uint64_t off);
+/* The read is done (res: bytes or -errno): unpin. */
+void tfs_cache_hit_end(struct tfs_fs *fs, const struct tfs_cache_hit *hit, int res);
 ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
 		       size_t len, uint64_t off);
 /* Whether tfs_cache_write of [off, off+len) would wait for the RAID or

@@ -114,6 +114,7 @@ struct tfs_fs {
 	struct tfs_maint *maint;	/* scrub, rebuild */
 	struct tfs_cache *cache;	/* the SSD tier (cache.h), or NULL */
 	struct tfs_defer *defer;	/* with a cache: reads that miss it (defer.h) */
+	struct tfs_hitio *hitio;	/* with a cache: its hits on io_uring (hitio.h) */
 	double maint_mbps;		/* rate cap of scrub and rebuild (0: none) */
 	/* Data writes hold this shared from planning to completion (the size
 	 * they grow included: a rebuild copies a file up to its size); a member

@@ -690,6 +690,75 @@ bool tfs_cache_holds(struct tfs_fs *fs, struct tfs_inode *in, size_t len, uint64
 	return all;
 }
 
+bool tfs_cache_hit_begin(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
+			 struct tfs_cache_hit *hit, size_t len, uint64_t off)
+{
+	struct tfs_cache *c = fs->cache;
+	uint64_t fid, size, idx = off / c->extent, base = idx * c->extent;
+	uint32_t now = c_now(), s;
+	struct cext *x;
+	unsigned s0, s1;
+	bool known;
+
+	if (tfs_cache_detached(c) || len == 0)
+		return false;
+	pthread_mutex_lock(&in->lock);
+	fid = in->fid;
+	size = in->size;
+	known = in->fid_valid && in->size_valid;
+	pthread_mutex_unlock(&in->lock);
+	if (!known || off >= size)
+		return false;
+	if (len > size - off)
+		len = (size_t)(size - off);
+	if ((off + len - 1) / c->extent != idx)
+		return false;	/* more than one extent: the synchronous path */
+	s0 = (unsigned)((off - base) / C_SECTOR);
+	s1 = (unsigned)((off + len - base + C_SECTOR - 1) / C_SECTOR);
+	pthread_mutex_lock(&c->lock);
+	s = c_lookup(c, fid, idx);
+	x = s == C_NONE ? NULL : &c->e[s];
+	if (!x || !bm_all(x->valid, s0, s1) ||
+	    (c_mode(c) == TFS_CACHE_OFF && !bm_any(x->dirty))) {
+		pthread_mutex_unlock(&c->lock);
+		return false;
+	}
+	/* what tfs_cache_read does for a hit */
+	c->last_io = now;
+	x->pins++;
+	heat_bump(c, &x->heat, &x->heat_t, now);
+	tfs_policy_hit(c->pol, s);
+	c->st.read_hits++;
+	c->st.read_hit_bytes += len;
+	c->st.ring_hits++;
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_lock(&in->lock);
+	if (in->seq_next == off)
+		in->seq_len += len;
+	else
+		in->seq_len = len;
+	in->seq_next = off + len;
+	pthread_mutex_unlock(&in->lock);
+	hit->slot = s;
+	hit->len = len;
+	hit->off = c_slot_off(c, s) + (off - base);
+	hit->fd = direct && c->dfd >= 0 && !(len % C_SECTOR) && !(off % C_SECTOR) ? c->dfd
+										: c->fd;
+	return true;
+}
+
+void tfs_cache_hit_end(struct tfs_fs *fs, const struct tfs_cache_hit *hit, int res)
+{
+	struct tfs_cache *c = fs->cache;
+
+	if (res < 0)
+		tfs_err("cache %s: read of %zu bytes at %" PRIu64 ": %s", c->dir, hit->len,
+			hit->off, strerror(-res));
+	pthread_mutex_lock(&c->lock);
+	c_unpin(c, hit->slot);
+	pthread_mutex_unlock(&c->lock);
+}
+
 ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
 		       size_t len, uint64_t off)
 {

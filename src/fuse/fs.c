@@ -14,12 +14,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "tierfs/cache.h"
 #include "tierfs/defer.h"
+#include "tierfs/hitio.h"
 #include "tierfs/fuse_fs.h"
 #include "tierfs/log.h"
 
@@ -355,8 +357,57 @@ static struct io_job *io_job(fuse_req_t req, struct tfs_fh *h, size_t size, off_
 	return j;
 }
 
-/* With an SSD tier, a read or write that would wait for the HDDs goes to
- * the miss pool, and this worker back to the requests the cache serves. */
+/* A cache hit read by the I/O thread (hitio.c), answered from there. */
+struct hit_req {
+	struct tfs_hit_job job;
+	fuse_req_t req;
+	struct tfs_cache_hit hit;
+};
+
+static void hit_finish(struct tfs_hit_job *job, int err)
+{
+	struct hit_req *r = (struct hit_req *)((char *)job - offsetof(struct hit_req, job));
+	struct tfs_fs *fs = FS(r->req);
+
+	tfs_cache_hit_end(fs, &r->hit, err);
+	if (err)
+		fuse_reply_err(r->req, EIO);
+	else
+		fuse_reply_buf(r->req, job->buf, job->len);
+	free(job->buf);
+	free(r);
+}
+
+/* Hand a hit of [off, off+size) to the I/O thread; false if it is not a
+ * hit of one extent (or no memory): nothing was changed then. */
+static bool hit_queue(fuse_req_t req, struct tfs_fh *h, size_t size, off_t off)
+{
+	struct tfs_fs *fs = FS(req);
+	struct hit_req *r = malloc(sizeof(*r));
+	void *buf;
+
+	if (!r)
+		return false;
+	if (!tfs_cache_hit_begin(fs, h->in, h->direct, &r->hit, size, (uint64_t)off)) {
+		free(r);
+		return false;
+	}
+	if (posix_memalign(&buf, 4096, r->hit.len)) {
+		tfs_cache_hit_end(fs, &r->hit, 0);
+		free(r);
+		fuse_reply_err(req, ENOMEM);
+		return true;
+	}
+	r->req = req;
+	r->job = (struct tfs_hit_job){ .fd = r->hit.fd, .buf = buf, .len = r->hit.len,
+				       .off = r->hit.off, .finish = hit_finish };
+	tfs_hitio_queue(fs->hitio, &r->job);
+	return true;
+}
+
+/* With an SSD tier: a hit inside one extent is read by the I/O thread; a
+ * read or write that would wait for the HDDs goes to the miss pool; either
+ * way this worker goes back to /dev/fuse. */
 static void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
@@ -364,6 +415,8 @@ static void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct tfs_fs *fs = FS(req);
 	struct io_job *j;
 
+	if (fs->hitio && hit_queue(req, h, size, off))
+		return;
 	if (fs->defer && !tfs_cache_holds(fs, h->in, size, (uint64_t)off) &&
 	    (j = io_job(req, h, size, off, NULL))) {
 		tfs_defer(fs->defer, read_job, j);

@@ -283,9 +283,9 @@ def test_read_accounting_and_promotion_threshold(make_array, tmp_path, promote):
         rd(A + 4 * K + 0, 12 * K)
         s = cst(a.mnt)
         assert (s["read_hits"], s["read_misses"]) == (6, promote + 1), s
-        # every hit inside one extent was read and answered by the I/O
-        # thread; the one over two extents by the worker
-        assert s["ring_hits"] == 5, s
+        # one reader at a time: every hit is read on the worker (the I/O
+        # thread's hand-off pays only when other reads are under way)
+        assert s["ring_hits"] == 0, s
         assert s["read_hit_bytes"] == 12 * K + 4 * K + E + 12 * K, s
         assert s["read_miss_bytes"] == promote * 4 * K + 4 * K, s
         time.sleep(0.3)
@@ -302,8 +302,9 @@ def test_read_accounting_and_promotion_threshold(make_array, tmp_path, promote):
 def test_concurrent_hits_through_the_ring(make_array, tmp_path, ring):
     """Cache hits from 8 threads at once, O_DIRECT and buffered, aligned and
     not, each checked: with hit_ring=1 the I/O thread reads and answers the
-    ones inside an extent (counted in cache.ring_hits), with hit_ring=0 the
-    FUSE workers do, and the bytes are the same."""
+    ones inside an extent that overlap other reads (counted in
+    cache.ring_hits), with hit_ring=0 the FUSE workers do, and the bytes are
+    the same."""
     import threading
     a = make_array("raid5", 3, "64K")
     data = random.Random(11).randbytes(2 * M + 1000)
@@ -346,8 +347,9 @@ def test_concurrent_hits_through_the_ring(make_array, tmp_path, ring):
     assert sum(counts) == 2400
     s = cst(a.mnt)
     assert s["read_misses"] == base["read_misses"], s
-    if ring:    # at least every O_DIRECT read inside one extent
-        assert s["ring_hits"] - base["ring_hits"] >= sum(single) > 600, (sum(single), s)
+    if ring:    # most O_DIRECT reads inside one extent overlap others
+        print("ring hits", s["ring_hits"] - base["ring_hits"], "of", sum(single))
+        assert s["ring_hits"] - base["ring_hits"] >= sum(single) // 3 > 200, (sum(single), s)
     else:
         assert s["ring_hits"] == 0, s
 

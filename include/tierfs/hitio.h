@@ -22,6 +22,12 @@ struct tfs_hit_job {
 /* NULL if io_uring or memory is not available (the caller reads itself). */
 struct tfs_hitio *tfs_hitio_start(void);
 void tfs_hitio_queue(struct tfs_hitio *h, struct tfs_hit_job *j);
+/* A read starts: true if others are under way (then the ring pays: the I/O
+ * thread is awake or soon will be; alone, a read is cheaper done on the
+ * worker, without the hand-off's wake-up).  Each enter has one leave, when
+ * the read is answered. */
+bool tfs_hitio_enter(struct tfs_hitio *h);
+void tfs_hitio_leave(struct tfs_hitio *h);
 /* Finish every queued job, then stop the thread (h may be NULL). */
 void tfs_hitio_stop(struct tfs_hitio *h);
 

@@ -370,6 +370,7 @@ static void hit_finish(struct tfs_hit_job *job, int err)
 	struct tfs_fs *fs = FS(r->req);
 
 	tfs_cache_hit_end(fs, &r->hit, err);
+	tfs_hitio_leave(fs->hitio);
 	if (err)
 		fuse_reply_err(r->req, EIO);
 	else
@@ -394,6 +395,7 @@ static bool hit_queue(fuse_req_t req, struct tfs_fh *h, size_t size, off_t off)
 	}
 	if (posix_memalign(&buf, 4096, r->hit.len)) {
 		tfs_cache_hit_end(fs, &r->hit, 0);
+		tfs_hitio_leave(fs->hitio);
 		free(r);
 		fuse_reply_err(req, ENOMEM);
 		return true;
@@ -405,9 +407,9 @@ static bool hit_queue(fuse_req_t req, struct tfs_fh *h, size_t size, off_t off)
 	return true;
 }
 
-/* With an SSD tier: a hit inside one extent is read by the I/O thread; a
- * read or write that would wait for the HDDs goes to the miss pool; either
- * way this worker goes back to /dev/fuse. */
+/* With an SSD tier: a hit inside one extent, while other reads are under
+ * way, is read by the I/O thread; a read that would wait for the HDDs goes
+ * to the miss pool; either way this worker goes back to /dev/fuse. */
 static void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
@@ -415,14 +417,15 @@ static void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct tfs_fs *fs = FS(req);
 	struct io_job *j;
 
-	if (fs->hitio && hit_queue(req, h, size, off))
-		return;
+	if (fs->hitio && tfs_hitio_enter(fs->hitio) && hit_queue(req, h, size, off))
+		return;		/* hit_finish leaves */
 	if (fs->defer && !tfs_cache_holds(fs, h->in, size, (uint64_t)off) &&
-	    (j = io_job(req, h, size, off, NULL))) {
+	    (j = io_job(req, h, size, off, NULL)))
 		tfs_defer(fs->defer, read_job, j);
-		return;
-	}
-	read_reply(req, h, size, off);
+	else
+		read_reply(req, h, size, off);
+	if (fs->hitio)
+		tfs_hitio_leave(fs->hitio);
 }
 
 static void tfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,

@@ -40,7 +40,18 @@ struct tfs_hitio {
 	struct tfs_hit_job *head, **tail;
 	bool sleeping, stopping;
 	unsigned inflight;
+	unsigned outstanding;	/* reads between tfs_hitio_enter and _leave */
 };
+
+bool tfs_hitio_enter(struct tfs_hitio *h)
+{
+	return __atomic_fetch_add(&h->outstanding, 1, __ATOMIC_RELAXED) > 0;
+}
+
+void tfs_hitio_leave(struct tfs_hitio *h)
+{
+	__atomic_fetch_sub(&h->outstanding, 1, __ATOMIC_RELAXED);
+}
 
 static void submit_job(struct tfs_hitio *h, struct tfs_hit_job *j)
 {

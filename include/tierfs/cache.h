@@ -61,22 +61,28 @@ void tfs_cache_stop(struct tfs_fs *fs);
  * size) at this moment, so tfs_cache_read would not touch the RAID; it
  * changes nothing (no heat, no statistics). */
 bool tfs_cache_holds(struct tfs_fs *fs, struct tfs_inode *in, size_t len, uint64_t off);
-/* A read the cache holds whole, inside one extent, to be done on the
- * data file by the caller (asynchronously): its slot stays pinned until
- * tfs_cache_hit_end. */
+/* A read the cache holds whole, inside one extent: its slot stays pinned
+ * from tfs_cache_hit_begin to tfs_cache_hit_end, and it is read by
+ * tfs_cache_hit_read or by the caller on io_uring (fd, off, len). */
 struct tfs_cache_hit {
 	int fd;			/* the data file (O_DIRECT when the request is) */
 	uint64_t off;		/* where in it */
 	size_t len;		/* the request, cut at the file's size */
 	uint32_t slot;
+	bool direct;
 };
-/* If [off, off+len) is such a hit: count it as tfs_cache_read would, pin
- * the slot, fill *hit and return true.  Otherwise change nothing and
- * return false. */
-bool tfs_cache_hit_begin(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
-			 struct tfs_cache_hit *hit, size_t len, uint64_t off);
-/* The read is done (res: bytes or -errno): unpin. */
-void tfs_cache_hit_end(struct tfs_fs *fs, const struct tfs_cache_hit *hit, int res);
+enum tfs_hit {
+	TFS_HIT,	/* *hit filled, counted as tfs_cache_read would, slot pinned */
+	TFS_HIT_NO,	/* inside one extent and not (wholly) cached: a miss */
+	TFS_HIT_UNSURE,	/* over extents, at the end, or file not loaded: ask tfs_cache_holds */
+};
+/* Only TFS_HIT changes anything. */
+enum tfs_hit tfs_cache_hit_begin(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
+				 struct tfs_cache_hit *hit, size_t len, uint64_t off);
+/* Read the hit into buf (page-aligned): 0 or -errno. */
+int tfs_cache_hit_read(struct tfs_fs *fs, const struct tfs_cache_hit *hit, void *buf);
+/* The read is done (res: 0 or -errno; ring: by the I/O thread): unpin. */
+void tfs_cache_hit_end(struct tfs_fs *fs, const struct tfs_cache_hit *hit, int res, bool ring);
 ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
 		       size_t len, uint64_t off);
 /* Whether tfs_cache_write of [off, off+len) would wait for the RAID or

@@ -111,11 +111,19 @@ void *c_buf(size_t len)
 	return buf;
 }
 
+/* The data file's fd for a transfer: the O_DIRECT one when asked and
+ * aligned (buf NULL: the caller's buffer is page-aligned). */
+static int ssd_fd(const struct tfs_cache *c, bool direct, const void *buf, size_t len,
+		  uint64_t off)
+{
+	return direct && c->dfd >= 0 && !((uintptr_t)buf % C_SECTOR) && !(len % C_SECTOR) &&
+	       !(off % C_SECTOR) ? c->dfd : c->fd;
+}
+
 /* One transfer on the data file: O_DIRECT when asked and aligned. */
 int c_ssd_io(struct tfs_cache *c, bool write, bool direct, void *buf, size_t len, uint64_t off)
 {
-	int fd = direct && c->dfd >= 0 && !((uintptr_t)buf % C_SECTOR) && !(len % C_SECTOR) &&
-		 !(off % C_SECTOR) ? c->dfd : c->fd;
+	int fd = ssd_fd(c, direct, buf, len, off);
 	size_t done = 0;
 
 	while (done < len) {
@@ -584,6 +592,38 @@ static void piece_sectors(const struct tfs_cache *c, const struct piece *p, unsi
 	*s1 = (unsigned)((p->b - base + C_SECTOR - 1) / C_SECTOR);
 }
 
+/* The request [off, off+len) enters the file's sequential-stream
+ * detector; true if it continues a run that reached the cutoff.  Under
+ * in->lock. */
+static bool seq_note(const struct tfs_cache *c, struct tfs_inode *in, uint64_t off,
+		     uint64_t len)
+{
+	in->seq_len = in->seq_next == off ? in->seq_len + len : len;
+	in->seq_next = off + len;
+	return c->seq_cutoff && in->seq_len >= c->seq_cutoff;
+}
+
+/* fid and logical size of an open file if it is loaded (nothing else
+ * changes); false if not. */
+static bool file_peek(struct tfs_inode *in, uint64_t *fid, uint64_t *size)
+{
+	bool known;
+
+	pthread_mutex_lock(&in->lock);
+	*fid = in->fid;
+	*size = in->size;
+	known = in->fid_valid && in->size_valid;
+	pthread_mutex_unlock(&in->lock);
+	return known;
+}
+
+/* Whether extent x serves sectors [s0, s1) to a reader: all valid, and
+ * the mode reads the cache (off still serves dirty extents). */
+static bool serves(const struct cext *x, enum tfs_cache_mode mode, unsigned s0, unsigned s1)
+{
+	return bm_all(x->valid, s0, s1) && (mode != TFS_CACHE_OFF || bm_any(x->dirty));
+}
+
 /* fid and logical size of an open file, and whether the request [off,
  * off+len) continues a sequential run that reached the cutoff (bcache's
  * sequential cutoff, per file): one lock round trip once the file is
@@ -598,12 +638,7 @@ static int file_snap(struct tfs_cache *c, struct tfs_inode *in, uint64_t off, ui
 		if (in->fid_valid && in->size_valid) {
 			*fid = in->fid;
 			*size = in->size;
-			if (in->seq_next == off)
-				in->seq_len += len;
-			else
-				in->seq_len = len;
-			in->seq_next = off + len;
-			*seq = c->seq_cutoff && in->seq_len >= c->seq_cutoff;
+			*seq = seq_note(c, in, off, len);
 			pthread_mutex_unlock(&in->lock);
 			return 0;
 		}
@@ -665,11 +700,7 @@ bool tfs_cache_holds(struct tfs_fs *fs, struct tfs_inode *in, size_t len, uint64
 
 	if (tfs_cache_detached(c))
 		return false;
-	pthread_mutex_lock(&in->lock);
-	fid = in->fid;
-	size = in->size;
-	all = in->fid_valid && in->size_valid;
-	pthread_mutex_unlock(&in->lock);
+	all = file_peek(in, &fid, &size);
 	if (!all || off >= size || len == 0)
 		return all;
 	if (len > size - off)
@@ -683,45 +714,37 @@ bool tfs_cache_holds(struct tfs_fs *fs, struct tfs_inode *in, size_t len, uint64
 		unsigned s0, s1;
 
 		piece_sectors(c, &p[i], &s0, &s1);
-		all = s != C_NONE && bm_all(c->e[s].valid, s0, s1) &&
-		      (c_mode(c) != TFS_CACHE_OFF || bm_any(c->e[s].dirty));
+		all = s != C_NONE && serves(&c->e[s], c_mode(c), s0, s1);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return all;
 }
 
-bool tfs_cache_hit_begin(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
-			 struct tfs_cache_hit *hit, size_t len, uint64_t off)
+enum tfs_hit tfs_cache_hit_begin(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
+				 struct tfs_cache_hit *hit, size_t len, uint64_t off)
 {
 	struct tfs_cache *c = fs->cache;
 	uint64_t fid, size, idx = off / c->extent, base = idx * c->extent;
 	uint32_t now = c_now(), s;
 	struct cext *x;
 	unsigned s0, s1;
-	bool known;
 
-	if (tfs_cache_detached(c) || len == 0)
-		return false;
-	pthread_mutex_lock(&in->lock);
-	fid = in->fid;
-	size = in->size;
-	known = in->fid_valid && in->size_valid;
-	pthread_mutex_unlock(&in->lock);
-	if (!known || off >= size)
-		return false;
+	if (tfs_cache_detached(c))
+		return TFS_HIT_NO;
+	if (!file_peek(in, &fid, &size) || off >= size || len == 0)
+		return TFS_HIT_UNSURE;
 	if (len > size - off)
 		len = (size_t)(size - off);
 	if ((off + len - 1) / c->extent != idx)
-		return false;	/* more than one extent: the synchronous path */
+		return TFS_HIT_UNSURE;	/* more than one extent */
 	s0 = (unsigned)((off - base) / C_SECTOR);
 	s1 = (unsigned)((off + len - base + C_SECTOR - 1) / C_SECTOR);
 	pthread_mutex_lock(&c->lock);
 	s = c_lookup(c, fid, idx);
 	x = s == C_NONE ? NULL : &c->e[s];
-	if (!x || !bm_all(x->valid, s0, s1) ||
-	    (c_mode(c) == TFS_CACHE_OFF && !bm_any(x->dirty))) {
+	if (!x || !serves(x, c_mode(c), s0, s1)) {
 		pthread_mutex_unlock(&c->lock);
-		return false;
+		return TFS_HIT_NO;
 	}
 	/* what tfs_cache_read does for a hit */
 	c->last_io = now;
@@ -730,31 +753,30 @@ bool tfs_cache_hit_begin(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 	tfs_policy_hit(c->pol, s);
 	c->st.read_hits++;
 	c->st.read_hit_bytes += len;
-	c->st.ring_hits++;
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_lock(&in->lock);
-	if (in->seq_next == off)
-		in->seq_len += len;
-	else
-		in->seq_len = len;
-	in->seq_next = off + len;
+	seq_note(c, in, off, len);
 	pthread_mutex_unlock(&in->lock);
-	hit->slot = s;
-	hit->len = len;
-	hit->off = c_slot_off(c, s) + (off - base);
-	hit->fd = direct && c->dfd >= 0 && !(len % C_SECTOR) && !(off % C_SECTOR) ? c->dfd
-										: c->fd;
-	return true;
+	*hit = (struct tfs_cache_hit){ .slot = s, .len = len, .direct = direct,
+				       .off = c_slot_off(c, s) + (off - base) };
+	hit->fd = ssd_fd(c, direct, NULL, hit->len, hit->off);
+	return TFS_HIT;
 }
 
-void tfs_cache_hit_end(struct tfs_fs *fs, const struct tfs_cache_hit *hit, int res)
+int tfs_cache_hit_read(struct tfs_fs *fs, const struct tfs_cache_hit *hit, void *buf)
+{
+	return c_ssd_io(fs->cache, false, hit->direct, buf, hit->len, hit->off);
+}
+
+void tfs_cache_hit_end(struct tfs_fs *fs, const struct tfs_cache_hit *hit, int res, bool ring)
 {
 	struct tfs_cache *c = fs->cache;
 
-	if (res < 0)
+	if (res < 0 && ring)	/* c_ssd_io logged its own */
 		tfs_err("cache %s: read of %zu bytes at %" PRIu64 ": %s", c->dir, hit->len,
 			hit->off, strerror(-res));
 	pthread_mutex_lock(&c->lock);
+	c->st.ring_hits += ring;
 	c_unpin(c, hit->slot);
 	pthread_mutex_unlock(&c->lock);
 }

@@ -369,7 +369,7 @@ static void hit_finish(struct tfs_hit_job *job, int err)
 	struct hit_req *r = (struct hit_req *)((char *)job - offsetof(struct hit_req, job));
 	struct tfs_fs *fs = FS(r->req);
 
-	tfs_cache_hit_end(fs, &r->hit, err);
+	tfs_cache_hit_end(fs, &r->hit, err, true);
 	tfs_hitio_leave(fs->hitio);
 	if (err)
 		fuse_reply_err(r->req, EIO);
@@ -379,53 +379,73 @@ static void hit_finish(struct tfs_hit_job *job, int err)
 	free(r);
 }
 
-/* Hand a hit of [off, off+size) to the I/O thread; false if it is not a
- * hit of one extent (or no memory): nothing was changed then. */
-static bool hit_queue(fuse_req_t req, struct tfs_fh *h, size_t size, off_t off)
+/* Hand a begun hit to the I/O thread; false (nothing done) if out of
+ * memory. */
+static bool hit_queue(fuse_req_t req, struct tfs_fs *fs, const struct tfs_cache_hit *hit)
 {
-	struct tfs_fs *fs = FS(req);
 	struct hit_req *r = malloc(sizeof(*r));
 	void *buf;
 
-	if (!r)
-		return false;
-	if (!tfs_cache_hit_begin(fs, h->in, h->direct, &r->hit, size, (uint64_t)off)) {
+	if (!r || posix_memalign(&buf, 4096, hit->len)) {
 		free(r);
 		return false;
-	}
-	if (posix_memalign(&buf, 4096, r->hit.len)) {
-		tfs_cache_hit_end(fs, &r->hit, 0);
-		tfs_hitio_leave(fs->hitio);
-		free(r);
-		fuse_reply_err(req, ENOMEM);
-		return true;
 	}
 	r->req = req;
-	r->job = (struct tfs_hit_job){ .fd = r->hit.fd, .buf = buf, .len = r->hit.len,
-				       .off = r->hit.off, .finish = hit_finish };
+	r->hit = *hit;
+	r->job = (struct tfs_hit_job){ .fd = hit->fd, .buf = buf, .len = hit->len,
+				       .off = hit->off, .finish = hit_finish };
 	tfs_hitio_queue(fs->hitio, &r->job);
 	return true;
 }
 
-/* With an SSD tier: a hit inside one extent, while other reads are under
- * way, is read by the I/O thread; a read that would wait for the HDDs goes
- * to the miss pool; either way this worker goes back to /dev/fuse. */
+/* A hit inside one extent: through the I/O thread while other hits are
+ * under way, else read here (alone, the hand-off's wake-up costs more than
+ * it saves). */
+static void hit_reply(fuse_req_t req, struct tfs_fs *fs, const struct tfs_cache_hit *hit)
+{
+	bool busy = fs->hitio && tfs_hitio_enter(fs->hitio);
+	void *buf;
+	int rc;
+
+	if (busy && hit_queue(req, fs, hit))
+		return;		/* hit_finish leaves */
+	buf = tfs_iobuf(hit->len);
+	rc = buf ? tfs_cache_hit_read(fs, hit, buf) : -ENOMEM;
+	tfs_cache_hit_end(fs, hit, rc, false);
+	if (fs->hitio)
+		tfs_hitio_leave(fs->hitio);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, buf, hit->len);
+}
+
+/* With an SSD tier: a hit inside one extent is served by hit_reply; a
+ * read that would wait for the HDDs goes to the miss pool, and this worker
+ * back to /dev/fuse. */
 static void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
 	struct tfs_fh *h = FH(fi);
 	struct tfs_fs *fs = FS(req);
+	struct tfs_cache_hit hit;
+	enum tfs_hit k;
 	struct io_job *j;
 
-	if (fs->hitio && tfs_hitio_enter(fs->hitio) && hit_queue(req, h, size, off))
-		return;		/* hit_finish leaves */
-	if (fs->defer && !tfs_cache_holds(fs, h->in, size, (uint64_t)off) &&
+	if (!fs->defer) {	/* uncached: the workers are the HDD queue */
+		read_reply(req, h, size, off);
+		return;
+	}
+	k = tfs_cache_hit_begin(fs, h->in, h->direct, &hit, size, (uint64_t)off);
+	if (k == TFS_HIT) {
+		hit_reply(req, fs, &hit);
+		return;
+	}
+	if ((k == TFS_HIT_NO || !tfs_cache_holds(fs, h->in, size, (uint64_t)off)) &&
 	    (j = io_job(req, h, size, off, NULL)))
 		tfs_defer(fs->defer, read_job, j);
 	else
 		read_reply(req, h, size, off);
-	if (fs->hitio)
-		tfs_hitio_leave(fs->hitio);
 }
 
 static void tfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,

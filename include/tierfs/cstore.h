@@ -7,13 +7,16 @@
  * grown past what the members hold, and a few named info strings (the
  * binding to an array, the geometry).  Every function returns 0 or -errno.
  *
- * Durability: commits are stores into a shared mapping (MDB_NOSYNC |
- * MDB_WRITEMAP), so they survive the daemon's death at once;
- * tfs_cstore_sync() makes them survive power loss.
+ * Durability: an applied batch is appended to a log (no sync), so it
+ * survives the daemon's death at once; tfs_cstore_sync() is a durability
+ * point: it runs the caller's barrier (the cache syncs its data file),
+ * then commits everything applied before it to LMDB, synced.  After a
+ * power cut only what a durability point covered is there.
  */
 #ifndef TIERFS_CSTORE_H
 #define TIERFS_CSTORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,21 +50,32 @@ struct tfs_cstore;
 /* Open the store in dir, creating dir and an empty store if needed.
  * -EUCLEAN if what is there is not a readable store. */
 int tfs_cstore_open(const char *dir, struct tfs_cstore **out);
-/* Sync and close. */
+/* Close; what is applied and not synced stays in the log, and the next
+ * open reads it back (as after the daemon's death). */
 void tfs_cstore_close(struct tfs_cstore *cs);
-/* Make every committed change durable. */
+/* A durability point: barrier (if set), then every batch applied before
+ * the call is committed and on stable storage.  On failure they stay
+ * pending for the next one. */
 int tfs_cstore_sync(struct tfs_cstore *cs);
+/* fn runs at each durability point before the commit; non-zero fails it. */
+void tfs_cstore_set_barrier(struct tfs_cstore *cs, int (*fn)(void *arg), void *arg);
+/* Whether batches are applied and not yet synced. */
+bool tfs_cstore_pending(struct tfs_cstore *cs);
+/* After a power cut: drop what the log holds beyond the last durability
+ * point (no barrier covered it); *dropped is how many batches. */
+int tfs_cstore_drop_unsynced(struct tfs_cstore *cs, uint64_t *dropped);
 
 /* Named info strings (NUL-terminated values of up to 255 bytes). */
 int tfs_cstore_info_get(struct tfs_cstore *cs, const char *key, char *buf, size_t len);
 int tfs_cstore_info_set(struct tfs_cstore *cs, const char *key, const char *val);
 
-/* Apply ops in order, in one write transaction (all or nothing).  A full
- * map is grown and the transaction retried.  DEL of a missing key is not
- * an error. */
+/* Apply ops in order, as one batch (all or nothing): logged before it
+ * returns, committed at the next durability point.  DEL of a missing key
+ * is not an error. */
 int tfs_cstore_apply(struct tfs_cstore *cs, const struct tfs_cstore_op *ops, unsigned n);
-/* Every extent record in (fid, idx) order; a non-zero return of cb stops
- * the walk and is returned.  cb must not write to the store. */
+/* Every extent record in (fid, idx) order, after a durability point; a
+ * non-zero return of cb stops the walk and is returned.  cb must not
+ * write to the store. */
 int tfs_cstore_ext_foreach(struct tfs_cstore *cs,
 			   int (*cb)(void *arg, const struct tfs_cext_rec *rec), void *arg);
 int tfs_cstore_size_foreach(struct tfs_cstore *cs,

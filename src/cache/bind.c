@@ -162,7 +162,8 @@ static int path_of(char *out, size_t len, const char *dir, const char *name)
 static int cache_wipe(const char *dir)
 {
 	char p[PATH_MAX];
-	static const char *const names[] = { META_DIR "/data.mdb", META_DIR "/lock.mdb", DATA_FILE };
+	static const char *const names[] = { META_DIR "/data.mdb", META_DIR "/lock.mdb",
+					     META_DIR "/log", META_DIR "/log.new", DATA_FILE };
 
 	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		if (path_of(p, sizeof(p), dir, names[i]))
@@ -615,6 +616,14 @@ static uint32_t pow2_at_least(uint64_t n)
 	return p;
 }
 
+/* The store's barrier (cstore.c invariant 7): the slots' bytes first. */
+static int data_barrier(void *arg)
+{
+	struct tfs_cache *c = arg;
+
+	return fdatasync(c->fd) ? -errno : 0;
+}
+
 int tfs_cache_start(struct tfs_fs *fs)
 {
 	struct tfs_cache *c = fs->cache;
@@ -663,6 +672,21 @@ int tfs_cache_start(struct tfs_fs *fs)
 			 strcmp(v, "1") == 0) ||
 			(tfs_cstore_info_get(c->cs, "boot", v, sizeof(v)) == 0 &&
 			 strcmp(v, boot) == 0);
+	tfs_cstore_set_barrier(c->cs, data_barrier, c);
+	if (!ld.keep_clean && !c->readonly) {
+		/* the machine went down: no durability point covered what the
+		 * store's log holds beyond the last one (cstore.c invariant 8) */
+		uint64_t n = 0;
+
+		rc = tfs_cstore_drop_unsynced(c->cs, &n);
+		if (rc) {
+			tfs_err("cache %s: cannot drop the unsynced log: %s", c->dir, strerror(-rc));
+			return rc;
+		}
+		if (n)
+			tfs_info("cache %s: %" PRIu64 " extent map updates were never synced: "
+				 "dropped (after a restart of the machine)", c->dir, n);
+	}
 	rc = tfs_cstore_ext_foreach(c->cs, load_ext, &ld);
 	if (rc == 0)
 		rc = tfs_cstore_size_foreach(c->cs, load_size, c);
@@ -673,6 +697,7 @@ int tfs_cache_start(struct tfs_fs *fs)
 	for (uint32_t s = c->nslots; s-- > 0;)
 		if (!c->e[s].used)
 			c->freel[c->nfree++] = s;
+	c->free_synced = c->nfree;	/* the walk above is after a durability point */
 	if (!c->readonly) {
 		rc = drop_empty(c);
 		if (rc == 0)
@@ -716,7 +741,7 @@ void tfs_cache_stop(struct tfs_fs *fs)
 			n++;
 		}
 		pthread_mutex_unlock(&c->lock);
-		if (fdatasync(c->fd) == 0 && (!ops || c_commit(c, ops, n) == 0))
+		if ((!ops || c_commit(c, ops, n) == 0) && tfs_cstore_sync(c->cs) == 0)
 			tfs_cstore_info_set(c->cs, "clean", "1");
 		free(recs);
 		free(ops);

@@ -6,9 +6,15 @@
  *
  * Invariants:
  *  1. The store holds a record for every slot in use that has a valid
- *     sector, written before the request that made it valid or dirty is
- *     acknowledged, and deleted before its slot is reused.  After a crash
- *     the store alone rebuilds the index (tfs_cache_start).
+ *     sector, applied (logged) before the request that made it valid or
+ *     dirty is acknowledged, and deleted before its slot is reused, that
+ *     deletion durable: freel[0 .. free_synced) were freed before the last
+ *     durability point, and a slot above them is handed out only after
+ *     another one (c_alloc_slot).  After a crash the store alone rebuilds
+ *     the index (tfs_cache_start).  A durability point (tfs_cstore_sync)
+ *     syncs the data file first, so a record never names slot bytes that
+ *     are not on stable storage (no file shows another's old bytes after
+ *     a power cut).
  *  2. A slot's bytes change only under its extent's busy flag (a writer,
  *     a fill, an invalidation); readers pin the slot instead, and a slot is
  *     freed or reused only with no pins (dead: freed at the last unpin).
@@ -476,7 +482,17 @@ uint32_t c_alloc_slot(struct tfs_cache *c, uint64_t fid, uint64_t idx)
 		evict_some(c);
 	if (c->nfree == 0)
 		return C_NONE;
+	if (c->nfree > c->free_synced) {
+		/* the top of the free list was freed since the last durability
+		 * point: after a power cut the store could still name it for
+		 * its old extent, dirty (invariant 1) */
+		if (tfs_cstore_sync(c->cs))
+			return C_NONE;	/* logged; the write goes to the RAID */
+		c->free_synced = c->nfree;
+	}
 	s = c->freel[--c->nfree];
+	if (c->free_synced > c->nfree)
+		c->free_synced = c->nfree;
 	if (!c_link_slot(c, s, fid, idx)) {
 		c->freel[c->nfree++] = s;
 		return C_NONE;
@@ -1318,12 +1334,10 @@ int tfs_cache_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 	struct tfs_cache *c = fs->cache;
 	int rc = 0;
 
-	/* the SSD: data file, then the records naming it, then the journal
-	 * naming the file (DESIGN §10.4) */
-	if (fdatasync(c->fd))
-		rc = -errno;
-	if (rc == 0)
-		rc = tfs_cstore_sync(c->cs);
+	/* the SSD: data file, then the records naming it (both in the
+	 * store's durability point), then the journal naming the file
+	 * (DESIGN §10.5) */
+	rc = tfs_cstore_sync(c->cs);
 	if (rc)
 		tfs_err("cache %s: sync failed: %s", c->dir, strerror(-rc));
 	c_journal_sync(c);

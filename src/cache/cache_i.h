@@ -98,6 +98,7 @@ struct tfs_cache {
 	struct cext *e;			/* [nslots] */
 	uint32_t *htab, hmask;
 	uint32_t *freel, nfree;
+	uint32_t free_synced;		/* cache.c invariant 1 */
 	struct tfs_policy *pol;
 	struct cfile **ftab;
 	uint32_t fmask, nfiles;

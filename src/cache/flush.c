@@ -25,6 +25,13 @@
  *  5. A promotion allocates its slot only when no RAID write of the
  *     extent is in flight (cache.c invariant 4) and no truncate holds the
  *     file, and fills it while owning it (busy).
+ *  6. A dirty bit is cleared only after the members synced what was
+ *     destaged (tfs_raid_fsync), so a clean record never stands for bytes
+ *     that a power cut could still take from the members.
+ *  7. Every SYNC_TICKS with updates pending the flusher makes a
+ *     durability point (the journal, then the store), so a power cut
+ *     loses at most that much of what no fsync covered, as ext4's
+ *     commit interval does.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -43,6 +50,7 @@
 #define C_WRITERS	4		/* RAID writes in flight per batch */
 #define IDLE_TICKS	(5 * 16)	/* no requests for 5 s: flush all */
 #define WRITE_AGE	(5 * 16)	/* paced: only extents not written for 5 s */
+#define SYNC_TICKS	(5 * 16)	/* invariant 7 */
 
 /* ------------------------------------------------------------------ */
 /* Flushing one file                                                   */
@@ -319,6 +327,14 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 		rc = d.rc;
 		done = d.done;
 	}
+	/* a sector is clean only once the members have it on stable storage:
+	 * after a power cut neither tier could give it back otherwise */
+	if (rc == 0 && ns) {
+		rc = tfs_raid_fsync(fs, in, true);
+		if (rc)
+			tfs_err("cache %s: syncing destaged data of file %" PRIu64 ": %s", c->dir,
+				f->fid, strerror(-rc));
+	}
 	tfs_ns_release(fs, in);
 
 out_unflag:
@@ -460,6 +476,7 @@ static void *flusher(void *arg)
 	struct tfs_cache *c = arg;
 	uint64_t cursor = 0;
 	unsigned backoff = 0;
+	uint32_t last_sync = c_now();
 	char *buf = NULL;
 
 	if (posix_memalign((void **)&buf, 4096, (size_t)2 * FLUSH_BATCH * c->extent))
@@ -476,6 +493,13 @@ static void *flusher(void *arg)
 		if (c->journal_dirty || c->njq) {
 			pthread_mutex_unlock(&c->lock);
 			c_journal_sync(c);
+			pthread_mutex_lock(&c->lock);
+		}
+		if (now - last_sync >= SYNC_TICKS) {
+			last_sync = now;
+			pthread_mutex_unlock(&c->lock);
+			if (tfs_cstore_pending(c->cs))
+				tfs_cstore_sync(c->cs);	/* a failure is logged there */
 			pthread_mutex_lock(&c->lock);
 		}
 		if (c->unresolved) {

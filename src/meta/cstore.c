@@ -13,9 +13,11 @@
  * Invariants:
  *  1. Writers are serialised by wlock; every change is one write
  *     transaction (tfs_mdb_write), so a batch of ops is all or nothing.
- *  2. The environment is opened with MDB_NOSYNC | MDB_WRITEMAP: a commit
- *     survives the daemon's death at once; tfs_cstore_sync() is the
- *     durability point for power loss.
+ *  2. The environment is opened with LMDB's default durability (no
+ *     MDB_NOSYNC, MDB_NOMETASYNC or MDB_WRITEMAP): a commit returns once
+ *     its pages and then its meta page are on stable storage, and LMDB
+ *     promises that a system crash leaves the last committed transaction.
+ *     Commits happen only at durability points (tfs_cstore_sync).
  *  3. A full map is grown (doubled) and the transaction retried; callers
  *     never see MDB_MAP_FULL.
  *  4. Readers hold maplock for reading for as long as they look into the
@@ -25,17 +27,38 @@
  *  5. A record is decoded only after its key and value sizes and version
  *     are checked: anything else is -EUCLEAN, never a bad read.
  *  6. Open refuses (-EUCLEAN) a data.mdb that is not an LMDB file or is
- *     shorter than the pages its meta page counts: MDB_WRITEMAP extends
- *     the file with zeros, and LMDB would abort on the first zero page.
- *     (Damage inside the pages of a full-length file is not detected.)
+ *     shorter than the pages its meta page counts (a truncated copy):
+ *     LMDB would abort on the first missing page.  (Damage inside the
+ *     pages of a full-length file is not detected.)
+ *  7. The log (DIR/log) makes an applied batch survive the daemon's death
+ *     without a sync: tfs_cstore_apply appends one entry (seq, epoch, CRC,
+ *     the ops) with pwrite and keeps it pending in memory.  Entries reach
+ *     LMDB in seq order, at durability points only: take the pending
+ *     entries (up to seq S), run the barrier (the cache syncs its data
+ *     file, so every slot byte an entry names is durable before the entry
+ *     is), commit them with info "logseq" = S in one transaction.
+ *  8. Open reads the log back into pending (the entries of the store's
+ *     epoch, in seq order from logseq + 1, up to the first bad or missing
+ *     one): after a kill they are all in the page cache.  After a power
+ *     cut nothing in the log was covered by a durability point, so the
+ *     caller drops them (tfs_cstore_drop_unsynced), which also starts a
+ *     new epoch so no stale entry is ever read again.
+ *  9. The log only grows between compactions; a compaction writes the
+ *     pending entries to log.new and renames it over the log (either file
+ *     holds every entry past logseq).  Its blocks are preallocated, so an
+ *     append on a full filesystem is -ENOSPC, never a signal.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <lmdb.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "tierfs/cstore.h"
 #include "tierfs/log.h"
@@ -47,12 +70,40 @@
 enum { DB_EXT, DB_SIZE, DB_INFO, DB_COUNT };
 static const char *const db_name[DB_COUNT] = { "ext", "size", "info" };
 
+#define LOG_MAGIC	0x4c534654u	/* "TFSL" */
+#define LOG_PREALLOC	(16u << 20)
+#define LOG_COMPACT	(8u << 20)	/* compact a log longer than this */
+#define PEND_MAX	(4u << 20)	/* a durability point when more is pending */
+
 struct tfs_cstore {
 	MDB_env *env;
 	MDB_dbi dbi[DB_COUNT];
 	size_t mapsize;
 	pthread_mutex_t wlock;		/* invariant 1 */
 	pthread_rwlock_t maplock;	/* invariant 4 */
+	/* the log (invariants 7-9) */
+	pthread_mutex_t llock;		/* lfd, loff, seq, pend */
+	pthread_mutex_t slock;		/* one durability point at a time */
+	int lfd;
+	uint64_t loff;			/* where the next entry goes */
+	uint64_t seq;			/* last entry appended */
+	uint64_t synced;		/* last entry in LMDB (logseq) */
+	uint64_t epoch;
+	unsigned char *pend;		/* entries synced+1 .. seq, as in the log */
+	size_t plen, pcap;
+	int (*barrier)(void *arg);
+	void *barg;
+	char dir[PATH_MAX];
+};
+
+/* One log entry: this header, then nops struct log_op. */
+struct log_hdr {
+	uint32_t magic;
+	uint32_t nops;
+	uint64_t seq;
+	uint64_t epoch;
+	uint32_t crc;			/* crc32c of the entry with crc = 0 */
+	uint32_t pad;
 };
 
 /* The value of an "ext" record; no implicit padding. */
@@ -68,6 +119,40 @@ struct ext_val {
 	uint64_t dirty[TFS_CEXT_WORDS];
 };
 _Static_assert(sizeof(struct ext_val) == 16 + 16 * TFS_CEXT_WORDS, "ext_val is packed");
+
+/* One op of a log entry (host byte order; the log never leaves this
+ * machine's cache directory). */
+struct log_op {
+	uint32_t op;			/* enum tfs_cstore_opcode */
+	uint32_t pad;
+	uint64_t fid, idx, size;
+	struct ext_val ev;		/* TFS_CS_PUT_EXT */
+};
+
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;	/* Castagnoli */
+		crc_table[i] = c;
+	}
+}
+
+static uint32_t crc32c(const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+	uint32_t crc = ~0u;
+
+	pthread_once(&crc_once, crc_init);
+	while (len--)
+		crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+	return ~crc;
+}
 
 static void ext_key(uint64_t fid, uint64_t idx, unsigned char key[16])
 {
@@ -115,6 +200,179 @@ static int check_length(struct tfs_cstore *cs, off_t before)
 	return 0;
 }
 
+static int info_key(const char *key, MDB_val *k);
+
+/* A u64 kept as a decimal info string (0 when missing). */
+static int info_u64(MDB_txn *txn, struct tfs_cstore *cs, const char *key, uint64_t *out)
+{
+	MDB_val k = { strlen(key), (void *)key }, v;
+	char buf[32];
+	int rc = mdb_get(txn, cs->dbi[DB_INFO], &k, &v);
+
+	*out = 0;
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	if (rc)
+		return rc;
+	if (v.mv_size == 0 || v.mv_size > sizeof(buf) ||
+	    ((const char *)v.mv_data)[v.mv_size - 1] != '\0')
+		return -EUCLEAN;
+	memcpy(buf, v.mv_data, v.mv_size);
+	*out = strtoull(buf, NULL, 10);
+	return 0;
+}
+
+static int put_u64(MDB_txn *txn, struct tfs_cstore *cs, const char *key, uint64_t val)
+{
+	char buf[32];
+	MDB_val k = { strlen(key), (void *)key }, v = { 0, buf };
+
+	v.mv_size = (size_t)snprintf(buf, sizeof(buf), "%" PRIu64, val) + 1;
+	return mdb_put(txn, cs->dbi[DB_INFO], &k, &v, 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* The log (invariants 7-9)                                            */
+/* ------------------------------------------------------------------ */
+
+static size_t entry_len(const struct log_hdr *h)
+{
+	return sizeof(*h) + (size_t)h->nops * sizeof(struct log_op);
+}
+
+static int pend_add(struct tfs_cstore *cs, const void *e, size_t len)
+{
+	if (cs->plen + len > cs->pcap) {
+		size_t cap = cs->pcap ? cs->pcap : 65536;
+		unsigned char *p;
+
+		while (cap < cs->plen + len)
+			cap *= 2;
+		p = realloc(cs->pend, cap);
+		if (!p)
+			return -ENOMEM;
+		cs->pend = p;
+		cs->pcap = cap;
+	}
+	memcpy(cs->pend + cs->plen, e, len);
+	cs->plen += len;
+	return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t r = pwrite(fd, (const char *)buf + done, len - done, (off_t)(off + done));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+static int log_open(struct tfs_cstore *cs, const char *name, int flags)
+{
+	char p[PATH_MAX + 16];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", cs->dir, name);
+	fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | flags, 0600);
+	if (fd < 0)
+		return -errno;
+	/* invariant 9; a filesystem without fallocate, or one already too
+	 * full for it, still gets -ENOSPC from pwrite when it runs out */
+	fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, LOG_PREALLOC);
+	return fd;
+}
+
+/* Read the log back into pending (invariant 8). */
+static int log_load(struct tfs_cstore *cs)
+{
+	struct stat sb;
+	unsigned char *buf;
+	uint64_t next = cs->synced + 1;
+	size_t off = 0;
+	int rc = 0;
+
+	if (fstat(cs->lfd, &sb))
+		return -errno;
+	if (sb.st_size == 0)
+		return 0;
+	buf = malloc((size_t)sb.st_size);
+	if (!buf)
+		return -ENOMEM;
+	for (size_t done = 0; done < (size_t)sb.st_size;) {
+		ssize_t r = pread(cs->lfd, buf + done, (size_t)sb.st_size - done, (off_t)done);
+
+		if (r <= 0) {
+			rc = r < 0 ? -errno : -EIO;
+			goto out;
+		}
+		done += (size_t)r;
+	}
+	while (off + sizeof(struct log_hdr) <= (size_t)sb.st_size) {
+		struct log_hdr h;
+		size_t len;
+
+		memcpy(&h, buf + off, sizeof(h));
+		if (h.magic != LOG_MAGIC || h.epoch != cs->epoch || h.nops == 0 ||
+		    h.nops > (1u << 20))
+			break;
+		len = entry_len(&h);
+		if (off + len > (size_t)sb.st_size)
+			break;
+		((struct log_hdr *)(buf + off))->crc = 0;
+		if (crc32c(buf + off, len) != h.crc)
+			break;
+		((struct log_hdr *)(buf + off))->crc = h.crc;
+		if (h.seq >= next) {
+			if (h.seq != next)
+				break;	/* a gap: nothing after it can be applied */
+			rc = pend_add(cs, buf + off, len);
+			if (rc)
+				goto out;
+			next++;
+		}
+		off += len;
+	}
+	cs->seq = next - 1;
+	cs->loff = off;
+	if (cs->seq > cs->synced)
+		tfs_info("cache store %s: %" PRIu64 " logged updates to apply", cs->dir,
+			 cs->seq - cs->synced);
+out:
+	free(buf);
+	return rc;
+}
+
+/* Start the log afresh with what is pending (llock held, or no other
+ * thread yet): log.new, renamed over the log (invariant 9). */
+static int log_rewrite(struct tfs_cstore *cs)
+{
+	char from[PATH_MAX + 16], to[PATH_MAX + 16];
+	int fd = log_open(cs, "log.new", O_TRUNC), rc;
+
+	if (fd < 0)
+		return fd;
+	rc = write_all(fd, cs->pend, cs->plen, 0);
+	snprintf(from, sizeof(from), "%s/log.new", cs->dir);
+	snprintf(to, sizeof(to), "%s/log", cs->dir);
+	if (rc == 0 && rename(from, to))
+		rc = -errno;
+	if (rc) {
+		close(fd);
+		unlink(from);
+		return rc;
+	}
+	close(cs->lfd);
+	cs->lfd = fd;
+	cs->loff = cs->plen;
+	return 0;
+}
+
 int tfs_cstore_open(const char *dir, struct tfs_cstore **out)
 {
 	struct tfs_cstore *cs;
@@ -138,6 +396,8 @@ int tfs_cstore_open(const char *dir, struct tfs_cstore **out)
 	cs = calloc(1, sizeof(*cs));
 	if (!cs)
 		return -ENOMEM;
+	snprintf(cs->dir, sizeof(cs->dir), "%s", dir);
+	cs->lfd = -1;
 	cs->mapsize = 64u << 20;
 	rc = mdb_env_create(&cs->env);
 	if (rc) {
@@ -146,7 +406,7 @@ int tfs_cstore_open(const char *dir, struct tfs_cstore **out)
 	}
 	mdb_env_set_maxdbs(cs->env, DB_COUNT + 1);
 	mdb_env_set_mapsize(cs->env, cs->mapsize);
-	rc = mdb_env_open(cs->env, dir, MDB_NOSYNC | MDB_WRITEMAP | MDB_NOTLS, 0600);
+	rc = mdb_env_open(cs->env, dir, MDB_NOTLS, 0600);	/* invariant 2 */
 	if (rc == 0) {
 		MDB_envinfo info;
 
@@ -160,19 +420,33 @@ int tfs_cstore_open(const char *dir, struct tfs_cstore **out)
 	for (int d = 0; rc == 0 && d < DB_COUNT; d++)
 		rc = mdb_dbi_open(txn, db_name[d], MDB_CREATE, &cs->dbi[d]);
 	if (rc == 0)
+		rc = info_u64(txn, cs, "logseq", &cs->synced);
+	if (rc == 0)
+		rc = info_u64(txn, cs, "logepoch", &cs->epoch);
+	if (rc == 0)
 		rc = mdb_txn_commit(txn);
 	else if (txn)
 		mdb_txn_abort(txn);
+	cs->seq = cs->synced;
+	if (rc == 0) {
+		cs->lfd = log_open(cs, "log", 0);
+		rc = cs->lfd < 0 ? cs->lfd : log_load(cs);
+	}
 	if (rc) {
 		tfs_err("cache store %s: %s", dir,
 			rc < 0 && rc > -4096 ? strerror(-rc) : mdb_strerror(rc));
+		if (cs->lfd >= 0)
+			close(cs->lfd);
 		mdb_env_close(cs->env);
+		free(cs->pend);
 		free(cs);
 		/* MDB_INCOMPATIBLE: a database of another kind under our name */
 		return rc == MDB_INCOMPATIBLE ? -EUCLEAN : tfs_mdb_errno(rc);
 	}
 	pthread_mutex_init(&cs->wlock, NULL);
 	pthread_rwlock_init(&cs->maplock, NULL);
+	pthread_mutex_init(&cs->llock, NULL);
+	pthread_mutex_init(&cs->slock, NULL);
 	*out = cs;
 	return 0;
 }
@@ -181,32 +455,49 @@ void tfs_cstore_close(struct tfs_cstore *cs)
 {
 	if (!cs)
 		return;
-	mdb_env_sync(cs->env, 1);
+	/* what is pending stays in the log for the next open (invariant 8) */
+	if (cs->plen == 0 && cs->loff)
+		ftruncate(cs->lfd, 0);
+	close(cs->lfd);
 	mdb_env_close(cs->env);
+	pthread_mutex_destroy(&cs->slock);
+	pthread_mutex_destroy(&cs->llock);
 	pthread_rwlock_destroy(&cs->maplock);
 	pthread_mutex_destroy(&cs->wlock);
+	free(cs->pend);
 	free(cs);
 }
 
-int tfs_cstore_sync(struct tfs_cstore *cs)
+void tfs_cstore_set_barrier(struct tfs_cstore *cs, int (*fn)(void *arg), void *arg)
 {
-	int rc;
-
-	pthread_rwlock_rdlock(&cs->maplock);	/* msync of the map */
-	rc = mdb_env_sync(cs->env, 1);
-	pthread_rwlock_unlock(&cs->maplock);
-	return tfs_mdb_errno(rc);
+	cs->barrier = fn;
+	cs->barg = arg;
 }
 
-/* Under wlock (invariant 1). */
-static int write_txn(struct tfs_cstore *cs, int (*fn)(MDB_txn *txn, void *arg), void *arg)
+bool tfs_cstore_pending(struct tfs_cstore *cs)
+{
+	bool any;
+
+	pthread_mutex_lock(&cs->llock);
+	any = cs->plen != 0;
+	pthread_mutex_unlock(&cs->llock);
+	return any;
+}
+
+/* Under wlock (invariant 1); an MDB_* code or -errno. */
+static int write_txn_raw(struct tfs_cstore *cs, int (*fn)(MDB_txn *txn, void *arg), void *arg)
 {
 	int rc;
 
 	pthread_mutex_lock(&cs->wlock);
 	rc = tfs_mdb_write(cs->env, &cs->mapsize, &cs->maplock, fn, arg, "cache store");
 	pthread_mutex_unlock(&cs->wlock);
-	return tfs_mdb_errno(rc);
+	return rc;
+}
+
+static int write_txn(struct tfs_cstore *cs, int (*fn)(MDB_txn *txn, void *arg), void *arg)
+{
+	return tfs_mdb_errno(write_txn_raw(cs, fn, arg));
 }
 
 /* A read transaction under maplock (invariant 4); read_end ends both. */
@@ -295,34 +586,36 @@ int tfs_cstore_info_set(struct tfs_cstore *cs, const char *key, const char *val)
 /* Extents and sizes                                                   */
 /* ------------------------------------------------------------------ */
 
-struct apply_arg {
-	struct tfs_cstore *cs;
-	const struct tfs_cstore_op *ops;
-	unsigned n;
-};
+static void encode_op(const struct tfs_cstore_op *op, struct log_op *lo)
+{
+	memset(lo, 0, sizeof(*lo));
+	lo->op = op->op;
+	lo->fid = op->fid;
+	lo->idx = op->idx;
+	lo->size = op->size;
+	if (op->op == TFS_CS_PUT_EXT) {
+		lo->fid = op->rec->fid;
+		lo->idx = op->rec->idx;
+		lo->ev.version = EXT_VERSION;
+		lo->ev.heat = op->rec->heat;
+		lo->ev.slot = op->rec->slot;
+		lo->ev.flags = op->rec->flags;
+		memcpy(lo->ev.valid, op->rec->valid, sizeof(lo->ev.valid));
+		memcpy(lo->ev.dirty, op->rec->dirty, sizeof(lo->ev.dirty));
+	}
+}
 
-static int apply_one(struct tfs_cstore *cs, MDB_txn *txn, const struct tfs_cstore_op *op)
+static int apply_one(struct tfs_cstore *cs, MDB_txn *txn, const struct log_op *op)
 {
 	unsigned char key[16];
 	MDB_val k = { 16, key }, v;
-	struct ext_val ev;
-	uint64_t size;
 	int rc;
 
 	switch (op->op) {
 	case TFS_CS_PUT_EXT:
-		if (!op->rec)
-			return -EINVAL;
-		memset(&ev, 0, sizeof(ev));
-		ev.version = EXT_VERSION;
-		ev.heat = op->rec->heat;
-		ev.slot = op->rec->slot;
-		ev.flags = op->rec->flags;
-		memcpy(ev.valid, op->rec->valid, sizeof(ev.valid));
-		memcpy(ev.dirty, op->rec->dirty, sizeof(ev.dirty));
-		ext_key(op->rec->fid, op->rec->idx, key);
-		v.mv_size = sizeof(ev);
-		v.mv_data = &ev;
+		ext_key(op->fid, op->idx, key);
+		v.mv_size = sizeof(op->ev);
+		v.mv_data = (void *)&op->ev;
 		return mdb_put(txn, cs->dbi[DB_EXT], &k, &v, 0);
 	case TFS_CS_DEL_EXT:
 		ext_key(op->fid, op->idx, key);
@@ -331,9 +624,8 @@ static int apply_one(struct tfs_cstore *cs, MDB_txn *txn, const struct tfs_cstor
 	case TFS_CS_PUT_SIZE:
 		tfs_be64(op->fid, key);
 		k.mv_size = 8;
-		size = op->size;
-		v.mv_size = sizeof(size);
-		v.mv_data = &size;
+		v.mv_size = sizeof(op->size);
+		v.mv_data = (void *)&op->size;
 		return mdb_put(txn, cs->dbi[DB_SIZE], &k, &v, 0);
 	case TFS_CS_DEL_SIZE:
 		tfs_be64(op->fid, key);
@@ -344,23 +636,167 @@ static int apply_one(struct tfs_cstore *cs, MDB_txn *txn, const struct tfs_cstor
 	return -EINVAL;
 }
 
+struct apply_arg {
+	struct tfs_cstore *cs;
+	const unsigned char *ents;	/* log entries, in seq order */
+	size_t len;
+	uint64_t seq;			/* the last of them */
+};
+
 static int apply_fn(MDB_txn *txn, void *arg)
 {
 	struct apply_arg *aa = arg;
 	int rc = 0;
 
-	for (unsigned i = 0; i < aa->n && rc == 0; i++)
-		rc = apply_one(aa->cs, txn, &aa->ops[i]);
-	return rc;
+	for (size_t off = 0; off < aa->len && rc == 0;) {
+		struct log_hdr h;
+
+		memcpy(&h, aa->ents + off, sizeof(h));
+		for (uint32_t i = 0; i < h.nops && rc == 0; i++) {
+			struct log_op op;
+
+			memcpy(&op, aa->ents + off + sizeof(h) + i * sizeof(op), sizeof(op));
+			rc = apply_one(aa->cs, txn, &op);
+		}
+		off += entry_len(&h);
+	}
+	return rc ? rc : put_u64(txn, aa->cs, "logseq", aa->seq);
 }
 
 int tfs_cstore_apply(struct tfs_cstore *cs, const struct tfs_cstore_op *ops, unsigned n)
 {
-	struct apply_arg aa = { cs, ops, n };
+	static __thread unsigned char *buf;
+	static __thread size_t cap;
+	size_t len = sizeof(struct log_hdr) + (size_t)n * sizeof(struct log_op);
+	struct log_hdr *h;
+	bool full;
+	int rc;
 
 	if (n == 0)
 		return 0;
-	return write_txn(cs, apply_fn, &aa);
+	for (unsigned i = 0; i < n; i++)
+		if (ops[i].op > TFS_CS_DEL_SIZE || (ops[i].op == TFS_CS_PUT_EXT && !ops[i].rec))
+			return -EINVAL;
+	if (len > cap) {
+		unsigned char *p = realloc(buf, len);
+
+		if (!p)
+			return -ENOMEM;
+		buf = p;
+		cap = len;
+	}
+	for (unsigned i = 0; i < n; i++)
+		encode_op(&ops[i], (struct log_op *)(buf + sizeof(*h)) + i);
+	h = (struct log_hdr *)buf;
+	pthread_mutex_lock(&cs->llock);
+	*h = (struct log_hdr){ .magic = LOG_MAGIC, .nops = n, .seq = cs->seq + 1,
+			       .epoch = cs->epoch };
+	h->crc = crc32c(buf, len);
+	rc = write_all(cs->lfd, buf, len, cs->loff);
+	if (rc == 0)
+		rc = pend_add(cs, buf, len);
+	if (rc == 0) {
+		cs->seq++;
+		cs->loff += len;
+	}
+	full = cs->plen > PEND_MAX;
+	pthread_mutex_unlock(&cs->llock);
+	if (rc)
+		tfs_err("cache store %s: cannot log an update: %s", cs->dir, strerror(-rc));
+	else if (full)
+		tfs_cstore_sync(cs);	/* logged: a failure here is the next sync's */
+	return rc;
+}
+
+int tfs_cstore_sync(struct tfs_cstore *cs)
+{
+	struct apply_arg aa = { .cs = cs };
+	unsigned char *taken;
+	int rc = 0;
+
+	pthread_mutex_lock(&cs->slock);
+	pthread_mutex_lock(&cs->llock);
+	taken = cs->pend;
+	aa.ents = taken;
+	aa.len = cs->plen;
+	aa.seq = cs->seq;
+	cs->pend = NULL;
+	cs->plen = cs->pcap = 0;
+	pthread_mutex_unlock(&cs->llock);
+	if (aa.len == 0)
+		goto out;
+	/* every slot byte the entries name is durable before they are
+	 * (invariant 7) */
+	if (cs->barrier)
+		rc = cs->barrier(cs->barg);
+	if (rc == 0)
+		rc = tfs_mdb_errno(write_txn_raw(cs, apply_fn, &aa));
+	pthread_mutex_lock(&cs->llock);
+	if (rc) {
+		/* still pending, ahead of what was appended meanwhile */
+		unsigned char *later = cs->pend;
+		size_t llen = cs->plen;
+
+		cs->pend = taken;
+		cs->plen = cs->pcap = aa.len;
+		taken = NULL;
+		if (llen && pend_add(cs, later, llen))
+			rc = -ENOMEM;	/* cannot happen silently: logged below */
+		free(later);
+	} else {
+		cs->synced = aa.seq;
+		if (cs->loff > LOG_COMPACT) {
+			int r = log_rewrite(cs);
+
+			if (r)
+				tfs_warn("cache store %s: log compaction: %s", cs->dir,
+					 strerror(-r));
+		}
+	}
+	pthread_mutex_unlock(&cs->llock);
+	if (rc)
+		tfs_err("cache store %s: sync failed: %s", cs->dir, strerror(-rc));
+out:
+	free(taken);
+	pthread_mutex_unlock(&cs->slock);
+	return rc;
+}
+
+static int epoch_fn(MDB_txn *txn, void *arg)
+{
+	struct tfs_cstore *cs = arg;
+	int rc = put_u64(txn, cs, "logepoch", cs->epoch + 1);
+
+	return rc ? rc : put_u64(txn, cs, "logseq", cs->synced);
+}
+
+/* A new epoch and an empty log, nothing pending (slock held). */
+static int log_reset(struct tfs_cstore *cs)
+{
+	int rc = tfs_mdb_errno(write_txn_raw(cs, epoch_fn, cs));
+
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&cs->llock);
+	cs->epoch++;
+	cs->seq = cs->synced;
+	cs->plen = 0;
+	cs->loff = 0;
+	if (ftruncate(cs->lfd, 0))
+		rc = -errno;
+	pthread_mutex_unlock(&cs->llock);
+	return rc;
+}
+
+int tfs_cstore_drop_unsynced(struct tfs_cstore *cs, uint64_t *dropped)
+{
+	int rc;
+
+	pthread_mutex_lock(&cs->slock);
+	*dropped = cs->seq - cs->synced;
+	rc = log_reset(cs);
+	pthread_mutex_unlock(&cs->slock);
+	return rc;
 }
 
 typedef int (*visit_fn)(void *arg, const MDB_val *k, const MDB_val *v);
@@ -374,6 +810,9 @@ static int db_foreach(struct tfs_cstore *cs, int d, visit_fn visit, void *arg)
 	MDB_val k, v;
 	int rc, ret = 0, op = MDB_FIRST;
 
+	rc = tfs_cstore_sync(cs);	/* the walk sees what was applied */
+	if (rc)
+		return rc;
 	rc = read_begin(cs, &txn);
 	if (rc)
 		return tfs_mdb_errno(rc);
@@ -457,5 +896,13 @@ static int clear_fn(MDB_txn *txn, void *arg)
 
 int tfs_cstore_clear(struct tfs_cstore *cs)
 {
-	return write_txn(cs, clear_fn, cs);
+	int rc;
+
+	/* what is pending would be dropped by the clear anyway */
+	pthread_mutex_lock(&cs->slock);
+	rc = write_txn(cs, clear_fn, cs);
+	if (rc == 0)
+		rc = log_reset(cs);
+	pthread_mutex_unlock(&cs->slock);
+	return rc;
 }

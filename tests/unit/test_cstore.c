@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tierfs/cstore.h"
@@ -22,7 +23,7 @@
 
 enum {
 	G_OPEN, G_ORDER, G_APPLY, G_DEL, G_SIZE, G_INFO, G_CLEAR, G_REOPEN, G_GROW,
-	G_READER, G_BAD, G_COUNT
+	G_READER, G_BAD, G_LOG, G_COUNT
 };
 
 static struct unit_group groups[G_COUNT] = {
@@ -37,6 +38,7 @@ static struct unit_group groups[G_COUNT] = {
 	[G_GROW] = { .name = "map growth past 64 MiB" },
 	[G_READER] = { .name = "reader during growth" },
 	[G_BAD] = { .name = "bad stores: error, no crash" },
+	[G_LOG] = { .name = "log: kill, power cut, torn tail, barrier" },
 };
 
 /* ------------------------------------------------------------------ */
@@ -651,6 +653,7 @@ static void test_bad(void)
 		return;
 	for (uint64_t i = 0; i < 20000 && rc == 0; i++)
 		rc = put_ext(cs, i, 0);
+	tfs_cstore_sync(cs);	/* into data.mdb, not only the log */
 	tfs_cstore_close(cs);
 	snprintf(path, sizeof(path), "%s/data.mdb", dir);
 	rc = truncate(path, 1 << 20);	/* 20000 records use about 2 MiB */
@@ -696,6 +699,150 @@ static void test_bad(void)
 	}
 }
 
+
+/* ------------------------------------------------------------------ */
+/* The log: what a kill keeps, what a power cut drops                  */
+/* ------------------------------------------------------------------ */
+
+struct bar {
+	struct tfs_cstore *cs;
+	int calls, fail;
+};
+
+static int barrier_fn(void *arg)
+{
+	struct bar *b = arg;
+
+	b->calls++;
+	return b->fail ? -EIO : 0;
+}
+
+/* A child applies n extents of fid (synced first when sync_first) and
+ * dies without closing the store, as a killed daemon would. */
+static void die_after(const char *dir, uint64_t fid, unsigned synced, unsigned unsynced)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct tfs_cstore *cs;
+
+		if (tfs_cstore_open(dir, &cs))
+			_exit(2);
+		for (unsigned i = 0; i < synced; i++)
+			put_ext(cs, fid, i);
+		if (synced && tfs_cstore_sync(cs))
+			_exit(3);
+		for (unsigned i = synced; i < synced + unsynced; i++)
+			put_ext(cs, fid, i);
+		_exit(0);
+	}
+	int st = 0;
+
+	waitpid(pid, &st, 0);
+	CHECK(G_LOG, WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: status %d", st);
+}
+
+static uint64_t count_fid(struct tfs_cstore *cs, uint64_t fid, unsigned upto)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < upto; i++)
+		n += has_ext(cs, fid, i) == 1;
+	return n;
+}
+
+static void test_log(void)
+{
+	char dir[128], path[160];
+	struct tfs_cstore *cs;
+	struct bar b = { 0 };
+	uint64_t dropped = 0;
+	int rc, fd;
+
+	subdir(dir, sizeof(dir), "log");
+	snprintf(ctx, sizeof(ctx), "%s", dir);
+
+	/* a kill: every applied batch is there after the next open */
+	die_after(dir, 7, 10, 20);
+	rc = tfs_cstore_open(dir, &cs);
+	CHECK(G_LOG, rc == 0, "open after a kill: %d", rc);
+	if (rc)
+		return;
+	CHECK(G_LOG, tfs_cstore_pending(cs), "nothing pending after a kill");
+	CHECK(G_LOG, count_fid(cs, 7, 30) == 30, "after a kill: %" PRIu64 " of 30",
+	      count_fid(cs, 7, 30));
+	tfs_cstore_close(cs);
+
+	/* a power cut: only what a sync covered */
+	die_after(dir, 8, 5, 12);
+	rc = tfs_cstore_open(dir, &cs);
+	CHECK(G_LOG, rc == 0, "open after a cut: %d", rc);
+	if (rc)
+		return;
+	rc = tfs_cstore_drop_unsynced(cs, &dropped);
+	CHECK(G_LOG, rc == 0 && dropped == 12, "drop_unsynced: %d, %" PRIu64 " dropped", rc,
+	      dropped);
+	CHECK(G_LOG, count_fid(cs, 8, 17) == 5, "after a cut: %" PRIu64 " of 5 synced",
+	      count_fid(cs, 8, 17));
+	CHECK(G_LOG, count_fid(cs, 7, 30) == 30, "older synced records: %" PRIu64,
+	      count_fid(cs, 7, 30));
+	/* the dropped entries never come back, even if a later kill finds
+	 * them in the file (a new epoch) */
+	put_ext(cs, 9, 0);
+	tfs_cstore_close(cs);
+	rc = tfs_cstore_open(dir, &cs);
+	CHECK(G_LOG, rc == 0 && count_fid(cs, 8, 17) == 5 && count_fid(cs, 9, 1) == 1,
+	      "after reopen: %d, fid 8: %" PRIu64, rc, rc ? 0 : count_fid(cs, 8, 17));
+	if (rc)
+		return;
+	tfs_cstore_close(cs);
+
+	/* a torn tail: the entries before it are kept, nothing after */
+	die_after(dir, 10, 0, 8);
+	snprintf(path, sizeof(path), "%s/log", dir);
+	fd = open(path, O_RDWR);
+	if (fd >= 0) {
+		struct stat sb;
+		char junk[64];
+
+		memset(junk, 0x5a, sizeof(junk));
+		fstat(fd, &sb);
+		/* damage the middle of the 5th entry: 4 survive */
+		pwrite(fd, junk, sizeof(junk), sb.st_size / 8 * 4 + 40);
+		close(fd);
+	}
+	rc = tfs_cstore_open(dir, &cs);
+	CHECK(G_LOG, rc == 0, "open with a torn log: %d", rc);
+	if (rc)
+		return;
+	CHECK(G_LOG, count_fid(cs, 10, 8) == 4, "torn log: %" PRIu64 " of the 4 before it",
+	      count_fid(cs, 10, 8));
+
+	/* the barrier runs before the commit; if it fails nothing commits
+	 * and the batch stays pending for the next sync */
+	b.cs = cs;
+	tfs_cstore_set_barrier(cs, barrier_fn, &b);
+	put_ext(cs, 11, 0);
+	b.fail = 1;
+	rc = tfs_cstore_sync(cs);
+	CHECK(G_LOG, rc == -EIO && b.calls == 1 && tfs_cstore_pending(cs),
+	      "failed barrier: %d, %d calls", rc, b.calls);
+	b.fail = 0;
+	rc = tfs_cstore_sync(cs);
+	CHECK(G_LOG, rc == 0 && b.calls == 2 && !tfs_cstore_pending(cs), "sync: %d", rc);
+	rc = tfs_cstore_sync(cs);
+	CHECK(G_LOG, rc == 0 && b.calls == 2, "a sync with nothing pending ran the barrier");
+	tfs_cstore_close(cs);
+	rc = tfs_cstore_open(dir, &cs);
+	if (rc == 0) {
+		uint64_t d = 1;
+
+		tfs_cstore_drop_unsynced(cs, &d);
+		CHECK(G_LOG, d == 0 && count_fid(cs, 11, 1) == 1, "synced batch lost: %" PRIu64, d);
+		tfs_cstore_close(cs);
+	}
+}
+
 int main(void)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -709,6 +856,7 @@ int main(void)
 	}
 	test_small();
 	test_grow();
+	test_log();
 	tfs_log_level = -1;	/* the bad stores are expected to log errors */
 	test_bad();
 	rm_rf(root);

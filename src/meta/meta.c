@@ -122,7 +122,7 @@ static int store_open(struct store *s, const char *dir, uint32_t tag)
 		goto out;
 	mdb_env_set_maxdbs(s->env, 8);
 	mdb_env_set_mapsize(s->env, s->mapsize);
-	rc = mdb_env_open(s->env, dir, MDB_NOSYNC | MDB_WRITEMAP | MDB_NOTLS, 0600);
+	rc = mdb_env_open(s->env, dir, MDB_NOMETASYNC | MDB_NOTLS, 0600);
 	if (rc == 0)
 		rc = mdb_txn_begin(s->env, NULL, 0, &txn);
 	for (int d = 0; rc == 0 && d < DB_COUNT; d++)

@@ -291,12 +291,12 @@ def fio_run(cmd, timeout, what):
                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = CLEAN.child.communicate(timeout=timeout)
-        rc = CLEAN.child.returncode
     except subprocess.TimeoutExpired:
         CLEAN.stop_child()
         raise RuntimeError("%s: fio did not finish in %d s" % (what, timeout))
-    finally:
-        CLEAN.child = None
+    # only now: a signal during communicate() leaves CLEAN.child for CLEAN.all
+    # to stop (fio runs in its own session and does not get the signal)
+    rc, CLEAN.child = CLEAN.child.returncode, None
     return rc, out, err
 
 
@@ -1361,9 +1361,8 @@ def main():
     ]
     log("\n  ".join(env))
     start = time.time()
-    rc = 0
     arrs = {}
-    try:
+    with rs.Guard(env, finish=stop_all_fio) as guard:
         zparts = [p for p in parts if p in ("zones", "extent", "policy", "profiles")]
         if zparts:
             data = rand_bytes(args.hot_size)
@@ -1409,17 +1408,7 @@ def main():
             env.append("%s: unmounted in %.1f s, daemon exit %s" % (arr.name, time.time() - t0,
                                                                     code))
             log(env[-1])
-    except SystemExit as e:
-        rc = e.code if isinstance(e.code, int) else 1
-        log("interrupted; cleaning up (partial results kept)")
-    except Exception as e:   # noqa: BLE001 - report, clean up, exit non-zero
-        rc = 1
-        import traceback
-        log("error: %s\n%s" % (e, traceback.format_exc()))
-        env.append("error: %s" % e)
-    finally:
-        stop_all_fio()
-        CLEAN.all()
+    rc = guard.rc
     env.append("loadavg at end: %s; %.0f s" % (open("/proc/loadavg").read().strip(),
                                                time.time() - start))
     with open(os.path.join(args.out, "env-cache.txt"), "w") as f:

@@ -54,6 +54,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = "/usr/bin/python3"
@@ -218,6 +219,40 @@ def on_signal(signum, _frame):
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, signal.SIG_IGN)
     raise SystemExit(128 + signum)
+
+
+class Guard:
+    """The body of a benchmark's main:
+
+        with Guard(env, finish=stop_all_fio) as guard:
+            ...
+        return guard.rc
+
+    A signal (on_signal's SystemExit) or an error ends the body: it is logged
+    (an error with its traceback, and noted in env), finish() runs, then
+    everything CLEAN holds is stopped and removed, whatever happened.
+    guard.rc: 0, 128 + the signal, or 1."""
+
+    def __init__(self, env, finish=None):
+        self.env, self.finish, self.rc = env, finish, 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None and issubclass(exc_type, SystemExit):
+            self.rc = exc.code if isinstance(exc.code, int) else 1
+            log("interrupted; cleaning up (partial results kept)")
+        elif exc_type is not None and issubclass(exc_type, Exception):
+            self.rc = 1
+            log("error: %s\n%s" % (exc, "".join(traceback.format_exception(exc_type, exc, tb))))
+            self.env.append("error: %s" % exc)
+        try:
+            if self.finish:
+                self.finish()
+        finally:
+            CLEAN.all()
+        return exc_type is not None and issubclass(exc_type, (SystemExit, Exception))
 
 
 # ---------------------------------------------------------------- arrays
@@ -735,8 +770,7 @@ def main():
     ]
     log("\n  ".join(env))
     prog = {"done": 0}     # points done (or skipped), kept when interrupted
-    rc = 0
-    try:
+    with Guard(env) as guard:
         if "mix" in sweeps:
             res = Results(os.path.join(args.out, "raid_mix%s.csv" % args.suffix), args.fresh, "mix",
                           {c[0] for c in configs})
@@ -750,14 +784,7 @@ def main():
             for c in chunks:
                 run_config(args, res, "chunk", "%s-%s" % (cname, fmt_size(c)), clevel, cn,
                            c, chunk_points, total, prog)
-    except SystemExit as e:
-        rc = e.code if isinstance(e.code, int) else 1
-        log("interrupted; cleaning up (partial results kept)")
-    except Exception as e:   # noqa: BLE001 - report, clean up, exit non-zero
-        rc = 1
-        log("error: %s" % e)
-    finally:
-        CLEAN.all()
+    rc = guard.rc
     secs = time.time() - start
     done = prog["done"]
     env.append("loadavg at end: %s; %d of %d points in %.0f s"

@@ -10,10 +10,17 @@
  * unlinkat, ftruncate, ... or a data request: read, write, fsync, fdatasync):
  *   crash_after=OP:N   after the N-th successful OP (any member) the daemon
  *                      SIGKILLs itself, as a crash of the process would.
- *   drop_unsynced      with crash_after: a power cut.  Before the kill, every
- *                      data write, ftruncate and fallocate that no fsync or
- *                      fdatasync of the same member file (or syncfs of its
- *                      member) followed is undone.
+ *   drop_unsynced      the power-cut model (powercut.c): every write the
+ *                      daemon makes to a member file or to its own files
+ *                      (SSD data file, stores, logs) is noted until a
+ *                      sync covers it; crash_after is then a power cut.
+ *   cut_after=N        with drop_unsynced: cut at the N-th noted write,
+ *                      truncate, fallocate or sync, anywhere.
+ *   cut_keep=P         each unsynced 4 KiB block survives a cut with
+ *                      probability P (default 0: all are lost), drawn
+ *                      from seed.
+ *   cut_dump=PATH      write the unsynced changes to PATH instead of
+ *                      undoing them (tests make crash states from it).
  *   eio_member=M       member M is dead from the start: every call fails.
  *   fail_after=OP:N:M  after the N-th successful OP (any member), member M
  *                      dies: every later call on it fails with EIO, and so
@@ -32,19 +39,11 @@
  *  1. Only successful calls count towards N; the N-th call itself succeeds.
  *  2. The PRNG is one counter-based sequence (splitmix64): the same seed and
  *     the same order of requests give the same failures.
- *  3. Undo log (drop_unsynced): a file (st_dev, st_ino: one file may have
- *     several fds, e.g. an O_DIRECT twin) keeps its records newest first;
- *     each record holds what one operation changed (the old bytes of the
- *     range, data extents only, and the old size), read under the log lock
- *     before the operation is forwarded.  Applied newest first, the records
- *     restore each byte to its value before the oldest unsynced change.
- *  4. No write, ftruncate or fallocate runs while the log is applied: each
- *     holds the gate (undo_enter/undo_leave) from its pre-image to its
- *     completion; the crash closes the gate, waits for those inside, undoes
- *     and kills.  Nothing that holds the gate can trigger the crash.
- *  5. The log is bounded (UNDO_CAP_BYTES of old data, UNDO_CAP_FILES open
- *     files); past the cap it logs an error and records nothing more, so the
- *     crash keeps what it could not undo.
+ *  3. With drop_unsynced the member files are noted in the power-cut
+ *     model (powercut.c, domain = member): a write, ftruncate or fallocate
+ *     before it is forwarded and inside the model's gate, an fsync or
+ *     fdatasync of the file or a syncfs of the member after it succeeded.
+ *     Nothing that holds the gate can trigger the crash.
  *
  * Every injected fault is logged as a warning (EIO injections: the first
  * ten, then at each power of two).
@@ -64,43 +63,9 @@
 #include "tierfs/layout.h"
 #include "tierfs/log.h"
 #include "tierfs/member.h"
-
-#define UNDO_CAP_BYTES	(256ull << 20)
-#define UNDO_CAP_FILES	1024
+#include "tierfs/powercut.h"
 
 _Static_assert(TFS_MAX_MEMBERS <= 64, "dead members are a 64-bit mask");
-
-struct undo_seg {
-	uint64_t off, len;
-	unsigned char *data;
-};
-
-struct undo_rec {
-	struct undo_rec *older;
-	uint64_t off, end;		/* the changed range, clipped to old_size */
-	uint64_t old_size;
-	unsigned nseg;			/* the range's data extents, saved */
-	struct undo_seg seg[];
-};
-
-struct undo_file {
-	struct undo_file *next;
-	dev_t dev;
-	ino_t ino;
-	uint32_t member;
-	int fd;				/* our own buffered fd of the file */
-	struct undo_rec *newest;
-};
-
-struct undo_log {
-	pthread_mutex_t lock;
-	pthread_cond_t idle;		/* inflight dropped to 0, or never again */
-	unsigned inflight;
-	bool crashing, overflow;
-	uint64_t bytes;
-	unsigned nfiles;
-	struct undo_file *files;
-};
 
 struct fault {
 	char crash_op[32];
@@ -115,7 +80,7 @@ struct fault {
 	atomic_long injected;
 	bool drop_unsynced;
 	bool torn;			/* requests of a batch one at a time */
-	struct undo_log undo;
+	struct tfs_pcut_conf cut;
 };
 
 static const char *const mio_name[] = {
@@ -124,261 +89,6 @@ static const char *const mio_name[] = {
 	[TFS_MIO_FSYNC] = "fsync",
 	[TFS_MIO_FDATASYNC] = "fdatasync",
 };
-
-/* ------------------------------------------------------------------ */
-/* Undo log (drop_unsynced)                                             */
-/* ------------------------------------------------------------------ */
-
-static void undo_enter(struct fault *f)
-{
-	struct undo_log *u = &f->undo;
-
-	if (!f->drop_unsynced)
-		return;
-	pthread_mutex_lock(&u->lock);
-	while (u->crashing)	/* the process is about to die */
-		pthread_cond_wait(&u->idle, &u->lock);
-	u->inflight++;
-	pthread_mutex_unlock(&u->lock);
-}
-
-static void undo_leave(struct fault *f)
-{
-	struct undo_log *u = &f->undo;
-
-	if (!f->drop_unsynced)
-		return;
-	pthread_mutex_lock(&u->lock);
-	if (--u->inflight == 0)
-		pthread_cond_broadcast(&u->idle);
-	pthread_mutex_unlock(&u->lock);
-}
-
-static void undo_overflow_locked(struct undo_log *u, const char *why)
-{
-	if (!u->overflow)
-		tfs_err("fault: drop_unsynced: undo log full (%s; cap %llu MiB, %d files): "
-			"unsynced changes from now on survive the crash", why,
-			UNDO_CAP_BYTES >> 20, UNDO_CAP_FILES);
-	u->overflow = true;
-}
-
-static struct undo_file *undo_file_locked(struct undo_log *u, uint32_t m, int fd,
-					  const struct stat *st)
-{
-	struct undo_file *uf;
-	char p[64];
-
-	for (uf = u->files; uf; uf = uf->next)
-		if (uf->dev == st->st_dev && uf->ino == st->st_ino)
-			return uf;
-	if (u->nfiles >= UNDO_CAP_FILES) {
-		undo_overflow_locked(u, "too many files");
-		return NULL;
-	}
-	uf = calloc(1, sizeof(*uf));
-	if (!uf)
-		return NULL;
-	/* our own buffered fd: fd may be O_DIRECT, and its owner may close it */
-	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
-	uf->fd = open(p, O_RDWR | O_CLOEXEC);
-	if (uf->fd < 0) {
-		tfs_warn("fault: drop_unsynced: cannot reopen member %u file: %s", m,
-			 strerror(errno));
-		free(uf);
-		return NULL;
-	}
-	uf->dev = st->st_dev;
-	uf->ino = st->st_ino;
-	uf->member = m;
-	uf->next = u->files;
-	u->files = uf;
-	u->nfiles++;
-	return uf;
-}
-
-/* The data extents of [off, end) in fd, as a growing array. */
-static struct undo_seg *data_extents(int fd, uint64_t off, uint64_t end, unsigned *n,
-				     uint64_t *bytes)
-{
-	struct undo_seg *seg = NULL;
-	unsigned cap = 0;
-
-	*n = 0;
-	*bytes = 0;
-	while (off < end) {
-		off_t d = lseek(fd, (off_t)off, SEEK_DATA), hole;
-
-		if (d < 0 || (uint64_t)d >= end)
-			break;	/* ENXIO: no data past off */
-		hole = lseek(fd, d, SEEK_HOLE);
-		if (hole < 0 || (uint64_t)hole > end)
-			hole = (off_t)end;
-		if (*n == cap) {
-			struct undo_seg *s = realloc(seg, (cap = cap ? 2 * cap : 4) * sizeof(*s));
-
-			if (!s) {
-				free(seg);
-				return NULL;
-			}
-			seg = s;
-		}
-		seg[(*n)++] = (struct undo_seg){ .off = (uint64_t)d, .len = (uint64_t)(hole - d) };
-		*bytes += (uint64_t)(hole - d);
-		off = (uint64_t)hole;
-	}
-	return seg ? seg : calloc(1, sizeof(*seg));
-}
-
-/* Record what an operation on [off, off + len) of fd's file (and its size)
- * is about to change.  Caller holds the gate. */
-static void undo_note(struct fault *f, uint32_t m, int fd, uint64_t off, uint64_t len)
-{
-	struct undo_log *u = &f->undo;
-	struct undo_file *uf;
-	struct undo_rec *r = NULL;
-	struct undo_seg *seg = NULL;
-	unsigned char *data;
-	uint64_t end, bytes;
-	struct stat st;
-	unsigned nseg;
-
-	if (!f->drop_unsynced || fstat(fd, &st))
-		return;
-	pthread_mutex_lock(&u->lock);
-	if (u->overflow || !(uf = undo_file_locked(u, m, fd, &st)) || fstat(uf->fd, &st))
-		goto out;
-	end = len > UINT64_MAX - off ? UINT64_MAX : off + len;
-	if (end > (uint64_t)st.st_size)
-		end = (uint64_t)st.st_size;
-	if (off > end)
-		off = end;
-	seg = data_extents(uf->fd, off, end, &nseg, &bytes);
-	if (!seg)
-		goto out;
-	if (u->bytes + bytes + sizeof(*r) > UNDO_CAP_BYTES) {
-		undo_overflow_locked(u, "too much unsynced data");
-		goto out;
-	}
-	r = malloc(sizeof(*r) + nseg * sizeof(r->seg[0]) + bytes);
-	if (!r)
-		goto out;
-	*r = (struct undo_rec){ .off = off, .end = end, .old_size = (uint64_t)st.st_size,
-				.nseg = nseg };
-	data = (unsigned char *)&r->seg[nseg];
-	for (unsigned i = 0; i < nseg; i++) {
-		ssize_t got = pread(uf->fd, data, seg[i].len, (off_t)seg[i].off);
-
-		if (got < 0)
-			got = 0;
-		memset(data + got, 0, seg[i].len - (uint64_t)got);	/* shrunk meanwhile */
-		r->seg[i] = (struct undo_seg){ .off = seg[i].off, .len = seg[i].len, .data = data };
-		data += seg[i].len;
-	}
-	r->older = uf->newest;
-	uf->newest = r;
-	u->bytes += bytes + sizeof(*r);
-out:
-	pthread_mutex_unlock(&u->lock);
-	free(seg);
-}
-
-static void undo_free_file(struct undo_log *u, struct undo_file *uf)
-{
-	while (uf->newest) {
-		struct undo_rec *r = uf->newest;
-
-		uf->newest = r->older;
-		for (unsigned i = 0; i < r->nseg; i++)
-			u->bytes -= r->seg[i].len;
-		u->bytes -= sizeof(*r);
-		free(r);
-	}
-	close(uf->fd);
-	u->nfiles--;
-	free(uf);
-}
-
-/* A sync made these files' changes durable: forget them.  Files of member
- * m (all_of_member: a syncfs), or the file of fd. */
-static void undo_forget(struct fault *f, uint32_t m, int fd, bool all_of_member)
-{
-	struct undo_log *u = &f->undo;
-	struct stat st;
-
-	if (!f->drop_unsynced || (!all_of_member && fstat(fd, &st)))
-		return;
-	pthread_mutex_lock(&u->lock);
-	for (struct undo_file **pp = &u->files; *pp;) {
-		struct undo_file *uf = *pp;
-
-		if (all_of_member ? uf->member == m
-				  : uf->dev == st.st_dev && uf->ino == st.st_ino) {
-			*pp = uf->next;
-			undo_free_file(u, uf);
-		} else {
-			pp = &uf->next;
-		}
-	}
-	pthread_mutex_unlock(&u->lock);
-}
-
-/* Zero [off, end) of fd: a hole where the filesystem can. */
-static int zero_range(int fd, uint64_t off, uint64_t end)
-{
-	static const unsigned char zeros[65536];
-
-	if (end <= off ||
-	    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
-		      (off_t)(end - off)) == 0)
-		return 0;
-	for (; off < end;) {
-		size_t l = end - off < sizeof(zeros) ? (size_t)(end - off) : sizeof(zeros);
-		ssize_t w = pwrite(fd, zeros, l, (off_t)off);
-
-		if (w <= 0)
-			return -1;
-		off += (uint64_t)w;
-	}
-	return 0;
-}
-
-static int undo_rec_apply(int fd, const struct undo_rec *r)
-{
-	int rc = zero_range(fd, r->off, r->end);
-
-	for (unsigned i = 0; i < r->nseg && rc == 0; i++)
-		if (pwrite(fd, r->seg[i].data, r->seg[i].len, (off_t)r->seg[i].off) !=
-		    (ssize_t)r->seg[i].len)
-			rc = -1;
-	if (rc == 0)
-		rc = ftruncate(fd, (off_t)r->old_size);
-	return rc;
-}
-
-/* The power cut: close the gate, let what is inside finish, undo every
- * unsynced change newest first.  Returns with the gate closed for good. */
-static void undo_all(struct fault *f)
-{
-	struct undo_log *u = &f->undo;
-	unsigned nrec = 0, nfail = 0;
-
-	pthread_mutex_lock(&u->lock);
-	u->crashing = true;
-	while (u->inflight)
-		pthread_cond_wait(&u->idle, &u->lock);
-	for (struct undo_file *uf = u->files; uf; uf = uf->next)
-		for (struct undo_rec *r = uf->newest; r; r = r->older, nrec++)
-			if (undo_rec_apply(uf->fd, r))
-				nfail++;
-	tfs_warn("fault: power cut: undid %u unsynced changes in %u member files "
-		 "(undo log: %llu bytes)%s", nrec, u->nfiles, (unsigned long long)u->bytes,
-		 u->overflow ? "; the log had overflowed, some changes survive" : "");
-	if (nfail)
-		tfs_warn("fault: power cut: %u undo records could not be applied: %s", nfail,
-			 strerror(errno));
-	pthread_mutex_unlock(&u->lock);
-}
 
 /* ------------------------------------------------------------------ */
 /* Deciding faults                                                      */
@@ -438,7 +148,7 @@ static void crash(struct fault *f, const char *op)
 	tfs_warn("fault: crash after %s #%ld%s", op, f->crash_n,
 		 f->drop_unsynced ? ", dropping unsynced changes" : "");
 	if (f->drop_unsynced)
-		undo_all(f);
+		tfs_pcut_cut(op);
 	kill(getpid(), SIGKILL);
 }
 
@@ -471,16 +181,15 @@ static long after(struct fault *f, const char *op, uint32_t m, long rc)
  * first and forget synced files after. */
 static int submit_run(struct tfs_backend *be, struct tfs_mio *v, unsigned n)
 {
-	struct fault *f = be->priv;
 	int rc;
 
 	for (unsigned i = 0; i < n; i++)
 		if (v[i].op == TFS_MIO_WRITE)
-			undo_note(f, v[i].member, v[i].fd, v[i].off, v[i].len);
+			tfs_pcut_note(v[i].member, v[i].fd, v[i].off, v[i].len);
 	rc = be->inner->ops->submit(be->inner, v, n);
 	for (unsigned i = 0; i < n; i++)
 		if ((v[i].op == TFS_MIO_FSYNC || v[i].op == TFS_MIO_FDATASYNC) && v[i].res == 0)
-			undo_forget(f, v[i].member, v[i].fd, false);
+			tfs_pcut_synced_fd(v[i].fd);
 	return rc;
 }
 
@@ -501,7 +210,7 @@ static int ft_submit(struct tfs_backend *be, struct tfs_mio *v, unsigned n)
 		}
 		return rc;
 	}
-	undo_enter(f);
+	tfs_pcut_enter();
 	for (unsigned i = 0; i <= n; i++) {
 		if (i < n && !fail_before(f, &v[i]))
 			continue;
@@ -515,9 +224,12 @@ static int ft_submit(struct tfs_backend *be, struct tfs_mio *v, unsigned n)
 			v[i].res = -EIO;
 		start = i + 1;
 	}
-	undo_leave(f);
-	for (unsigned i = 0; i < n; i++)
+	tfs_pcut_leave();
+	for (unsigned i = 0; i < n; i++) {
 		v[i].res = after(f, mio_name[v[i].op], v[i].member, (long)v[i].res);
+		if (v[i].op != TFS_MIO_READ)
+			tfs_pcut_tick();
+	}
 	return rc;
 }
 
@@ -579,11 +291,13 @@ static int ft_ftruncate(struct tfs_backend *be, uint32_t m, int fd, uint64_t len
 
 	if (rc)
 		return rc;
-	undo_enter(f);
-	undo_note(f, m, fd, len, UINT64_MAX);	/* what a shrink cuts, and the size */
+	tfs_pcut_enter();
+	tfs_pcut_note(m, fd, len, UINT64_MAX);	/* what a shrink cuts, and the size */
 	rc = be->inner->ops->ftruncate(be->inner, m, fd, len);
-	undo_leave(f);
-	return (int)after(f, "ftruncate", m, rc);
+	tfs_pcut_leave();
+	rc = (int)after(f, "ftruncate", m, rc);
+	tfs_pcut_tick();
+	return rc;
 }
 
 static int ft_fallocate(struct tfs_backend *be, uint32_t m, int fd, int mode, uint64_t off,
@@ -595,11 +309,13 @@ static int ft_fallocate(struct tfs_backend *be, uint32_t m, int fd, int mode, ui
 
 	if (rc)
 		return rc;
-	undo_enter(f);
-	undo_note(f, m, fd, off, zeroes ? len : 0);
+	tfs_pcut_enter();
+	tfs_pcut_note(m, fd, off, zeroes ? len : 0);
 	rc = be->inner->ops->fallocate(be->inner, m, fd, mode, off, len);
-	undo_leave(f);
-	return (int)after(f, "fallocate", m, rc);
+	tfs_pcut_leave();
+	rc = (int)after(f, "fallocate", m, rc);
+	tfs_pcut_tick();
+	return rc;
 }
 
 static int ft_syncfs(struct tfs_backend *be, uint32_t m)
@@ -609,12 +325,14 @@ static int ft_syncfs(struct tfs_backend *be, uint32_t m)
 
 	if (rc)
 		return rc;
-	undo_enter(f);
+	tfs_pcut_enter();
 	rc = be->inner->ops->syncfs(be->inner, m);
 	if (rc == 0)
-		undo_forget(f, m, -1, true);
-	undo_leave(f);
-	return (int)after(f, "syncfs", m, rc);
+		tfs_pcut_synced_domain(m);
+	tfs_pcut_leave();
+	rc = (int)after(f, "syncfs", m, rc);
+	tfs_pcut_tick();
+	return rc;
 }
 
 static const struct tfs_member_ops fault_ops = {
@@ -685,10 +403,17 @@ static bool parse_token(struct fault *f, const char *tok)
 	}
 	if (sscanf(tok, "seed=%llu", &seed) == 1) {
 		atomic_store(&f->rng, seed);
+		f->cut.seed = seed;
 		return true;
 	}
 	if (strcmp(tok, "drop_unsynced") == 0)
 		return f->drop_unsynced = true;
+	if (sscanf(tok, "cut_after=%ld", &f->cut.cut_after) == 1)
+		return f->cut.cut_after > 0;
+	if (sscanf(tok, "cut_keep=%lf", &f->cut.keep) == 1)
+		return f->cut.keep >= 0 && f->cut.keep <= 1;
+	if (strncmp(tok, "cut_dump=", 9) == 0 && tok[9])
+		return (f->cut.dump = strdup(tok + 9)) != NULL;
 	if (strcmp(tok, "torn") == 0)
 		return f->torn = true;
 	return parse_eio(tok, "eio_read", f->eio_read) || parse_eio(tok, "eio_write", f->eio_write);
@@ -706,14 +431,14 @@ struct tfs_backend *tfs_fault_backend(struct tfs_backend *inner, const char *spe
 		return NULL;
 	}
 	atomic_store(&f->rng, 0x5DEECE66Dull);
-	pthread_mutex_init(&f->undo.lock, NULL);
-	pthread_cond_init(&f->undo.idle, NULL);
 	for (tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
 		if (!parse_token(f, tok))
 			tfs_warn("fault: ignoring bad spec '%s'", tok);
 	free(s);
-	if (f->drop_unsynced && f->crash_n <= 0)
-		tfs_warn("fault: drop_unsynced without crash_after does nothing");
+	if (f->drop_unsynced && f->crash_n <= 0 && f->cut.cut_after <= 0)
+		tfs_warn("fault: drop_unsynced without crash_after or cut_after does nothing");
+	if (f->drop_unsynced)
+		tfs_pcut_enable(&f->cut);
 	be->ops = &fault_ops;
 	be->inner = inner;
 	be->priv = f;

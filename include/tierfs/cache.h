@@ -94,11 +94,16 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 			const void *buf, size_t len, uint64_t off);
 /* Make the file's data durable: on the SSD (write-back) and the members. */
 int tfs_cache_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync);
-/* [off, off+len) becomes zeros or goes away (truncate: len = UINT64_MAX,
- * punch, zero range): drop it from the cache and hold the flusher off the
- * file until tfs_cache_zero_end, after the members have changed too. */
+/* Whether the SSD tier holds anything of the file (an extent, or a size
+ * the members do not have yet). */
+bool tfs_cache_knows(struct tfs_fs *fs, struct tfs_inode *in);
+/* [off, off+len) becomes zeros or goes away (truncate: len = UINT64_MAX;
+ * 0: nothing yet): drop it from the cache and hold the flusher off the
+ * file until tfs_cache_zero_end, after the members have changed too; that
+ * drops [off, off+len) (a punch or zero range, once the members are
+ * synced: cache.c invariant 8) and lets the flusher back. */
 void tfs_cache_zero_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len);
-void tfs_cache_zero_end(struct tfs_fs *fs, struct tfs_inode *in);
+void tfs_cache_zero_end(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len);
 /* The file's last name is gone and nobody has it open: drop its extents. */
 void tfs_cache_forget(struct tfs_fs *fs, uint64_t fid);
 /* Logical size the cache knows for fid (grown by cached writes), or 0. */

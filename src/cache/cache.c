@@ -34,6 +34,11 @@
  *     the RAID is written; write-through makes its whole sectors valid
  *     again only after both tiers have them.  A crash in between leaves
  *     those sectors to the members.
+ *  8. Nothing drops a dirty sector whose members' bytes are older while
+ *     the members could still show them after a crash: a punch or zero
+ *     range drops it only once the members are punched and synced
+ *     (tfs_data_fallocate), a truncate only behind a durable intent that
+ *     cuts the members (tfs_ns_truncate), an unlinked file's go with it.
  *
  * Extent states (per slot):
  *   free --c_alloc_slot--> busy (filling/writing) --clear busy--> clean|dirty
@@ -1491,6 +1496,21 @@ void c_file_unhold(struct tfs_cache *c, struct cfile *f)
 	pthread_mutex_unlock(&c->lock);
 }
 
+bool tfs_cache_knows(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	struct tfs_cache *c = fs->cache;
+	struct cfile *f;
+	bool any;
+
+	if (!in->fid_valid)
+		return false;
+	pthread_mutex_lock(&c->lock);
+	f = c_file_find(c, in->fid);
+	any = f && (f->ncached || f->size);
+	pthread_mutex_unlock(&c->lock);
+	return any;
+}
+
 void tfs_cache_zero_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len)
 {
 	struct tfs_cache *c = fs->cache;
@@ -1499,11 +1519,12 @@ void tfs_cache_zero_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off,
 
 	if (!in->fid_valid || !(f = c_file_hold(c, in->fid)))
 		return;
-	c_zero_file(c, f, off, trunc ? UINT64_MAX - off : len, trunc);
+	if (len)
+		c_zero_file(c, f, off, trunc ? UINT64_MAX - off : len, trunc);
 	/* f stays held (flusher off) until tfs_cache_zero_end */
 }
 
-void tfs_cache_zero_end(struct tfs_fs *fs, struct tfs_inode *in)
+void tfs_cache_zero_end(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len)
 {
 	struct tfs_cache *c = fs->cache;
 	struct cfile *f;
@@ -1513,8 +1534,12 @@ void tfs_cache_zero_end(struct tfs_fs *fs, struct tfs_inode *in)
 	pthread_mutex_lock(&c->lock);
 	f = c_file_find(c, in->fid);
 	pthread_mutex_unlock(&c->lock);
-	if (f)	/* still there: zero_begin's reference keeps it */
-		c_file_unhold(c, f);
+	if (!f)
+		return;
+	/* still there: zero_begin's reference keeps it */
+	if (len)
+		c_zero_file(c, f, off, len, false);
+	c_file_unhold(c, f);
 }
 
 void tfs_cache_forget(struct tfs_fs *fs, uint64_t fid)

@@ -99,7 +99,9 @@ static int intent_begin(struct tfs_fs *fs, uint32_t op, const struct tfs_loc *a,
 	int len;
 
 	*seq = 0;
-	if (fs->n == 1)
+	/* one member: nothing to make agree, but a truncate with an SSD tier
+	 * is replayed so the members follow the cache's cut (tfs_ns_truncate) */
+	if (fs->n == 1 && !(op == TFS_I_TRUNCATE && fs->cache))
 		return 0;
 	p1 = tfs_loc_path(fs, a);
 	if (b)
@@ -775,6 +777,7 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 {
 	struct tfs_loc loc;
 	uint64_t seq = 0;
+	bool cached;
 	int rc;
 
 	unsigned held[TFS_ROW_LOCKS], nheld = 0;
@@ -782,7 +785,22 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 	rc = tfs_ns_load_file(fs, in);
 	if (rc)
 		return rc;
-	if (fs->cache)	/* the SSD tier first; its flusher stays off the file */
+	/* the intent first, durable before the SSD tier drops anything when
+	 * the tier holds some of the file: a crash (or power cut) after the
+	 * drop then finds it and cuts the members too, so the members' older
+	 * bytes never come back where the tier had newer ones (DESIGN 10.5) */
+	cached = fs->cache && tfs_cache_knows(fs, in);
+	if (tfs_inode_loc(fs, in, &loc) == 0) {
+		rc = intent_begin(fs, TFS_I_TRUNCATE, &loc, NULL, NULL, 0, len, &seq);
+		tfs_loc_put(fs, &loc);
+		if (rc)
+			return rc;
+	}
+	if (cached && seq && (rc = tfs_meta_sync(fs->meta)) != 0) {
+		intent_end(fs, seq);
+		return rc;
+	}
+	if (fs->cache)	/* the SSD tier; its flusher stays off the file */
 		tfs_cache_zero_begin(fs, in, len, UINT64_MAX);
 	if (fs->stripes) {
 		/* the rows between the old and the new end: a rebuild or scrub
@@ -805,12 +823,9 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 		if (nheld)
 			tfs_rows_unlock(fs, held, nheld);
 		if (fs->cache)
-			tfs_cache_zero_end(fs, in);
+			tfs_cache_zero_end(fs, in, 0, 0);
+		intent_end(fs, seq);
 		return rc;
-	}
-	if (fs->n > 1 && tfs_inode_loc(fs, in, &loc) == 0) {
-		rc = intent_begin(fs, TFS_I_TRUNCATE, &loc, NULL, NULL, 0, len, &seq);
-		tfs_loc_put(fs, &loc);
 	}
 	/* parity levels: the bytes cut from the new last row are zeroed
 	 * first, so its parity stays right (what is cut is then a hole) */
@@ -835,13 +850,19 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 		in->size = len;
 	if (rc == 0)
 		size_save_locked(fs, in);
+	pthread_mutex_unlock(&in->lock);
+	/* the members' cut is durable before the intent goes: the tier's
+	 * drop may already be (any durability point commits it) */
+	if (rc == 0 && cached)
+		rc = tfs_raid_fsync(fs, in, true);
 	intent_end(fs, seq);
+	pthread_mutex_lock(&in->lock);
 	ofile_put_locked(fs, in);
 	pthread_mutex_unlock(&in->lock);
 	if (nheld)
 		tfs_rows_unlock(fs, held, nheld);
 	if (fs->cache)
-		tfs_cache_zero_end(fs, in);
+		tfs_cache_zero_end(fs, in, 0, 0);
 	return rc;
 }
 

@@ -473,14 +473,18 @@ int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64
 		return -EFBIG;
 	if (!cached(fs) || !(mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)))
 		return raid_fallocate(fs, in, mode, off, len);
-	/* zeros: out of the cache first, and the flusher off the file until
-	 * the members have them too */
+	/* zeros: the flusher off the file, the members first (synced if the
+	 * cache holds some of the file), then out of the cache: dropped
+	 * before, dirty sectors would leave the members' older bytes to show
+	 * after a crash (cache.c invariant 8) */
 	rc = tfs_ns_load_file(fs, in);
 	if (rc)
 		return rc;
-	tfs_cache_zero_begin(fs, in, off, len);
+	tfs_cache_zero_begin(fs, in, off, 0);
 	rc = raid_fallocate(fs, in, mode, off, len);
-	tfs_cache_zero_end(fs, in);
+	if (rc == 0 && tfs_cache_knows(fs, in))
+		rc = tfs_raid_fsync(fs, in, true);
+	tfs_cache_zero_end(fs, in, off, rc ? 0 : len);
 	return rc;
 }
 

@@ -1,0 +1,449 @@
+"""Crash-state exploration: power cuts of the whole daemon, in the spirit of
+CrashMonkey and ALICE.
+
+A seeded workload (writes and overwrites, buffered and O_DIRECT, fsync,
+fdatasync, truncate, hole punch, rename, unlink, on more data than the SSD tier holds,
+so extents are evicted and slots reused) runs on a real mount under the
+power-cut model (TIERFS_FAULT=drop_unsynced,cut_after=N,cut_dump=PATH:
+src/member/powercut.c).  At the N-th noted operation the daemon writes down
+every change no sync covered (member files, member journals, the SSD data
+file, the extent store and its log) and dies.  Each cut is expanded into
+several crash states: a copy of the array in which every unsynced 4 KiB
+block is lost or kept by a seeded draw (tests/tools/pcut_apply).  For every
+state the array must mount, and then:
+
+  * every byte of a file as of its last fsync/fdatasync reads back, or a
+    byte written after it (nothing reads older than its last fsync);
+  * no 512-byte unit shows another file's bytes, or torn or foreign bytes;
+  * every size lies between the smallest and the largest the file had at
+    or after its last fsync (an unsynced extension may be torn);
+  * a file that existed at its directory's last fsync still exists;
+  * a scrub finds no mismatch (redundant levels).
+
+TIERFS_CRASH_STATES sets the total number of states (default 1000, split
+over the configurations); TIERFS_CRASH_LONG=1 multiplies it by ten.
+"""
+import ctypes
+import ctypes.util
+import os
+import random
+import shutil
+import struct
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILD, Mount, mkfs
+
+UNIT = 512
+ZERO = bytes(UNIT)
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+PUNCH = 2 | 1           # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+PCUT_APPLY = BUILD / "pcut_apply"
+TIERCTL = BUILD / "tierctl"
+
+# (level, members, cached): the tier in write-back on RAID1, RAID5, RAID6,
+# and the uncached levels
+CONFIGS = [
+    ("raid5", 4, True),
+    ("raid6", 4, True),
+    ("raid1", 2, True),
+    ("raid5", 3, False),
+    ("raid1", 2, False),
+]
+
+
+def total_states():
+    n = int(os.environ.get("TIERFS_CRASH_STATES", "1000"))
+    if os.environ.get("TIERFS_CRASH_LONG"):
+        n *= 10
+    return n
+
+
+def tag(fn, seq, u):
+    """The 512 bytes a write with sequence seq puts in unit u of file fn."""
+    return struct.pack("<IIQ", fn, seq, u) * (UNIT // 16)
+
+
+def parse(b):
+    """None for zeros, (fn, seq, u), or 'torn' for anything else."""
+    if b == ZERO:
+        return None
+    h = b[:16]
+    if h * (UNIT // 16) != b:
+        return "torn"
+    return struct.unpack("<IIQ", h)
+
+
+# ---------------------------------------------------------------------------
+# What may be there after a cut
+# ---------------------------------------------------------------------------
+
+class FileModel:
+    """One file's acceptable states: what it held at its last fsync (synced)
+    and every unit version and size it had since (after, sizes)."""
+
+    def __init__(self, fn, name):
+        self.fn = fn
+        self.names = {name}         # names it may have after a cut
+        self.name = name
+        self.cur = {}               # unit -> seq (absent: zeros)
+        self.size = 0
+        self.synced = {}
+        self.synced_size = None     # None: never fsynced (may be empty or gone)
+        self.after = {}             # unit -> {seq or None}
+        self.sizes = {0}
+        self.dir_synced = False     # existed at a fsync of its directory
+        self.gone = False           # unlinked (and maybe dir-synced)
+
+    def write(self, u0, n, seq):
+        for u in range(u0, u0 + n):
+            self.cur[u] = seq
+            self.after.setdefault(u, set()).add(seq)
+        self.size = max(self.size, (u0 + n) * UNIT)
+        self.sizes.add(self.size)
+
+    def punch(self, u0, n):
+        for u in range(u0, u0 + n):
+            self.cur.pop(u, None)
+            self.after.setdefault(u, set()).add(None)
+
+    def truncate(self, size):
+        nu = size // UNIT
+        for u in [u for u in self.cur if u >= nu]:
+            del self.cur[u]
+            self.after.setdefault(u, set()).add(None)
+        self.size = size
+        self.sizes.add(size)
+
+    def fsynced(self):
+        self.synced = dict(self.cur)
+        self.synced_size = self.size
+        self.after = {}
+        self.sizes = {self.size}
+
+    def ok(self, data):
+        """None if data is an acceptable content of this file, else why not."""
+        # a size between the smallest and the largest it had since its last
+        # fsync: an unsynced extension may be torn (some members' files grew,
+        # others not; ext4's i_disksize too moves page by page at writeback)
+        sizes = self.sizes | ({self.synced_size} if self.synced_size is not None else set())
+        if not min(sizes) <= len(data) <= max(sizes):
+            return (f"size {len(data)}: outside what it had since its last fsync "
+                    f"(synced {self.synced_size}, since {sorted(self.sizes)})")
+        for u in range(len(data) // UNIT):
+            got = parse(data[u * UNIT:(u + 1) * UNIT])
+            if got == "torn":
+                return f"unit {u} (offset {u * UNIT}): torn or foreign bytes"
+            if got is not None and (got[0] != self.fn or got[2] != u):
+                return (f"unit {u} (offset {u * UNIT}): bytes of file {got[0]} unit {got[2]} "
+                        f"(write {got[1]}), not of file {self.fn}")
+            seq = None if got is None else got[1]
+            want = {self.synced.get(u)} | self.after.get(u, set())
+            if seq not in want:
+                return (f"unit {u} (offset {u * UNIT}): write {seq}, but only "
+                        f"{sorted(want, key=lambda x: -1 if x is None else x)} may be there "
+                        f"(synced: {self.synced.get(u)})")
+        return None
+
+
+class Workload:
+    """A seeded sequence of operations on DIR/d, recorded in FileModels
+    before each is issued (so the one in flight at the cut counts as
+    possibly done) and promoted to synced only when an fsync returns."""
+
+    NFILES = 5
+    FILE_UNITS = 1024               # 512 KiB per file
+
+    def __init__(self, mnt, seed, nops=150):
+        self.d = os.path.join(str(mnt), "d")
+        self.rng = random.Random(seed)
+        self.nops = nops
+        self.seq = 0
+        self.files = []
+        self.next_fn = 1
+        self.done = 0
+        self.stopped = None
+
+    def path(self, f):
+        return os.path.join(self.d, f.name)
+
+    def new_file(self, name):
+        f = FileModel(self.next_fn, name)
+        self.next_fn += 1
+        self.files.append(f)
+        return f
+
+    def live(self):
+        return [f for f in self.files if not f.gone]
+
+    def write(self, f, u0, n, direct):
+        self.seq += 1
+        seq = self.seq
+        data = b"".join(tag(f.fn, seq, u) for u in range(u0, u0 + n))
+        f.write(u0, n, seq)
+        flags = os.O_RDWR | (os.O_DIRECT if direct else 0)
+        fd = os.open(self.path(f), flags)
+        try:
+            if direct:
+                import mmap
+                b = mmap.mmap(-1, len(data))
+                b[:] = data
+                assert os.pwritev(fd, [b], u0 * UNIT) == len(data)
+                b.close()
+            else:
+                assert os.pwrite(fd, data, u0 * UNIT) == len(data)
+        finally:
+            os.close(fd)
+
+    def fsync(self, f, data_only):
+        fd = os.open(self.path(f), os.O_RDONLY)
+        try:
+            (os.fdatasync if data_only else os.fsync)(fd)
+        finally:
+            os.close(fd)
+        f.fsynced()
+
+    def fsyncdir(self):
+        fd = os.open(self.d, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        for f in self.files:
+            if not f.gone:
+                f.dir_synced = True
+                f.names = {f.name}
+
+    def setup(self):
+        os.mkdir(self.d)
+        for i in range(self.NFILES):
+            f = self.new_file(f"f{i}")
+            open(self.path(f), "wb").close()
+            self.write(f, 0, self.rng.randrange(1, 64), False)
+            self.fsync(f, False)
+        self.fsyncdir()
+
+    def step(self):
+        r = self.rng.random()
+        f = self.rng.choice(self.live())
+        if r < 0.55:
+            direct = self.rng.random() < 0.25
+            if direct:      # O_DIRECT: 4K aligned
+                u0 = self.rng.randrange(0, self.FILE_UNITS - 64) // 8 * 8
+                n = self.rng.randrange(1, 9) * 8
+            else:
+                u0 = self.rng.randrange(0, self.FILE_UNITS - 64)
+                n = self.rng.choice([1, 1, 2, 3, 7, 8, 16, 33, 64])
+            self.write(f, u0, n, direct)
+        elif r < 0.70:
+            self.fsync(f, False)
+        elif r < 0.78:
+            self.fsync(f, True)
+        elif r < 0.81:
+            u0 = self.rng.randrange(0, self.FILE_UNITS - 64) // 8 * 8
+            n = self.rng.randrange(1, 9) * 8
+            f.punch(u0, n)
+            fd = os.open(self.path(f), os.O_RDWR)
+            try:
+                if _libc.fallocate(fd, PUNCH, u0 * UNIT, n * UNIT):
+                    raise OSError(ctypes.get_errno(), "fallocate")
+            finally:
+                os.close(fd)
+        elif r < 0.85:
+            size = self.rng.randrange(0, self.FILE_UNITS) * UNIT
+            f.truncate(size)
+            os.truncate(self.path(f), size)
+        elif r < 0.90:
+            new = f"r{self.seq}_{f.fn}"
+            self.seq += 1
+            f.names.add(new)
+            os.rename(self.path(f), os.path.join(self.d, new))
+            f.name = new
+            if self.rng.random() < 0.5:
+                self.fsyncdir()
+        elif r < 0.95 and len(self.live()) > 2:
+            f.gone = True           # may still be there until the dir is synced
+            os.unlink(self.path(f))
+            g = self.new_file(f"n{self.next_fn}")
+            open(self.path(g), "wb").close()
+            if self.rng.random() < 0.5:
+                self.fsyncdir()
+        else:
+            self.fsyncdir()
+
+    def run(self):
+        """Until the daemon dies (an OSError) or the ops run out."""
+        try:
+            self.setup()
+            for _ in range(self.nops):
+                self.step()
+                self.done += 1
+        except OSError as e:
+            self.stopped = e
+
+
+def check_state(w, mnt):
+    """Problems with the crash state mounted on mnt, as a list of strings."""
+    d = os.path.join(str(mnt), "d")
+    bad = []
+    if not os.path.isdir(d):
+        if any(f.dir_synced for f in w.files):
+            return [f"{d} is gone"]
+        return []
+    names = set(os.listdir(d))
+    claimed = set()
+    for f in w.files:
+        found = sorted(names & f.names)
+        if f.dir_synced and not f.gone and f.synced_size is not None and not found:
+            bad.append(f"file {f.fn} ({sorted(f.names)}) is gone though its directory "
+                       f"and its data were synced")
+        for n in found:
+            with open(os.path.join(d, n), "rb") as fh:
+                why = f.ok(fh.read())
+            # a name two files had (unlink + recreate): any of them may own it
+            if why and not any(g is not f and n in g.names and g.ok(open(os.path.join(d, n), "rb").read()) is None
+                               for g in w.files):
+                bad.append(f"{n} (file {f.fn}): {why}")
+            claimed.add(n)
+    for n in sorted(names - claimed):
+        bad.append(f"{n}: a name no file of the workload had")
+    return bad
+
+
+# ---------------------------------------------------------------------------
+# Running cuts and states
+# ---------------------------------------------------------------------------
+
+def make(base, level, n):
+    members = [base / f"m{i}" for i in range(n)]
+    for m in members:
+        m.mkdir(parents=True)
+    mkfs(members, level, "16K")
+    (base / "cache").mkdir()
+    return members
+
+
+def opts(base, cached):
+    o = ["max_threads=8"]
+    if cached:
+        # 16 extents of 64K against 2.5 MB of data: evictions and reuse
+        o += [f"cache={base / 'cache'}", "cache_size=1M", "cache_extent=64K"]
+    return o
+
+
+def ops_noted(log):
+    for line in log.splitlines():
+        if "power-cut model:" in line and "operations noted" in line:
+            return int(line.split("power-cut model:")[1].split()[0])
+    return None
+
+
+def one_cut(tmp, level, n, cached, seed, cut):
+    """Run the workload until the cut: (workload, base dir, dump path)."""
+    base = tmp / f"cut{seed}"
+    members = make(base, level, n)
+    dump = tmp / f"dump{seed}"
+    spec = f"drop_unsynced,seed={seed},cut_after={cut},cut_dump={dump}"
+    m = Mount(members, base / "mnt", opts(base, cached), env={"TIERFS_FAULT": spec})
+    m.start()
+    w = Workload(m.mnt, seed)
+    w.cut = cut
+    try:
+        w.run()
+        if w.stopped is None:
+            m.stop()            # the cut came after the workload: no state
+            return w, base, None
+        m.wait_dead()
+    finally:
+        if m.proc is not None:
+            m.stop()
+    assert dump.exists(), f"the daemon died but wrote no dump:\n{m.log()[-3000:]}"
+    return w, base, dump
+
+
+def check_one_state(w, base, dump, tmp, sidx, keep, level, n, cached, seed):
+    state = tmp / "state"
+    if state.exists():
+        shutil.rmtree(state)
+    shutil.copytree(base, state, symlinks=True, ignore=shutil.ignore_patterns("mnt*"))
+    r = subprocess.run([str(PCUT_APPLY), str(dump), os.path.realpath(base),
+                        os.path.realpath(state), str(keep), str(seed * 1000 + sidx)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    lost = int(r.stdout)
+    members = [state / f"m{i}" for i in range(n)]
+    # the machine went down: a new boot id (bind.c trusts the page cache
+    # of the same boot)
+    m = Mount(members, state / "mnt", opts(state, cached),
+              env={"TIERFS_BOOT_ID": f"pcut-{seed}-{sidx}"})
+    where = (f"{level} x{n}{' + tier' if cached else ''}, seed {seed}, cut {w.cut}, "
+             f"state {sidx} (keep {keep}, {lost} blocks lost)")
+    try:
+        try:
+            m.start(timeout=20)
+        except RuntimeError as e:
+            return [f"{where}: does not mount: {e}"]
+        bad = [f"{where}: {b}" for b in check_state(w, m.mnt)]
+        if level != "jbod" and level != "raid0" and not bad:
+            r = subprocess.run([str(TIERCTL), "scrub", m.mnt, "--wait"], capture_output=True,
+                               text=True)
+            if "0 mismatches" not in r.stdout:
+                bad.append(f"{where}: scrub: {r.stdout.strip()} {r.stderr.strip()}")
+    finally:
+        m.stop()
+    errors = [l for l in m.log().splitlines() if ": error:" in l]
+    if errors:
+        bad.append(f"{where}: the daemon logged errors: " + " | ".join(errors[:5]))
+    return bad
+
+
+@pytest.mark.parametrize("level,n,cached", CONFIGS,
+                         ids=[f"{l}x{n}{'-tier' if c else ''}" for l, n, c in CONFIGS])
+def test_crash_states(tmp_path, level, n, cached):
+    states = max(10, total_states() // len(CONFIGS))
+    per_cut = 10
+    cuts = (states + per_cut - 1) // per_cut
+    rng = random.Random(f"{level}{n}{cached}")
+
+    # calibration: how many operations the whole workload notes
+    base = tmp_path / "calib"
+    members = make(base, level, n)
+    m = Mount(members, base / "mnt", opts(base, cached),
+              env={"TIERFS_FAULT": "drop_unsynced,seed=1"})
+    m.start()
+    try:
+        w = Workload(m.mnt, 0)
+        w.run()
+        assert w.stopped is None, w.stopped
+    finally:
+        m.stop()
+    total = ops_noted(m.log())
+    assert total and total > 50, m.log()[-2000:]
+    shutil.rmtree(base)
+
+    checked, problems, ncuts, attempts = 0, [], 0, 0
+    t0 = time.time()
+    while checked < states and attempts < 3 * cuts and not problems:
+        attempts += 1
+        seed = rng.randrange(1 << 30)
+        w, cbase, dump = one_cut(tmp_path, level, n, cached, seed,
+                                 rng.randrange(total // 20, total * 9 // 10))
+        if dump is None:        # the workload ended before the cut
+            shutil.rmtree(cbase)
+            continue
+        ncuts += 1
+        for s in range(per_cut):
+            keep = [0.0, 1.0, 0.5, 0.25, 0.75][s] if s < 5 else rng.random()
+            problems += check_one_state(w, cbase, dump, tmp_path, s, keep, level, n, cached,
+                                        seed)
+            checked += 1
+        shutil.rmtree(cbase)
+        dump.unlink()
+    print(f"\n{level} x{n}{' + tier' if cached else ''}: {checked} crash states from "
+          f"{ncuts} cuts ({total} operations per run) in {time.time() - t0:.0f} s, "
+          f"{len(problems)} problems")
+    assert not problems, "\n".join(problems[:20])
+    assert checked >= states, f"only {checked} of {states} states: the cuts came too late"

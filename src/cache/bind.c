@@ -751,7 +751,8 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len)
 	uint64_t dirty;
 	uint32_t used, ndirty, unresolved;
 	enum tfs_cache_mode mode;
-	bool flushing;
+	bool flushing, flush_unresolved;
+	char ferr[96] = "";
 	int l, flush_err;
 
 	if (!c || c->detached)
@@ -777,8 +778,14 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len)
 	unresolved = c->unresolved;
 	flushing = c->flush_req != c->flush_done;
 	flush_err = c->flush_err;
+	flush_unresolved = c->flush_unresolved;
 	mode = c_mode(c);
 	pthread_mutex_unlock(&c->lock);
+	if (flush_err)
+		snprintf(ferr, sizeof(ferr), "%s", strerror(-flush_err));
+	else if (flush_unresolved && unresolved)
+		snprintf(ferr, sizeof(ferr), "%u files with dirty data not found since the restart",
+			 unresolved);
 	l = snprintf(buf, len,
 		     "cache=%s\ncache.uuid=%s\ncache.mode=%s\ncache.policy=%s\n"
 		     "cache.extent=%u\ncache.slots=%u\ncache.size=%" PRIu64 "\n"
@@ -806,7 +813,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len)
 		     st.promotions, st.promote_dropped, st.evictions, st.invalidations,
 		     st.fills, st.flushed_bytes, st.flush_writes, st.full_stripe_flushes,
 		     st.throttled, flushing, unresolved, c->promote, c->seq_cutoff,
-		     c->dirty_low, c->dirty_high, flush_err ? strerror(-flush_err) : "");
+		     c->dirty_low, c->dirty_high, ferr);
 	return l < 0 ? 0 : (size_t)l >= len ? (int)len - 1 : l;
 }
 
@@ -842,7 +849,16 @@ static int cache_detach(struct tfs_cache *c, char *err, size_t errlen)
 	__atomic_store_n(&c->mode, TFS_CACHE_OFF, __ATOMIC_RELEASE);
 	rc = c_flush_all(c);
 	if (rc) {
-		snprintf(err, errlen, "flush failed (%s): the cache stays attached", strerror(-rc));
+		pthread_mutex_lock(&c->lock);
+		if (c->unresolved) {
+			snprintf(err, errlen, "%u files with dirty data not found since the restart "
+				 "(cache.unresolved_files): the cache stays attached", c->unresolved);
+			rc = -EAGAIN;	/* the flusher keeps looking */
+		} else {
+			snprintf(err, errlen, "flush failed (%s): the cache stays attached",
+				 strerror(-rc));
+		}
+		pthread_mutex_unlock(&c->lock);
 		return rc;
 	}
 	c_threads_stop(c);

@@ -116,8 +116,15 @@ struct tfs_cache {
 	pthread_cond_t fcond;		/* wakes the flusher */
 	uint64_t flush_req, flush_done;	/* "flush everything" requests */
 	int flush_err;			/* why the last flush stopped (-errno), or 0 */
+	bool flush_unresolved;		/* ... or that dirty files were not found yet */
 	uint32_t ndirty_old;		/* dirty extents older than the last flush request */
 	uint32_t unresolved;		/* dirty files not found yet (after a restart) */
+	/* the restart walk (flush.c resolve): when to walk next, the pause
+	 * (doubled while files stay unfound), the last walk's error (logged
+	 * once), the flush request it last walked for */
+	uint32_t resolve_at, resolve_wait;
+	int resolve_err;
+	uint64_t resolve_req;
 	bool journal_dirty;		/* CDIRTY changes not synced yet */
 	/* CDIRTY changes decided under c->lock, applied in order outside it
 	 * (a journal write can wait behind a journal sync) under jlock */

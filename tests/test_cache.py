@@ -1893,3 +1893,52 @@ def test_restart_walk_failing_is_reported_not_waited_for(make_array, tmp_path):
         same(read_all(os.path.join(a.mnt, n)), b, f"{n} after the fault")
     flushed_to_members(a, m, files)
 
+
+# ---------------------------------------------------------------------------
+# 19. Detach racing a write that read the cache mode before it
+# ---------------------------------------------------------------------------
+
+def test_detach_waits_for_a_write_already_inside(make_array, tmp_path):
+    """A write-back write whose partial sectors are filled from the RAID, with
+    every member read slowed to 300 ms, is inside the cache when the detach
+    comes.  The detach waits for it and flushes it, or it goes to the RAID; it
+    is never acknowledged into the unbound cache (which would hide it from
+    reads and leave its file named dirty in the journal)."""
+    import threading
+    a = make_array("raid5", 3, "64K")
+    base = random.Random(21).randbytes(512 * K)
+    prefill(a, {"f": base})
+    m = a.mount(opts=copts(tmp_path / "cache", dirty_low=90, dirty_high=95),
+                env={"TIERFS_FAULT": "delay=read:300"})
+    p = os.path.join(a.mnt, "f")
+    model = bytearray(base)
+    writes = [(100, b"w" * 5000), (300 * K + 7, b"v" * 3000)]
+    box = {}
+
+    def run(what, fn, *args):
+        try:
+            fn(*args)
+        except OSError as e:
+            box[what] = e
+    threads = []
+    for i, (off, b) in enumerate(writes):
+        threads.append(threading.Thread(target=run, args=(f"write {i}", pwrite, p, off, b,
+                                                          False)))
+        threads[-1].start()
+        if i == 0:
+            time.sleep(0.1)               # inside, waiting for its fill
+            threads.append(threading.Thread(target=run, args=("detach", ctl, a.mnt,
+                                                              "detach")))
+            threads[-1].start()
+            time.sleep(0.1)               # the second one comes during the detach
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive(), "a write or the detach hangs"
+    assert not box, (box, status(a.mnt).get("ctl_error"))
+    for off, b in writes:
+        model[off:off + len(b)] = b
+    assert status(a.mnt)["cache"] == "none"
+    same(read_all(p), bytes(model), "after the detach")
+    m.stop()
+    a.mount()                             # uncached: nothing may be named dirty
+    same(read_all(p), bytes(model), "through an uncached mount")

@@ -841,36 +841,51 @@ int tfs_cache_file_stats(struct tfs_fs *fs, struct tfs_inode *in, char *buf, siz
 }
 
 /* Detach: everything flushed, the cache emptied and unbound, the array
- * uncached from now on. */
+ * uncached from now on.  A write that read the mode before it either ends
+ * before the last flush (which takes what it wrote) or waits at the gate
+ * and then goes to the RAID (cache.c invariant 8). */
 static int cache_detach(struct tfs_cache *c, char *err, size_t errlen)
 {
+	bool stopped = false;
 	int rc;
 
 	__atomic_store_n(&c->mode, TFS_CACHE_OFF, __ATOMIC_RELEASE);
-	rc = c_flush_all(c);
-	if (rc) {
+	rc = c_flush_all(c);	/* the bulk, with writes still coming in */
+	if (rc == 0) {
 		pthread_mutex_lock(&c->lock);
-		if (c->unresolved) {
-			snprintf(err, errlen, "%u files with dirty data not found since the restart "
-				 "(cache.unresolved_files): the cache stays attached", c->unresolved);
-			rc = -EAGAIN;	/* the flusher keeps looking */
-		} else {
-			snprintf(err, errlen, "flush failed (%s): the cache stays attached",
-				 strerror(-rc));
-		}
+		c->gate = true;
+		while (c->writers)
+			pthread_cond_wait(&c->cond, &c->lock);
 		pthread_mutex_unlock(&c->lock);
+		rc = c_flush_all(c);	/* what they wrote; nobody adds more */
+	}
+	if (rc == 0) {
+		c_threads_stop(c);
+		stopped = true;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (rc == 0 && c->ndirty)
+		rc = -EBUSY;	/* cannot happen: the gate is closed */
+	if (rc == 0)
+		__atomic_store_n(&c->detached, true, __ATOMIC_RELEASE);
+	c->gate = false;
+	pthread_cond_broadcast(&c->cond);
+	if (rc && c->unresolved) {
+		snprintf(err, errlen, "%u files with dirty data not found since the restart "
+			 "(cache.unresolved_files): the cache stays attached", c->unresolved);
+		rc = -EAGAIN;	/* the flusher keeps looking */
+	} else if (rc) {
+		snprintf(err, errlen, "flush failed (%s): the cache stays attached", strerror(-rc));
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (rc) {
+		int r = stopped ? c_threads_start(c) : 0;
+
+		if (r)
+			tfs_err("cache %s: the flusher cannot be restarted after a failed detach: "
+				"%s; dirty data stays until the next mount", c->dir, strerror(-r));
 		return rc;
 	}
-	c_threads_stop(c);
-	pthread_mutex_lock(&c->lock);
-	if (c->ndirty) {
-		pthread_mutex_unlock(&c->lock);
-		snprintf(err, errlen, "dirty data appeared during the detach: try again");
-		c_threads_start(c);
-		return -EBUSY;
-	}
-	__atomic_store_n(&c->detached, true, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&c->lock);
 	/* requests already past the detached check see mode off: they only
 	 * read the index, which empties under them without harm */
 	pthread_mutex_lock(&c->lock);

@@ -28,6 +28,12 @@
  *     the RAID is written; write-through makes its whole sectors valid
  *     again only after both tiers have them.  A crash in between leaves
  *     those sectors to the members.
+ *  8. Detach never leaves a write in an unbound cache: tfs_cache_write
+ *     reads the mode and counts itself in c->writers in one c->lock
+ *     section, after waiting while the detach's gate is closed, and goes
+ *     to the RAID once the cache is detached.  The detach closes the gate,
+ *     waits for the writers inside, and flushes what they wrote before it
+ *     unbinds (bind.c cache_detach).
  *
  * Extent states (per slot):
  *   free --c_alloc_slot--> busy (filling/writing) --clear busy--> clean|dirty
@@ -1122,7 +1128,7 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 			const void *buf, size_t len, uint64_t off)
 {
 	struct tfs_cache *c = fs->cache;
-	enum tfs_cache_mode mode = c_mode(c);
+	enum tfs_cache_mode mode;
 	struct tfs_cstore_op *ops;
 	uint64_t fid, size, end = off + len;
 	struct piece *p;
@@ -1146,6 +1152,14 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 		return -ENOMEM;
 
 	pthread_mutex_lock(&c->lock);
+	while (c->gate)		/* a detach is deciding (invariant 8) */
+		pthread_cond_wait(&c->cond, &c->lock);
+	if (tfs_cache_detached(c)) {
+		pthread_mutex_unlock(&c->lock);
+		return tfs_raid_write(fs, in, direct, buf, len, off);
+	}
+	c->writers++;
+	mode = c_mode(c);
 	c->last_io = c_now();
 	if (mode == TFS_CACHE_WRITEBACK && !seq)
 		throttle(c);
@@ -1281,6 +1295,8 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 			c_unlink_slot(c, p[i].slot);
 		c_release_busy(c, p[i].slot);
 	}
+	if (--c->writers == 0 && c->gate)
+		pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 	if (rc)
 		return rc;

@@ -125,6 +125,10 @@ struct tfs_cache {
 	uint32_t resolve_at, resolve_wait;
 	int resolve_err;
 	uint64_t resolve_req;
+	/* detach (bind.c): writes inside tfs_cache_write; gate closed: new
+	 * ones wait until the detach is decided (cache.c invariant 8) */
+	unsigned writers;
+	bool gate;
 	bool journal_dirty;		/* CDIRTY changes not synced yet */
 	/* CDIRTY changes decided under c->lock, applied in order outside it
 	 * (a journal write can wait behind a journal sync) under jlock */

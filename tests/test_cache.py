@@ -14,6 +14,7 @@ detach.
 """
 import ctypes
 import ctypes.util
+import errno
 import mmap
 import os
 import pathlib
@@ -1942,3 +1943,51 @@ def test_detach_waits_for_a_write_already_inside(make_array, tmp_path):
     m.stop()
     a.mount()                             # uncached: nothing may be named dirty
     same(read_all(p), bytes(model), "through an uncached mount")
+
+
+# ---------------------------------------------------------------------------
+# 20. SSD errors keep their errno
+# ---------------------------------------------------------------------------
+
+def test_ssd_enospc_reaches_the_application_as_enospc(make_array, tmp_path):
+    """The cache directory on a small tmpfs; the data file's blocks are
+    punched out and the tmpfs filled, so a write-back write into a slot fails
+    with ENOSPC on the SSD.  The application gets ENOSPC (not EIO), the
+    daemon keeps serving, and the write works once space is back."""
+    a = make_array("raid1", 2, "64K")
+    cdir = tmp_path / "cache"
+    cdir.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(cdir)], check=True)
+    try:
+        m = a.mount(opts=copts(cdir, size="2M", extent="64K", dirty_low=90, dirty_high=95),
+                    expect_errors=True)
+        data_file = cdir / "data"
+        fd = os.open(str(data_file), os.O_RDWR)
+        try:
+            assert _libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                                   os.fstat(fd).st_size) == 0
+        finally:
+            os.close(fd)
+        filler = cdir / "filler"
+        with open(filler, "wb") as fh:
+            try:
+                while True:
+                    fh.write(b"\0" * 65536)
+                    fh.flush()
+            except OSError as e:
+                assert e.errno == errno.ENOSPC, e
+        p = os.path.join(a.mnt, "f")
+        b = random.Random(22).randbytes(8 * K)
+        with pytest.raises(OSError) as ei:
+            pwrite(p, 0, b)
+        assert ei.value.errno == errno.ENOSPC, ei.value
+        assert "No space left on device" in m.log()
+        os.unlink(filler)
+        pwrite(p, 0, b, create=False)
+        same(read_all(p), b, "written once space is back")
+        flush(a.mnt)
+        m.stop()
+    finally:
+        for mm in a.mounts:
+            mm.stop()
+        subprocess.run(["umount", str(cdir)], check=False)

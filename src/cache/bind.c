@@ -699,6 +699,7 @@ void tfs_cache_stop(struct tfs_fs *fs)
 	struct tfs_cext_rec *recs;
 	struct tfs_cstore_op *ops;
 	unsigned n = 0;
+	int rc;
 
 	if (!c || !c->cs)
 		return;
@@ -716,20 +717,32 @@ void tfs_cache_stop(struct tfs_fs *fs)
 			n++;
 		}
 		pthread_mutex_unlock(&c->lock);
-		if (fdatasync(c->fd) == 0 && (!ops || c_commit(c, ops, n) == 0))
-			tfs_cstore_info_set(c->cs, "clean", "1");
+		/* "clean" only over a synced data file and saved records: else
+		 * the next start after a reboot trusts the dirty sectors alone */
+		rc = fdatasync(c->fd) ? -errno : 0;
+		if (rc == 0 && ops)
+			rc = c_commit(c, ops, n);
+		if (rc == 0)
+			rc = tfs_cstore_info_set(c->cs, "clean", "1");
+		if (rc)
+			tfs_err("cache %s: cannot mark the cache clean at stop: %s", c->dir,
+				strerror(-rc));
 		free(recs);
 		free(ops);
 	}
 	/* dirty files keep their journal entries: the cache still holds them */
-	c_journal_drain(c);
+	if (c_journal_drain(c))
+		tfs_err("cache %s: stopped with files not named in the journal: the mount "
+			"cannot tell they have data in the cache if it is lost", c->dir);
 	for (uint32_t h = 0; h <= c->fmask; h++)
 		for (struct cfile *f = c->ftab[h]; f; f = f->next)
 			if (f->in) {
 				tfs_inode_unref(fs, f->in);
 				f->in = NULL;
 			}
-	tfs_meta_sync(fs->meta);
+	rc = tfs_meta_sync(fs->meta);
+	if (rc)
+		tfs_err("cache %s: journal sync at stop failed: %s", c->dir, strerror(-rc));
 	tfs_cstore_close(c->cs);
 	c->cs = NULL;
 	close(c->fd);

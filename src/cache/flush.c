@@ -207,7 +207,7 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 	uint64_t size, E = c->extent;
 	int64_t done = 0;
 	uint32_t now = c_now(), sc;
-	int rc = 0;
+	int rc = 0, cerr;
 
 	pthread_mutex_lock(&c->lock);
 	in = f->in;
@@ -247,7 +247,7 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 			c_unpin(c, fl[i].slot);
 		}
 		pthread_mutex_unlock(&c->lock);
-		c_zero_file(c, f, 0, UINT64_MAX, true);
+		(void)c_zero_file(c, f, 0, UINT64_MAX, true);	/* logged; slots kept owned */
 		tfs_info("cache: file %" PRIu64 " is gone; its dirty extents were dropped", f->fid);
 		goto out_unref;
 	}
@@ -358,7 +358,9 @@ out_unflag:
 		c->st.flush_writes += ns;
 	}
 	pthread_mutex_unlock(&c->lock);
-	c_commit(c, ops, nops);
+	cerr = c_commit(c, ops, nops);
+	if (cerr && rc == 0)
+		rc = cerr;	/* logged; the records still say dirty: back off */
 	pthread_mutex_lock(&c->lock);
 	for (unsigned i = 0; i < n; i++) {
 		c_release_busy(c, fl[i].slot);
@@ -558,7 +560,7 @@ static void *flusher(void *arg)
 
 		if (c->journal_dirty || c->njq) {
 			pthread_mutex_unlock(&c->lock);
-			c_journal_sync(c);
+			(void)c_journal_sync(c);	/* logged once; stays queued */
 			pthread_mutex_lock(&c->lock);
 		}
 		/* dirty files not found since the restart: walk now, then

@@ -179,9 +179,13 @@ int tfs_cstore_open(const char *dir, struct tfs_cstore **out)
 
 void tfs_cstore_close(struct tfs_cstore *cs)
 {
+	int rc;
+
 	if (!cs)
 		return;
-	mdb_env_sync(cs->env, 1);
+	rc = mdb_env_sync(cs->env, 1);
+	if (rc)
+		tfs_err("cache store: sync at close failed: %s", strerror(-tfs_mdb_errno(rc)));
 	mdb_env_close(cs->env);
 	pthread_rwlock_destroy(&cs->maplock);
 	pthread_mutex_destroy(&cs->wlock);

@@ -14,6 +14,7 @@ detach.
 """
 import ctypes
 import ctypes.util
+import errno
 import mmap
 import os
 import pathlib
@@ -966,7 +967,8 @@ class Workload:
         for name, node in self.names.items():
             p = os.path.join(mnt, name)
             st = os.stat(p)
-            assert st.st_size == len(node.data), f"{name}: size {st.st_size} ({when})"
+            assert st.st_size == len(node.data), \
+                f"{name}: size {st.st_size} ({when}){self.node_hist(name)}"
             assert st.st_nlink == node.nlink, f"{name}: nlink {st.st_nlink} ({when})"
             same(read_all(p), bytes(node.data), f"{name} ({when}){self.node_hist(name)}")
 
@@ -1766,3 +1768,227 @@ def test_tierctl_flush_ends_while_writes_go_on(make_array, tmp_path):
         t.join()
     assert r.returncode == 0 and "flushed" in r.stdout, (r.stdout, r.stderr)
     assert cst(a.mnt)["flush_pending"] == 0
+
+
+# ---------------------------------------------------------------------------
+# 18. The restart walk for the files of dirty extents: a rename racing it,
+#     a file it cannot identify, a walk that keeps failing
+# ---------------------------------------------------------------------------
+
+def dirty_then_kill(a, m, files):
+    """Write files (name -> bytes) write-back, check they are dirty, SIGKILL."""
+    for n, b in files.items():
+        pwrite(os.path.join(a.mnt, n), 0, b)
+    s = cst(a.mnt)
+    assert s["dirty_bytes"] >= sum(len(b) for b in files.values()), s
+    m.kill()
+
+
+def flushed_to_members(a, m, files):
+    """tierctl flush, then the files through an uncached mount."""
+    r = tierctl("flush", a.mnt)
+    assert r.returncode == 0 and "flushed" in r.stdout, (r.stdout, r.stderr)
+    m.stop()
+    u = a.mount()
+    for n, b in files.items():
+        same(read_all(os.path.join(a.mnt, n)), b, f"{n} on the members")
+    u.stop()
+
+
+def test_restart_walk_keeps_files_moved_during_it(make_array, tmp_path):
+    """After a kill the walk for the dirty files is slowed (every openat
+    sleeps 150 ms).  Once it has read the root and found its first file, the
+    directories are renamed (the walk then meets their old names gone) and a
+    file is moved from a directory to the root (whose names it has read).  No
+    dirty data is dropped: the moved file is found by the rename's own lookup,
+    the moved directories by the walk done again with renames held off; all
+    of it reaches the members with tierctl flush."""
+    a = make_array("raid1", 2, "64K")
+    opts = copts(tmp_path / "cache", dirty_low=90, dirty_high=95)
+    m = a.mount(opts=opts)
+    files = {}
+    for i, d in enumerate(["d0", "d1", "d2", "d3", "s"]):
+        os.mkdir(os.path.join(a.mnt, d))
+        files[f"{d}/f"] = random.Random(40 + i).randbytes(100 * K + i)
+    dirty_then_kill(a, m, files)
+    m.env = {"TIERFS_FAULT": "delay=openat:150"}
+    m.start()
+    wait_until(lambda: cst(a.mnt)["unresolved_files"] < 5, "the walk to find a file")
+    moved = {}
+    for d in ["d0", "d1", "d2", "d3"]:
+        os.rename(os.path.join(a.mnt, d), os.path.join(a.mnt, "e" + d))
+        moved[f"e{d}/f"] = files[f"{d}/f"]
+    os.rename(os.path.join(a.mnt, "s", "f"), os.path.join(a.mnt, "top"))
+    moved["top"] = files["s/f"]
+    wait_stat(a.mnt, "unresolved_files", 0)
+    assert "no longer exists" not in m.log(), m.log()
+    for n, b in moved.items():
+        same(read_all(os.path.join(a.mnt, n)), b, f"{n} after the restart")
+    m.env = None
+    flushed_to_members(a, m, moved)
+
+
+def test_restart_walk_retries_a_file_it_could_not_identify(make_array, tmp_path):
+    """The walk's first open of f1 fails (EIO, once): the lookup cannot read
+    its identity.  The file is not taken for deleted: the walk is done again
+    and finds it; its dirty data reaches the members.  A file whose member
+    files were removed while the daemon was down is dropped (only) by that
+    second walk, which met every file."""
+    a = make_array("raid5", 3, "64K")
+    opts = copts(tmp_path / "cache", dirty_low=90, dirty_high=95)
+    m = a.mount(opts=opts)
+    files = {f"f{i}": random.Random(50 + i).randbytes(80 * K + i) for i in range(3)}
+    dirty_then_kill(a, m, dict(files, gone=b"g" * 5000))
+    for k in range(3):
+        os.unlink(member_path(a, k, "gone"))
+    m.env = {"TIERFS_FAULT": "eio_at=openat:f1:1"}
+    m.start()
+    wait_stat(a.mnt, "unresolved_files", 0)
+    assert "fault: EIO on member" in m.log(), "the fault was not injected"
+    said = [l for l in m.log().splitlines() if "no longer exists" in l]
+    assert len(said) == 1, said
+    assert not os.path.exists(os.path.join(a.mnt, "gone"))
+    for n, b in files.items():
+        same(read_all(os.path.join(a.mnt, n)), b, f"{n} after the restart")
+    m.env = None
+    flushed_to_members(a, m, files)
+
+
+def test_restart_walk_failing_is_reported_not_waited_for(make_array, tmp_path):
+    """Every lookup of 'bad' fails (EIO) after a kill, so no walk for the
+    dirty files completes.  The flusher backs off and logs it once; tierctl
+    flush and detach end with a one-line error naming the unfound files
+    instead of hanging; nothing is dropped, and once the fault is gone the
+    next mount finds the files and flushes them to the members."""
+    a = make_array("raid5", 3, "64K")
+    opts = copts(tmp_path / "cache", dirty_low=90, dirty_high=95)
+    m = a.mount(opts=opts)
+    files = {n: random.Random(60 + i).randbytes(64 * K + i)
+             for i, n in enumerate(["good", "bad"])}
+    dirty_then_kill(a, m, files)
+    m.env = {"TIERFS_FAULT": "eio_at=fstatat:bad"}
+    m.expect_errors = True
+    m.start()
+    from conftest import BUILD
+    try:
+        r = subprocess.run([str(BUILD / "tierctl"), "flush", str(a.mnt)], capture_output=True,
+                           text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("tierctl flush hangs while a dirty file cannot be found")
+    err = r.stderr.strip()
+    assert r.returncode == 1 and "not found since the restart" in err and "\n" not in err, \
+        (r.stdout, r.stderr)
+    with pytest.raises(OSError):
+        guard(ctl, a.mnt, "detach", what="detach")
+    assert "not found since the restart" in status(a.mnt)["ctl_error"], status(a.mnt)
+    s = cst(a.mnt)
+    assert s["mode"] == "off" and s["unresolved_files"] >= 1, s   # still attached
+    time.sleep(3.5)                                   # walks at 1 s and 3 s
+    said = [l for l in m.log().splitlines() if "dirty data not found yet" in l]
+    assert len(said) == 1, said
+    assert "no longer exists" not in m.log(), m.log()
+    m.env = None
+    m.stop()
+    m.start()
+    wait_stat(a.mnt, "unresolved_files", 0)
+    for n, b in files.items():
+        same(read_all(os.path.join(a.mnt, n)), b, f"{n} after the fault")
+    flushed_to_members(a, m, files)
+
+
+# ---------------------------------------------------------------------------
+# 19. Detach racing a write that read the cache mode before it
+# ---------------------------------------------------------------------------
+
+def test_detach_waits_for_a_write_already_inside(make_array, tmp_path):
+    """A write-back write whose partial sectors are filled from the RAID, with
+    every member read slowed to 300 ms, is inside the cache when the detach
+    comes.  The detach waits for it and flushes it, or it goes to the RAID; it
+    is never acknowledged into the unbound cache (which would hide it from
+    reads and leave its file named dirty in the journal)."""
+    import threading
+    a = make_array("raid5", 3, "64K")
+    base = random.Random(21).randbytes(512 * K)
+    prefill(a, {"f": base})
+    m = a.mount(opts=copts(tmp_path / "cache", dirty_low=90, dirty_high=95),
+                env={"TIERFS_FAULT": "delay=read:300"})
+    p = os.path.join(a.mnt, "f")
+    model = bytearray(base)
+    writes = [(100, b"w" * 5000), (300 * K + 7, b"v" * 3000)]
+    box = {}
+
+    def run(what, fn, *args):
+        try:
+            fn(*args)
+        except OSError as e:
+            box[what] = e
+    threads = []
+    for i, (off, b) in enumerate(writes):
+        threads.append(threading.Thread(target=run, args=(f"write {i}", pwrite, p, off, b,
+                                                          False)))
+        threads[-1].start()
+        if i == 0:
+            time.sleep(0.1)               # inside, waiting for its fill
+            threads.append(threading.Thread(target=run, args=("detach", ctl, a.mnt,
+                                                              "detach")))
+            threads[-1].start()
+            time.sleep(0.1)               # the second one comes during the detach
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive(), "a write or the detach hangs"
+    assert not box, (box, status(a.mnt).get("ctl_error"))
+    for off, b in writes:
+        model[off:off + len(b)] = b
+    assert status(a.mnt)["cache"] == "none"
+    same(read_all(p), bytes(model), "after the detach")
+    m.stop()
+    a.mount()                             # uncached: nothing may be named dirty
+    same(read_all(p), bytes(model), "through an uncached mount")
+
+
+# ---------------------------------------------------------------------------
+# 20. SSD errors keep their errno
+# ---------------------------------------------------------------------------
+
+def test_ssd_enospc_reaches_the_application_as_enospc(make_array, tmp_path):
+    """The cache directory on a small tmpfs; the data file's blocks are
+    punched out and the tmpfs filled, so a write-back write into a slot fails
+    with ENOSPC on the SSD.  The application gets ENOSPC (not EIO), the
+    daemon keeps serving, and the write works once space is back."""
+    a = make_array("raid1", 2, "64K")
+    cdir = tmp_path / "cache"
+    cdir.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(cdir)], check=True)
+    try:
+        m = a.mount(opts=copts(cdir, size="2M", extent="64K", dirty_low=90, dirty_high=95),
+                    expect_errors=True)
+        data_file = cdir / "data"
+        fd = os.open(str(data_file), os.O_RDWR)
+        try:
+            assert _libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                                   os.fstat(fd).st_size) == 0
+        finally:
+            os.close(fd)
+        filler = cdir / "filler"
+        with open(filler, "wb") as fh:
+            try:
+                while True:
+                    fh.write(b"\0" * 65536)
+                    fh.flush()
+            except OSError as e:
+                assert e.errno == errno.ENOSPC, e
+        p = os.path.join(a.mnt, "f")
+        b = random.Random(22).randbytes(8 * K)
+        with pytest.raises(OSError) as ei:
+            pwrite(p, 0, b)
+        assert ei.value.errno == errno.ENOSPC, ei.value
+        assert "No space left on device" in m.log()
+        os.unlink(filler)
+        pwrite(p, 0, b, create=False)
+        same(read_all(p), b, "written once space is back")
+        flush(a.mnt)
+        m.stop()
+    finally:
+        for mm in a.mounts:
+            mm.stop()
+        subprocess.run(["umount", str(cdir)], check=False)

@@ -106,6 +106,9 @@ void tfs_cache_zero_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off,
 void tfs_cache_zero_end(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len);
 /* The file's last name is gone and nobody has it open: drop its extents. */
 void tfs_cache_forget(struct tfs_fs *fs, uint64_t fid);
+/* A lookup met in (a regular file, loaded): if it has dirty extents not
+ * found since a restart, the flusher can reach them now. */
+void tfs_cache_found(struct tfs_fs *fs, struct tfs_inode *in);
 /* Logical size the cache knows for fid (grown by cached writes), or 0. */
 uint64_t tfs_cache_size(struct tfs_fs *fs, uint64_t fid);
 

@@ -732,6 +732,7 @@ void tfs_cache_stop(struct tfs_fs *fs)
 	struct tfs_cext_rec *recs;
 	struct tfs_cstore_op *ops;
 	unsigned n = 0;
+	int rc;
 
 	if (!c || !c->cs)
 		return;
@@ -749,20 +750,33 @@ void tfs_cache_stop(struct tfs_fs *fs)
 			n++;
 		}
 		pthread_mutex_unlock(&c->lock);
-		if ((!ops || c_commit(c, ops, n) == 0) && tfs_cstore_sync(c->cs) == 0)
-			tfs_cstore_info_set(c->cs, "clean", "1");
+		/* "clean" only after a durability point over the saved records:
+		 * else the next start after a reboot trusts the dirty sectors
+		 * alone */
+		rc = ops ? c_commit(c, ops, n) : 0;
+		if (rc == 0)
+			rc = tfs_cstore_sync(c->cs);
+		if (rc == 0)
+			rc = tfs_cstore_info_set(c->cs, "clean", "1");
+		if (rc)
+			tfs_err("cache %s: cannot mark the cache clean at stop: %s", c->dir,
+				strerror(-rc));
 		free(recs);
 		free(ops);
 	}
 	/* dirty files keep their journal entries: the cache still holds them */
-	c_journal_drain(c);
+	if (c_journal_drain(c))
+		tfs_err("cache %s: stopped with files not named in the journal: the mount "
+			"cannot tell they have data in the cache if it is lost", c->dir);
 	for (uint32_t h = 0; h <= c->fmask; h++)
 		for (struct cfile *f = c->ftab[h]; f; f = f->next)
 			if (f->in) {
 				tfs_inode_unref(fs, f->in);
 				f->in = NULL;
 			}
-	tfs_meta_sync(fs->meta);
+	rc = tfs_meta_sync(fs->meta);
+	if (rc)
+		tfs_err("cache %s: journal sync at stop failed: %s", c->dir, strerror(-rc));
 	tfs_cstore_close(c->cs);
 	c->cs = NULL;
 	close(c->fd);
@@ -784,7 +798,8 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len)
 	uint64_t dirty;
 	uint32_t used, ndirty, unresolved;
 	enum tfs_cache_mode mode;
-	bool flushing;
+	bool flushing, flush_unresolved;
+	char ferr[96] = "";
 	int l, flush_err;
 
 	if (!c || c->detached)
@@ -810,8 +825,14 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len)
 	unresolved = c->unresolved;
 	flushing = c->flush_req != c->flush_done;
 	flush_err = c->flush_err;
+	flush_unresolved = c->flush_unresolved;
 	mode = c_mode(c);
 	pthread_mutex_unlock(&c->lock);
+	if (flush_err)
+		snprintf(ferr, sizeof(ferr), "%s", strerror(-flush_err));
+	else if (flush_unresolved && unresolved)
+		snprintf(ferr, sizeof(ferr), "%u files with dirty data not found since the restart",
+			 unresolved);
 	l = snprintf(buf, len,
 		     "cache=%s\ncache.uuid=%s\ncache.mode=%s\ncache.policy=%s\n"
 		     "cache.extent=%u\ncache.slots=%u\ncache.size=%" PRIu64 "\n"
@@ -839,7 +860,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len)
 		     st.promotions, st.promote_dropped, st.evictions, st.invalidations,
 		     st.fills, st.flushed_bytes, st.flush_writes, st.full_stripe_flushes,
 		     st.throttled, flushing, unresolved, c->promote, c->seq_cutoff,
-		     c->dirty_low, c->dirty_high, flush_err ? strerror(-flush_err) : "");
+		     c->dirty_low, c->dirty_high, ferr);
 	return l < 0 ? 0 : (size_t)l >= len ? (int)len - 1 : l;
 }
 
@@ -867,27 +888,51 @@ int tfs_cache_file_stats(struct tfs_fs *fs, struct tfs_inode *in, char *buf, siz
 }
 
 /* Detach: everything flushed, the cache emptied and unbound, the array
- * uncached from now on. */
+ * uncached from now on.  A write that read the mode before it either ends
+ * before the last flush (which takes what it wrote) or waits at the gate
+ * and then goes to the RAID (cache.c invariant 8). */
 static int cache_detach(struct tfs_cache *c, char *err, size_t errlen)
 {
+	bool stopped = false;
 	int rc;
 
 	__atomic_store_n(&c->mode, TFS_CACHE_OFF, __ATOMIC_RELEASE);
-	rc = c_flush_all(c);
-	if (rc) {
+	rc = c_flush_all(c);	/* the bulk, with writes still coming in */
+	if (rc == 0) {
+		pthread_mutex_lock(&c->lock);
+		c->gate = true;
+		while (c->writers)
+			pthread_cond_wait(&c->cond, &c->lock);
+		pthread_mutex_unlock(&c->lock);
+		rc = c_flush_all(c);	/* what they wrote; nobody adds more */
+	}
+	if (rc == 0) {
+		c_threads_stop(c);
+		stopped = true;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (rc == 0 && c->ndirty)
+		rc = -EBUSY;	/* cannot happen: the gate is closed */
+	if (rc == 0)
+		__atomic_store_n(&c->detached, true, __ATOMIC_RELEASE);
+	c->gate = false;
+	pthread_cond_broadcast(&c->cond);
+	if (rc && c->unresolved) {
+		snprintf(err, errlen, "%u files with dirty data not found since the restart "
+			 "(cache.unresolved_files): the cache stays attached", c->unresolved);
+		rc = -EAGAIN;	/* the flusher keeps looking */
+	} else if (rc) {
 		snprintf(err, errlen, "flush failed (%s): the cache stays attached", strerror(-rc));
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (rc) {
+		int r = stopped ? c_threads_start(c) : 0;
+
+		if (r)
+			tfs_err("cache %s: the flusher cannot be restarted after a failed detach: "
+				"%s; dirty data stays until the next mount", c->dir, strerror(-r));
 		return rc;
 	}
-	c_threads_stop(c);
-	pthread_mutex_lock(&c->lock);
-	if (c->ndirty) {
-		pthread_mutex_unlock(&c->lock);
-		snprintf(err, errlen, "dirty data appeared during the detach: try again");
-		c_threads_start(c);
-		return -EBUSY;
-	}
-	__atomic_store_n(&c->detached, true, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&c->lock);
 	/* requests already past the detached check see mode off: they only
 	 * read the index, which empties under them without harm */
 	pthread_mutex_lock(&c->lock);

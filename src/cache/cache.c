@@ -39,6 +39,12 @@
  *     range drops it only once the members are punched and synced
  *     (tfs_data_fallocate), a truncate only behind a durable intent that
  *     cuts the members (tfs_ns_truncate), an unlinked file's go with it.
+ *  9. Detach never leaves a write in an unbound cache: tfs_cache_write
+ *     reads the mode and counts itself in c->writers in one c->lock
+ *     section, after waiting while the detach's gate is closed, and goes
+ *     to the RAID once the cache is detached.  The detach closes the gate,
+ *     waits for the writers inside, and flushes what they wrote before it
+ *     unbinds (bind.c cache_detach).
  *
  * Extent states (per slot):
  *   free --c_alloc_slot--> busy (filling/writing) --clear busy--> clean|dirty
@@ -144,9 +150,11 @@ int c_ssd_io(struct tfs_cache *c, bool write, bool direct, void *buf, size_t len
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
+			int e = errno;	/* ENOSPC stays ENOSPC */
+
 			tfs_err("cache %s: %s of %zu bytes at %" PRIu64 ": %s", c->dir,
-				write ? "write" : "read", len - done, off + done, strerror(errno));
-			return -EIO;
+				write ? "write" : "read", len - done, off + done, strerror(e));
+			return -e;
 		}
 		if (r == 0) {	/* short data file: cannot happen (preallocated) */
 			memset((char *)buf + done, 0, len - done);
@@ -185,10 +193,30 @@ static void journal_queue(struct tfs_cache *c, uint64_t fid, bool put)
 	c->jq[c->njq++] = (struct jop){ .fid = fid, .put = put };
 }
 
-void c_journal_drain(struct tfs_cache *c)
+/* Put q[0..n), the changes a drain could not apply, back at the head of
+ * the queue, before those queued since.  Under c->lock; takes q. */
+static void journal_requeue(struct tfs_cache *c, struct jop *q, unsigned n)
+{
+	struct jop *all = realloc(q, (n + c->njq) * sizeof(*all));
+
+	if (!all) {
+		tfs_err("cache %s: out of memory keeping %u journal changes: files with dirty data "
+			"may not be named in the journal", c->dir, n);
+		free(q);
+		return;
+	}
+	if (c->njq)
+		memcpy(all + n, c->jq, c->njq * sizeof(*all));
+	free(c->jq);
+	c->jq = all;
+	c->njq = c->jcap = n + c->njq;
+}
+
+int c_journal_drain(struct tfs_cache *c)
 {
 	struct jop *q;
-	unsigned n;
+	unsigned n, i;
+	int rc = 0;
 
 	pthread_mutex_lock(&c->jlock);	/* one drainer at a time: order kept */
 	pthread_mutex_lock(&c->lock);
@@ -199,16 +227,28 @@ void c_journal_drain(struct tfs_cache *c)
 	if (n)
 		c->journal_dirty = true;
 	pthread_mutex_unlock(&c->lock);
-	for (unsigned i = 0; i < n; i++) {
-		int rc = q[i].put ? tfs_meta_set_put(c->fs->meta, TFS_SET_CDIRTY, q[i].fid, 0)
-				  : tfs_meta_set_del(c->fs->meta, TFS_SET_CDIRTY, q[i].fid, 0);
-
-		if (rc)
-			tfs_err("cache %s: journal: file %" PRIu64 ": %s", c->dir, q[i].fid,
-				strerror(-rc));
+	for (i = 0; i < n && rc == 0; i++)
+		rc = q[i].put ? tfs_meta_set_put(c->fs->meta, TFS_SET_CDIRTY, q[i].fid, 0)
+			      : tfs_meta_set_del(c->fs->meta, TFS_SET_CDIRTY, q[i].fid, 0);
+	/* a change that failed is tried again by the next drain (the
+	 * flusher's at the latest), in order; meanwhile writes fail */
+	if (rc && rc != c->journal_err)
+		tfs_err("cache %s: journal: file %" PRIu64 ": %s (retried; writes fail until it "
+			"works)", c->dir, q[i - 1].fid, strerror(-rc));
+	else if (!rc && n && c->journal_err)
+		tfs_info("cache %s: journal writes work again", c->dir);
+	if (rc || n)
+		c->journal_err = rc;
+	if (rc) {
+		memmove(q, q + i - 1, (n - i + 1) * sizeof(*q));
+		pthread_mutex_lock(&c->lock);
+		journal_requeue(c, q, n - i + 1);
+		pthread_mutex_unlock(&c->lock);
+		q = NULL;
 	}
 	pthread_mutex_unlock(&c->jlock);
 	free(q);
+	return rc;
 }
 
 struct cfile *c_file_find(struct tfs_cache *c, uint64_t fid)
@@ -565,6 +605,7 @@ struct piece {
 	uint8_t act;
 	bool full;			/* read: every sector valid */
 	bool promote;
+	bool fresh;			/* write: slot allocated for it (no record yet) */
 };
 
 /* The pieces of [off, off+len), and room for one store op per piece plus
@@ -1001,6 +1042,7 @@ static void plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 				p[i].slot = s;
 				memset(p[i].valid, 0, sizeof(p[i].valid));
 				p[i].act = A_CACHE;
+				p[i].fresh = true;
 				c->st.write_misses++;
 				continue;
 			}
@@ -1143,13 +1185,13 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 			const void *buf, size_t len, uint64_t off)
 {
 	struct tfs_cache *c = fs->cache;
-	enum tfs_cache_mode mode = c_mode(c);
+	enum tfs_cache_mode mode;
 	struct tfs_cstore_op *ops;
 	uint64_t fid, size, end = off + len;
 	struct piece *p;
 	unsigned np, nops = 0;
-	bool seq, cached = false;
-	int rc;
+	bool seq, cached = false, stored = true;
+	int rc, err;
 
 	if (len == 0)
 		return 0;
@@ -1167,6 +1209,14 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 		return -ENOMEM;
 
 	pthread_mutex_lock(&c->lock);
+	while (c->gate)		/* a detach is deciding (invariant 8) */
+		pthread_cond_wait(&c->cond, &c->lock);
+	if (tfs_cache_detached(c)) {
+		pthread_mutex_unlock(&c->lock);
+		return tfs_raid_write(fs, in, direct, buf, len, off);
+	}
+	c->writers++;
+	mode = c_mode(c);
 	c->last_io = c_now();
 	if (mode == TFS_CACHE_WRITEBACK && !seq)
 		throttle(c);
@@ -1186,8 +1236,11 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (nops) {
-		c_journal_drain(c);
-		rc = c_commit(c, ops, nops);
+		rc = c_journal_drain(c);
+		err = c_commit(c, ops, nops);
+		stored = err == 0;	/* else the records may still name the slots */
+		if (rc == 0)
+			rc = err;
 	}
 	nops = 0;
 
@@ -1233,7 +1286,7 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 			continue;
 		}
 		if (p[i].act == A_AROUND) {
-			if (!bm_any(x->valid))
+			if (stored && !bm_any(x->valid))
 				c_unlink_slot(c, p[i].slot);
 			c_release_busy(c, p[i].slot);
 			continue;
@@ -1255,8 +1308,8 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 		f = c_file_find(c, fid);
 		if (rc) {
 			/* the slot may hold part of the bytes: nothing new is
-			 * valid; a slot that held nothing goes back */
-			if (!bm_any(x->valid)) {
+			 * valid; a slot allocated for this write goes back */
+			if (p[i].fresh && !bm_any(x->valid)) {
 				c_unlink_slot(c, p[i].slot);
 				c_release_busy(c, p[i].slot);
 				p[i].slot = C_NONE;
@@ -1287,21 +1340,26 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 	/* the journal names the file before the write is acknowledged; the
 	 * records commit while the slots are still busy: two commits of one
 	 * extent cannot pass each other */
-	c_journal_drain(c);
+	err = c_journal_drain(c);
+	if (err && !rc)
+		rc = err;	/* the file may not be named: not acknowledged */
+	stored = true;
 	if (nops) {
-		int r = c_commit(c, ops, nops);
-
-		if (r && !rc)
-			rc = r;
+		err = c_commit(c, ops, nops);
+		stored = err == 0;
+		if (err && !rc)
+			rc = err;
 	}
 	pthread_mutex_lock(&c->lock);
 	for (unsigned i = 0; i < np; i++) {
 		if ((p[i].act != A_CACHE && p[i].act != A_THROUGH) || p[i].slot == C_NONE)
 			continue;
-		if (p[i].act == A_THROUGH && !bm_any(c->e[p[i].slot].valid))
+		if (p[i].act == A_THROUGH && stored && !bm_any(c->e[p[i].slot].valid))
 			c_unlink_slot(c, p[i].slot);
 		c_release_busy(c, p[i].slot);
 	}
+	if (--c->writers == 0 && c->gate)
+		pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 	if (rc)
 		return rc;
@@ -1321,23 +1379,35 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 /* fsync, truncate, unlink                                             */
 /* ------------------------------------------------------------------ */
 
-void c_journal_sync(struct tfs_cache *c)
+int c_journal_sync(struct tfs_cache *c)
 {
 	bool need;
+	int rc = c_journal_drain(c), r;
 
-	c_journal_drain(c);
 	pthread_mutex_lock(&c->lock);
 	need = c->journal_dirty;
 	c->journal_dirty = false;
 	pthread_mutex_unlock(&c->lock);
-	if (need)
-		tfs_meta_sync(c->fs->meta);
+	if (!need)
+		return rc;
+	r = tfs_meta_sync(c->fs->meta);
+	pthread_mutex_lock(&c->lock);
+	if (r) {
+		c->journal_dirty = true;	/* synced by the next one */
+		if (r != c->jsync_err)
+			tfs_err("cache %s: journal sync failed: %s (the files with dirty data may "
+				"not be named after a power loss; fsync fails until it works)",
+				c->dir, strerror(-r));
+	}
+	c->jsync_err = r;
+	pthread_mutex_unlock(&c->lock);
+	return rc ? rc : r;
 }
 
 int tfs_cache_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 {
 	struct tfs_cache *c = fs->cache;
-	int rc = 0;
+	int rc = 0, r;
 
 	/* the SSD: data file, then the records naming it (both in the
 	 * store's durability point), then the journal naming the file
@@ -1345,7 +1415,9 @@ int tfs_cache_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 	rc = tfs_cstore_sync(c->cs);
 	if (rc)
 		tfs_err("cache %s: sync failed: %s", c->dir, strerror(-rc));
-	c_journal_sync(c);
+	r = c_journal_sync(c);	/* logged there */
+	if (rc == 0)
+		rc = r;
 	if (rc == 0)
 		rc = tfs_raid_fsync(fs, in, datasync);
 	return rc;
@@ -1403,12 +1475,13 @@ static int zslot_cmp(const void *a, const void *b)
 /* Zero or drop [off, off+len) of every cached extent of f; trunc: the
  * members take the size now, so the size record goes.  The caller holds
  * f->flock (the flusher is off the file) and a reference on f. */
-void c_zero_file(struct tfs_cache *c, struct cfile *f, uint64_t off, uint64_t len, bool trunc)
+int c_zero_file(struct tfs_cache *c, struct cfile *f, uint64_t off, uint64_t len, bool trunc)
 {
 	struct tfs_cstore_op *ops;
 	struct tfs_cext_rec *recs;
 	struct zslot *z;
 	unsigned n = 0, m = 0;
+	int rc = -ENOMEM;
 
 	pthread_mutex_lock(&c->lock);
 	ops = calloc(f->ncached + 1, sizeof(*ops));
@@ -1452,16 +1525,18 @@ void c_zero_file(struct tfs_cache *c, struct cfile *f, uint64_t off, uint64_t le
 		ops[m++] = (struct tfs_cstore_op){ .op = TFS_CS_DEL_SIZE, .fid = f->fid };
 	}
 	pthread_mutex_unlock(&c->lock);
-	c_journal_drain(c);
+	(void)c_journal_drain(c);	/* a failed change is retried (logged) */
 	/* committed while the extents are still busy, before a dropped slot
-	 * can be reused (invariant 1) */
-	c_commit(c, ops, m);
+	 * can be reused (invariant 1); if the commit failed the records may
+	 * still name the dropped slots: they stay, empty, until an eviction
+	 * deletes the records */
+	rc = c_commit(c, ops, m);
 	pthread_mutex_lock(&c->lock);
 	for (unsigned i = 0; i < n; i++) {
 		if (z[i].slot == C_NONE)
 			continue;
 		c_release_busy(c, z[i].slot);
-		if (z[i].drop)
+		if (z[i].drop && rc == 0)
 			c_unlink_slot(c, z[i].slot);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -1469,6 +1544,7 @@ out:
 	free(ops);
 	free(recs);
 	free(z);
+	return rc;
 }
 
 /* The cached file of fid with a reference and its flush lock, or NULL
@@ -1519,8 +1595,10 @@ void tfs_cache_zero_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off,
 
 	if (!in->fid_valid || !(f = c_file_hold(c, in->fid)))
 		return;
+	/* a store error is logged and keeps the dropped slots owned (the
+	 * truncate's own order is DESIGN §10.3's) */
 	if (len)
-		c_zero_file(c, f, off, trunc ? UINT64_MAX - off : len, trunc);
+		(void)c_zero_file(c, f, off, trunc ? UINT64_MAX - off : len, trunc);
 	/* f stays held (flusher off) until tfs_cache_zero_end */
 }
 
@@ -1549,7 +1627,7 @@ void tfs_cache_forget(struct tfs_fs *fs, uint64_t fid)
 
 	if (!c || !(f = c_file_hold(c, fid)))
 		return;
-	c_zero_file(c, f, 0, UINT64_MAX, true);
+	(void)c_zero_file(c, f, 0, UINT64_MAX, true);	/* logged; slots kept owned */
 	c_file_unhold(c, f);
 }
 

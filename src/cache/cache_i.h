@@ -117,9 +117,22 @@ struct tfs_cache {
 	pthread_cond_t fcond;		/* wakes the flusher */
 	uint64_t flush_req, flush_done;	/* "flush everything" requests */
 	int flush_err;			/* why the last flush stopped (-errno), or 0 */
+	bool flush_unresolved;		/* ... or that dirty files were not found yet */
 	uint32_t ndirty_old;		/* dirty extents older than the last flush request */
 	uint32_t unresolved;		/* dirty files not found yet (after a restart) */
+	/* the restart walk (flush.c resolve): when to walk next, the pause
+	 * (doubled while files stay unfound), the last walk's error (logged
+	 * once), the flush request it last walked for */
+	uint32_t resolve_at, resolve_wait;
+	int resolve_err;
+	uint64_t resolve_req;
+	/* detach (bind.c): writes inside tfs_cache_write; gate closed: new
+	 * ones wait until the detach is decided (cache.c invariant 8) */
+	unsigned writers;
+	bool gate;
 	bool journal_dirty;		/* CDIRTY changes not synced yet */
+	int journal_err;		/* last drain's error (jlock), logged once */
+	int jsync_err;			/* last journal sync's error, logged once */
 	/* CDIRTY changes decided under c->lock, applied in order outside it
 	 * (a journal write can wait behind a journal sync) under jlock */
 	struct jop { uint64_t fid; bool put; } *jq;
@@ -157,13 +170,16 @@ void c_file_maybe_free(struct tfs_cache *c, struct cfile *f);
 /* f with a reference and its flush lock held (made if need be), or NULL */
 struct cfile *c_file_hold(struct tfs_cache *c, uint64_t fid);
 void c_file_unhold(struct tfs_cache *c, struct cfile *f);
-/* Zero or drop [off, off+len) of f's extents; caller holds f (c_file_hold) */
-void c_zero_file(struct tfs_cache *c, struct cfile *f, uint64_t off, uint64_t len, bool trunc);
+/* Zero or drop [off, off+len) of f's extents; caller holds f (c_file_hold).
+ * 0, or the store's error (logged; the dropped slots stay, empty). */
+int c_zero_file(struct tfs_cache *c, struct cfile *f, uint64_t off, uint64_t len, bool trunc);
 int c_ssd_io(struct tfs_cache *c, bool write, bool direct, void *buf, size_t len, uint64_t off);
 void *c_buf(size_t len);
-void c_journal_sync(struct tfs_cache *c);
-/* Apply the queued CDIRTY changes (not under c->lock). */
-void c_journal_drain(struct tfs_cache *c);
+/* Apply the queued CDIRTY changes and sync the journal: 0 or -errno. */
+int c_journal_sync(struct tfs_cache *c);
+/* Apply the queued CDIRTY changes (not under c->lock): 0, or the error of
+ * the first that failed (it and those after it stay queued). */
+int c_journal_drain(struct tfs_cache *c);
 uint32_t c_alloc_slot(struct tfs_cache *c, uint64_t fid, uint64_t idx);
 
 /* flush.c */

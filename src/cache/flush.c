@@ -32,6 +32,11 @@
  *     durability point (the journal, then the store), so a power cut
  *     loses at most that much of what no fsync covered, as ext4's
  *     commit interval does.
+ *  8. After a restart a dirty file not found by a walk stays dirty; it is
+ *     dropped only when a complete walk under move_lock that identified
+ *     every file it met did not meet it (resolve, DESIGN §10.5).  Walks
+ *     that fail or leave files unfound back off; flushes go on for the
+ *     files found, and a flush of nothing but unfound files ends.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -51,6 +56,7 @@
 #define IDLE_TICKS	(5 * 16)	/* no requests for 5 s: flush all */
 #define WRITE_AGE	(5 * 16)	/* paced: only extents not written for 5 s */
 #define SYNC_TICKS	(5 * 16)	/* invariant 7 */
+#define RESOLVE_MAX	(64 * 16)	/* longest pause between walks for dirty files */
 
 /* ------------------------------------------------------------------ */
 /* Flushing one file                                                   */
@@ -209,7 +215,7 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 	uint64_t size, E = c->extent;
 	int64_t done = 0;
 	uint32_t now = c_now(), sc;
-	int rc = 0;
+	int rc = 0, cerr;
 
 	pthread_mutex_lock(&c->lock);
 	in = f->in;
@@ -249,7 +255,7 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 			c_unpin(c, fl[i].slot);
 		}
 		pthread_mutex_unlock(&c->lock);
-		c_zero_file(c, f, 0, UINT64_MAX, true);
+		(void)c_zero_file(c, f, 0, UINT64_MAX, true);	/* logged; slots kept owned */
 		tfs_info("cache: file %" PRIu64 " is gone; its dirty extents were dropped", f->fid);
 		goto out_unref;
 	}
@@ -368,7 +374,9 @@ out_unflag:
 		c->st.flush_writes += ns;
 	}
 	pthread_mutex_unlock(&c->lock);
-	c_commit(c, ops, nops);
+	cerr = c_commit(c, ops, nops);
+	if (cerr && rc == 0)
+		rc = cerr;	/* logged; the records still say dirty: back off */
 	pthread_mutex_lock(&c->lock);
 	for (unsigned i = 0; i < n; i++) {
 		c_release_busy(c, fl[i].slot);
@@ -384,15 +392,30 @@ out_unref:
 /* Finding dirty files after a restart                                 */
 /* ------------------------------------------------------------------ */
 
-static int resolve_cb(void *arg, struct tfs_inode *in, const struct stat *st)
-{
-	struct tfs_cache *c = arg;
-	struct cfile *f;
+/* One walk looking for the files of dirty extents. */
+struct rwalk {
+	struct tfs_cache *c;
+	int err;		/* a file met that could not be identified, or 0 */
+};
 
-	if (tfs_ns_load_file(c->fs, in))
-		return 0;
+/* in (a regular file, loaded) was met by a walk or a lookup: if its fid
+ * has dirty extents not found yet, the flusher can reach them now.
+ * -EIO if its identity could not be read (fid 0 is the root's: ns.c
+ * warned and used it). */
+static int found(struct tfs_cache *c, struct tfs_inode *in)
+{
+	struct cfile *f;
+	uint64_t fid;
+	bool known;
+
+	pthread_mutex_lock(&in->lock);
+	fid = in->fid;
+	known = in->fid_valid && fid != 0;
+	pthread_mutex_unlock(&in->lock);
+	if (!known)
+		return -EIO;
 	pthread_mutex_lock(&c->lock);
-	f = c_file_find(c, in->fid);
+	f = c_file_find(c, fid);
 	if (f && f->unresolved && !f->in) {
 		f->in = in;
 		tfs_inode_ref(c->fs, in);
@@ -400,33 +423,94 @@ static int resolve_cb(void *arg, struct tfs_inode *in, const struct stat *st)
 		c->unresolved--;
 	}
 	pthread_mutex_unlock(&c->lock);
-	return c->stop ? -EINTR : 0;
+	return 0;
 }
 
-/* Walk the tree for the files of dirty extents; drop those not found. */
-static void resolve(struct tfs_cache *c)
+void tfs_cache_found(struct tfs_fs *fs, struct tfs_inode *in)
 {
+	struct tfs_cache *c = fs->cache;
+
+	if (c && !tfs_cache_detached(c) && __atomic_load_n(&c->unresolved, __ATOMIC_RELAXED))
+		found(c, in);
+}
+
+static int resolve_cb(void *arg, struct tfs_inode *in, const struct stat *st)
+{
+	struct rwalk *rw = arg;
+	int rc = tfs_ns_load_file(rw->c->fs, in);
+
+	if (rc == 0)
+		rc = found(rw->c, in);
+	if (rc && !rw->err)
+		rw->err = rc;	/* the walk goes on; it proves nothing gone */
+	return rw->c->stop ? -EINTR : 0;
+}
+
+/* Walk the tree for the files of dirty extents (DESIGN §10.5).  A file
+ * not found is kept dirty and looked for again; it is dropped only when a
+ * whole walk with renames and links held off (move_lock), which no named
+ * file can escape, identified every file it met and did not meet it.
+ * Returns 0 once every dirty file is found or dropped, else why not: the
+ * walk's error, or that of a file it could not identify. */
+static int resolve(struct tfs_cache *c)
+{
+	struct rwalk rw = { .c = c };
 	uint64_t *gone = NULL;
 	unsigned n = 0;
-	int rc = tfs_walk_files(c->fs, resolve_cb, c);
+	int rc = tfs_walk_files(c->fs, resolve_cb, &rw);
 
-	if (rc) {
-		if (rc != -EINTR)
-			tfs_err("cache %s: looking for dirty files failed: %s", c->dir, strerror(-rc));
-		return;
+	if (rc == 0 && __atomic_load_n(&c->unresolved, __ATOMIC_RELAXED)) {
+		/* moved behind the walk, or not identified: again, with
+		 * nothing able to move */
+		rw.err = 0;
+		pthread_rwlock_wrlock(&c->fs->move_lock);
+		rc = tfs_walk_files(c->fs, resolve_cb, &rw);
+		pthread_rwlock_unlock(&c->fs->move_lock);
+		pthread_mutex_lock(&c->lock);
+		if (rc == 0 && rw.err == 0 && c->unresolved)
+			gone = calloc(c->unresolved, sizeof(*gone));
+		for (uint32_t h = 0; gone && h <= c->fmask; h++)
+			for (struct cfile *f = c->ftab[h]; f; f = f->next)
+				if (f->unresolved && n < c->unresolved)
+					gone[n++] = f->fid;
+		pthread_mutex_unlock(&c->lock);
 	}
-	pthread_mutex_lock(&c->lock);
-	gone = calloc(c->unresolved + 1, sizeof(*gone));
-	for (uint32_t h = 0; gone && h <= c->fmask; h++)
-		for (struct cfile *f = c->ftab[h]; f; f = f->next)
-			if (f->unresolved && n < c->unresolved)
-				gone[n++] = f->fid;
-	pthread_mutex_unlock(&c->lock);
+	/* no name, and not open (opening looks it up, and a lookup finds it):
+	 * the file was deleted while the daemon was down */
 	for (unsigned i = 0; i < n; i++) {
 		tfs_info("cache %s: dirty file %" PRIu64 " no longer exists: dropped", c->dir, gone[i]);
 		tfs_cache_forget(c->fs, gone[i]);
 	}
 	free(gone);
+	if (rc == 0)
+		rc = rw.err;
+	return __atomic_load_n(&c->unresolved, __ATOMIC_RELAXED) == 0 ? 0 : rc ? rc : -ENOENT;
+}
+
+/* After a walk (rc from resolve), under c->lock: while dirty files stay
+ * unfound, the next walk waits 1 s, doubling up to RESOLVE_MAX; a new
+ * reason is logged once. */
+static void resolve_backoff(struct tfs_cache *c, int rc)
+{
+	if (rc == -EINTR)
+		return;
+	if (rc == 0 || !c->unresolved) {
+		if (c->resolve_err)
+			tfs_info("cache %s: every file with dirty data found", c->dir);
+		c->resolve_err = 0;
+		c->resolve_wait = 0;
+		return;
+	}
+	c->resolve_wait = c->resolve_wait ? 2 * c->resolve_wait : 16;
+	if (c->resolve_wait > RESOLVE_MAX)
+		c->resolve_wait = RESOLVE_MAX;
+	c->resolve_at = c_now() + c->resolve_wait;
+	if (rc != c->resolve_err)
+		tfs_err("cache %s: %u files with dirty data not found yet: %s; looking again "
+			"in %u s, then less often (the data stays in the cache)", c->dir,
+			c->unresolved, rc == -ENOENT ? "not met by the walk" : strerror(-rc),
+			c->resolve_wait / 16);
+	c->resolve_err = rc;
 }
 
 /* ------------------------------------------------------------------ */
@@ -482,6 +566,7 @@ static void *flusher(void *arg)
 	if (posix_memalign((void **)&buf, 4096, (size_t)2 * FLUSH_BATCH * c->extent))
 		return NULL;
 	pthread_mutex_lock(&c->lock);
+	c->resolve_at = c_now();	/* dirty files to find: at once */
 	while (!c->stop) {
 		uint32_t now = c_now();
 		unsigned pct = (unsigned)((uint64_t)c->ndirty * 100 / c->nslots);
@@ -492,7 +577,7 @@ static void *flusher(void *arg)
 
 		if (c->journal_dirty || c->njq) {
 			pthread_mutex_unlock(&c->lock);
-			c_journal_sync(c);
+			(void)c_journal_sync(c);	/* logged once; stays queued */
 			pthread_mutex_lock(&c->lock);
 		}
 		if (now - last_sync >= SYNC_TICKS) {
@@ -502,14 +587,24 @@ static void *flusher(void *arg)
 				tfs_cstore_sync(c->cs);	/* a failure is logged there */
 			pthread_mutex_lock(&c->lock);
 		}
-		if (c->unresolved) {
+		/* dirty files not found since the restart: walk now, then
+		 * after a pause, and once for every flush request */
+		if (c->unresolved && all && c->resolve_req != c->flush_req) {
+			c->resolve_req = c->flush_req;
+			c->resolve_at = now;
+		}
+		if (c->unresolved && (int32_t)(now - c->resolve_at) >= 0) {
+			int rc;
+
 			pthread_mutex_unlock(&c->lock);
-			resolve(c);
+			rc = resolve(c);
 			pthread_mutex_lock(&c->lock);
+			resolve_backoff(c, rc);
 			continue;
 		}
 		if (all && (c->ndirty == 0 || c->ndirty_old == 0)) {
 			c->flush_err = 0;
+			c->flush_unresolved = false;
 			c->flush_done = c->flush_req;
 			pthread_cond_broadcast(&c->cond);
 			continue;
@@ -521,8 +616,10 @@ static void *flusher(void *arg)
 		}
 		f = next_dirty(c, &cursor);
 		if (!f) {
-			/* dirty files all unreachable: nothing more can be done */
+			/* dirty files all unreachable (not found yet): the
+			 * flush ends, saying so (cache.flush_error) */
 			if (all) {
+				c->flush_unresolved = c->unresolved != 0;
 				c->flush_done = c->flush_req;
 				pthread_cond_broadcast(&c->cond);
 			}

@@ -29,6 +29,13 @@
  *   eio_read=M[:P]     data reads on member M fail with EIO, each with
  *   eio_write=M[:P]    probability P (0 < P <= 1, default 1); failed
  *                      requests are not performed.
+ *   eio_at=OP:NAME[:K] member calls OP naming NAME (its last component; on
+ *                      any member) fail with EIO without being performed:
+ *                      the first K of them, then they work again (a
+ *                      transient error); without K, every one.
+ *   delay=OP:MS        every OP call (a data request: once per batch that
+ *                      has one) sleeps MS milliseconds before it is
+ *                      performed, to widen a race in a test.
  *   seed=N             seed of the PRNG behind P (default fixed).
  *   torn               the requests of a batch go to the member one at a
  *                      time, each counted as it completes, so crash_after
@@ -81,6 +88,11 @@ struct fault {
 	bool drop_unsynced;
 	bool torn;			/* requests of a batch one at a time */
 	struct tfs_pcut_conf cut;
+	char eio_op[32], eio_name[256];	/* eio_at */
+	long eio_k;			/* 0: every call */
+	atomic_long eio_seen;
+	char delay_op[32];
+	long delay_ms;
 };
 
 static const char *const mio_name[] = {
@@ -135,12 +147,31 @@ static bool fail_before(struct fault *f, const struct tfs_mio *mi)
 	return false;
 }
 
-static int before(struct fault *f, uint32_t m, const char *op)
+static void delay(struct fault *f, const char *op)
 {
-	if (!dead(f, m))
-		return 0;
-	injected(f, m, op, "dead member");
-	return -EIO;
+	if (f->delay_ms > 0 && strcmp(op, f->delay_op) == 0)
+		usleep((useconds_t)f->delay_ms * 1000);
+}
+
+/* Before call op on member m (naming name, or NULL): 0, or the error the
+ * caller gets instead of the call. */
+static int before(struct fault *f, uint32_t m, const char *op, const char *name)
+{
+	const char *leaf = name ? strrchr(name, '/') : NULL;
+
+	delay(f, op);
+	if (dead(f, m)) {
+		injected(f, m, op, "dead member");
+		return -EIO;
+	}
+	leaf = leaf ? leaf + 1 : name;
+	if (leaf && f->eio_name[0] && strcmp(op, f->eio_op) == 0 &&
+	    strcmp(leaf, f->eio_name) == 0 &&
+	    (f->eio_k == 0 || atomic_fetch_add(&f->eio_seen, 1) < f->eio_k)) {
+		injected(f, m, op, "eio_at");
+		return -EIO;
+	}
+	return 0;
 }
 
 static void crash(struct fault *f, const char *op)
@@ -210,6 +241,11 @@ static int ft_submit(struct tfs_backend *be, struct tfs_mio *v, unsigned n)
 		}
 		return rc;
 	}
+	for (unsigned i = 0; i < n; i++)
+		if (f->delay_ms > 0 && strcmp(mio_name[v[i].op], f->delay_op) == 0) {
+			delay(f, f->delay_op);
+			break;
+		}
 	tfs_pcut_enter();
 	for (unsigned i = 0; i <= n; i++) {
 		if (i < n && !fail_before(f, &v[i]))
@@ -235,11 +271,11 @@ static int ft_submit(struct tfs_backend *be, struct tfs_mio *v, unsigned n)
 
 /* FWD: plain calls.  FWD_FD: calls that return a new fd, closed again when
  * the member died while the call ran. */
-#define FWD_CALL(op, fd_result, params, ...)                                   \
+#define FWD_CALL(op, fd_result, name, params, ...)                             \
 	static int ft_##op params                                              \
 	{                                                                      \
 		struct fault *f = be->priv;                                    \
-		int rc = before(f, m, #op);                                    \
+		int rc = before(f, m, #op, name);                              \
 		long out;                                                      \
 		if (rc)                                                        \
 			return rc;                                             \
@@ -249,45 +285,46 @@ static int ft_submit(struct tfs_backend *be, struct tfs_mio *v, unsigned n)
 			close(rc);                                             \
 		return (int)out;                                               \
 	}
-#define FWD(op, params, ...)    FWD_CALL(op, 0, params, __VA_ARGS__)
-#define FWD_FD(op, params, ...) FWD_CALL(op, 1, params, __VA_ARGS__)
+/* NAME: the name the call is about (eio_at), or NULL */
+#define FWD(op, name, params, ...)    FWD_CALL(op, 0, name, params, __VA_ARGS__)
+#define FWD_FD(op, name, params, ...) FWD_CALL(op, 1, name, params, __VA_ARGS__)
 
-FWD_FD(open_dir, (struct tfs_backend *be, uint32_t m, int d, const char *p), d, p)
-FWD_FD(openat, (struct tfs_backend *be, uint32_t m, int d, const char *n, int fl, mode_t mo),
+FWD_FD(open_dir, p, (struct tfs_backend *be, uint32_t m, int d, const char *p), d, p)
+FWD_FD(openat, n, (struct tfs_backend *be, uint32_t m, int d, const char *n, int fl, mode_t mo),
        d, n, fl, mo)
-FWD(fstatat, (struct tfs_backend *be, uint32_t m, int d, const char *n, struct stat *st),
+FWD(fstatat, n, (struct tfs_backend *be, uint32_t m, int d, const char *n, struct stat *st),
     d, n, st)
-FWD(fstat, (struct tfs_backend *be, uint32_t m, int fd, struct stat *st), fd, st)
-FWD(mkdirat, (struct tfs_backend *be, uint32_t m, int d, const char *n, mode_t mo), d, n, mo)
-FWD(mknodat, (struct tfs_backend *be, uint32_t m, int d, const char *n, mode_t mo, dev_t r),
+FWD(fstat, NULL, (struct tfs_backend *be, uint32_t m, int fd, struct stat *st), fd, st)
+FWD(mkdirat, n, (struct tfs_backend *be, uint32_t m, int d, const char *n, mode_t mo), d, n, mo)
+FWD(mknodat, n, (struct tfs_backend *be, uint32_t m, int d, const char *n, mode_t mo, dev_t r),
     d, n, mo, r)
-FWD(symlinkat, (struct tfs_backend *be, uint32_t m, const char *t, int d, const char *n),
+FWD(symlinkat, n, (struct tfs_backend *be, uint32_t m, const char *t, int d, const char *n),
     t, d, n)
-FWD(readlinkat, (struct tfs_backend *be, uint32_t m, int d, const char *n, char *b, size_t l),
+FWD(readlinkat, n, (struct tfs_backend *be, uint32_t m, int d, const char *n, char *b, size_t l),
     d, n, b, l)
-FWD(linkat, (struct tfs_backend *be, uint32_t m, int od, const char *on, int nd,
+FWD(linkat, on, (struct tfs_backend *be, uint32_t m, int od, const char *on, int nd,
 	     const char *nn), od, on, nd, nn)
-FWD(unlinkat, (struct tfs_backend *be, uint32_t m, int d, const char *n, int fl), d, n, fl)
-FWD(renameat2, (struct tfs_backend *be, uint32_t m, int od, const char *on, int nd,
+FWD(unlinkat, n, (struct tfs_backend *be, uint32_t m, int d, const char *n, int fl), d, n, fl)
+FWD(renameat2, on, (struct tfs_backend *be, uint32_t m, int od, const char *on, int nd,
 		const char *nn, unsigned fl), od, on, nd, nn, fl)
-FWD(fchownat, (struct tfs_backend *be, uint32_t m, int d, const char *n, uid_t u, gid_t g),
+FWD(fchownat, n, (struct tfs_backend *be, uint32_t m, int d, const char *n, uid_t u, gid_t g),
     d, n, u, g)
-FWD(fchmodat, (struct tfs_backend *be, uint32_t m, int d, const char *n, mode_t mo), d, n, mo)
-FWD(utimensat, (struct tfs_backend *be, uint32_t m, int d, const char *n,
+FWD(fchmodat, n, (struct tfs_backend *be, uint32_t m, int d, const char *n, mode_t mo), d, n, mo)
+FWD(utimensat, n, (struct tfs_backend *be, uint32_t m, int d, const char *n,
 		const struct timespec ts[2]), d, n, ts)
-FWD(getxattr, (struct tfs_backend *be, uint32_t m, int fd, const char *n, void *b, size_t l),
+FWD(getxattr, NULL, (struct tfs_backend *be, uint32_t m, int fd, const char *n, void *b, size_t l),
     fd, n, b, l)
-FWD(setxattr, (struct tfs_backend *be, uint32_t m, int fd, const char *n, const void *b,
+FWD(setxattr, NULL, (struct tfs_backend *be, uint32_t m, int fd, const char *n, const void *b,
 	       size_t l, int fl), fd, n, b, l, fl)
-FWD(listxattr, (struct tfs_backend *be, uint32_t m, int fd, char *b, size_t l), fd, b, l)
-FWD(removexattr, (struct tfs_backend *be, uint32_t m, int fd, const char *n), fd, n)
-FWD(statvfs, (struct tfs_backend *be, uint32_t m, struct statvfs *sv), sv)
+FWD(listxattr, NULL, (struct tfs_backend *be, uint32_t m, int fd, char *b, size_t l), fd, b, l)
+FWD(removexattr, NULL, (struct tfs_backend *be, uint32_t m, int fd, const char *n), fd, n)
+FWD(statvfs, NULL, (struct tfs_backend *be, uint32_t m, struct statvfs *sv), sv)
 
 /* Size and data changes outside submit: noted for drop_unsynced. */
 static int ft_ftruncate(struct tfs_backend *be, uint32_t m, int fd, uint64_t len)
 {
 	struct fault *f = be->priv;
-	int rc = before(f, m, "ftruncate");
+	int rc = before(f, m, "ftruncate", NULL);
 
 	if (rc)
 		return rc;
@@ -305,7 +342,7 @@ static int ft_fallocate(struct tfs_backend *be, uint32_t m, int fd, int mode, ui
 {
 	struct fault *f = be->priv;
 	bool zeroes = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE);
-	int rc = before(f, m, "fallocate");
+	int rc = before(f, m, "fallocate", NULL);
 
 	if (rc)
 		return rc;
@@ -321,7 +358,7 @@ static int ft_fallocate(struct tfs_backend *be, uint32_t m, int fd, int mode, ui
 static int ft_syncfs(struct tfs_backend *be, uint32_t m)
 {
 	struct fault *f = be->priv;
-	int rc = before(f, m, "syncfs");
+	int rc = before(f, m, "syncfs", NULL);
 
 	if (rc)
 		return rc;
@@ -401,6 +438,11 @@ static bool parse_token(struct fault *f, const char *tok)
 		atomic_fetch_or(&f->dead, 1ull << m);
 		return true;
 	}
+	if (sscanf(tok, "eio_at=%31[a-z0-9_]:%255[^:]:%ld", f->eio_op, f->eio_name,
+		   &f->eio_k) >= 2)
+		return f->eio_k >= 0;
+	if (sscanf(tok, "delay=%31[a-z0-9_]:%ld", f->delay_op, &f->delay_ms) == 2)
+		return f->delay_ms > 0;
 	if (sscanf(tok, "seed=%llu", &seed) == 1) {
 		atomic_store(&f->rng, seed);
 		f->cut.seed = seed;

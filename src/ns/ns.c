@@ -663,6 +663,10 @@ int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 			tfs_inode_forget(fs, e->in, 1);
 			return rc;
 		}
+		/* a file the SSD tier holds dirty data of, not found since a
+		 * restart: found now (before anyone can open or move it) */
+		if (fs->cache)
+			tfs_cache_found(fs, e->in);
 	}
 	return 0;
 }

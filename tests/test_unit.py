@@ -6,7 +6,7 @@ import pytest
 
 from conftest import BUILD
 
-UNIT = ["layout", "parity", "policy", "cstore"]
+UNIT = ["layout", "parity", "policy", "cstore", "journal"]
 
 
 @pytest.mark.parametrize("name", UNIT)

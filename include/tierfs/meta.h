@@ -53,6 +53,9 @@ enum tfs_meta_set {
 };
 int tfs_meta_set_put(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b);
 int tfs_meta_set_del(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b);
+/* Delete n pairs in one transaction (absent ones are no error). */
+int tfs_meta_set_del_many(struct tfs_meta *mt, enum tfs_meta_set set, const uint64_t (*keys)[2],
+			  size_t n);
 int tfs_meta_set_clear(struct tfs_meta *mt, enum tfs_meta_set set);
 /* 1 if present, 0 if not, or -errno */
 int tfs_meta_set_has(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b);

@@ -125,6 +125,14 @@ struct tfs_fs {
 	 * exclusive holders (failover, a rebuild's namespace copy) take no
 	 * inode or row lock and never wait for io_gate. */
 	pthread_rwlock_t io_gate;
+	/* Free space of each member's filesystem, as data.c last saw it
+	 * (data.c invariant 6); atomics. */
+	struct tfs_space {
+		uint64_t checked_ns;	/* CLOCK_MONOTONIC of the last statvfs */
+		uint64_t written;	/* bytes written to it since */
+		bool low;		/* short of space: writes reserve first */
+		bool nofalloc;		/* its filesystem has no fallocate */
+	} space[TFS_MAX_MEMBERS];
 };
 
 /* Caller identity for creations. */
@@ -324,6 +332,18 @@ ssize_t tfs_raid_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, con
 int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync);
 int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
 		       uint64_t len);
+/* Before the writes v[0..n) of one request on a redundant level: on members
+ * short of space, allocate every range written, so that a full filesystem
+ * refuses the request before any member changed (data.c invariant 6).
+ * Returns 0 or the refusal (-ENOSPC, -EDQUOT, ...). */
+int tfs_space_reserve(struct tfs_fs *fs, const struct tfs_mio *v, unsigned n);
+/* A write on member k was refused for want of space: reserve from now on. */
+void tfs_space_refused(struct tfs_fs *fs, uint32_t k);
+/* Refusals of a write that are not a member failing: the member stays. */
+static inline bool tfs_space_error(int err)
+{
+	return err == -ENOSPC || err == -EDQUOT || err == -EFBIG;
+}
 
 /* ---- walk.c: every regular file of the tree ---- */
 /* fn gets each file's inode (looked up; open it to do I/O) and stat;
@@ -342,6 +362,9 @@ uint64_t tfs_stripe_marks(struct tfs_fs *fs);	/* marks in the journal */
 /* Write-intent marks around a write of rows (chunks on mirrors) r0..r1. */
 int tfs_marks_get(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1);
 void tfs_marks_put(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1);
+/* Rows r0..r1 (marked by the caller) may disagree with their redundancy and
+ * could not be fixed: their marks stay until the next mount resyncs them. */
+void tfs_marks_keep(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1);
 /* stripe.* lines of user.tierfs.status into buf; returns their length. */
 int tfs_stripe_stats(struct tfs_fs *fs, char *buf, size_t len);
 ssize_t tfs_stripe_read(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, uint64_t size,

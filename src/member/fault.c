@@ -36,6 +36,10 @@
  *   delay=OP:MS        every OP call (a data request: once per batch that
  *                      has one) sleeps MS milliseconds before it is
  *                      performed, to widen a race in a test.
+ *   enospc_write=M[:P] data writes on member M fail with ENOSPC, each with
+ *                      probability P, after the first half of the write
+ *                      was performed (a filesystem that filled up in the
+ *                      middle of it).
  *   seed=N             seed of the PRNG behind P (default fixed).
  *   torn               the requests of a batch go to the member one at a
  *                      time, each counted as it completes, so crash_after
@@ -52,8 +56,8 @@
  *     fdatasync of the file or a syncfs of the member after it succeeded.
  *     Nothing that holds the gate can trigger the crash.
  *
- * Every injected fault is logged as a warning (EIO injections: the first
- * ten, then at each power of two).
+ * Every injected fault is logged as a warning (EIO and ENOSPC injections:
+ * the first ten, then at each power of two).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -83,6 +87,7 @@ struct fault {
 	atomic_long fail_seen;
 	_Atomic uint64_t dead;		/* bit M: member M is dead */
 	double eio_read[TFS_MAX_MEMBERS], eio_write[TFS_MAX_MEMBERS];
+	double enospc_write[TFS_MAX_MEMBERS];
 	_Atomic uint64_t rng;
 	atomic_long injected;
 	bool drop_unsynced;
@@ -111,12 +116,18 @@ static bool dead(struct fault *f, uint32_t m)
 	return (atomic_load(&f->dead) >> m) & 1;
 }
 
-static void injected(struct fault *f, uint32_t m, const char *op, const char *why)
+static void injected_err(struct fault *f, uint32_t m, const char *op, const char *why, int err)
 {
 	long k = atomic_fetch_add(&f->injected, 1) + 1;
 
 	if (k <= 10 || (k & (k - 1)) == 0)
-		tfs_warn("fault: EIO on member %u %s (%s; injected fault #%ld)", m, op, why, k);
+		tfs_warn("fault: %s on member %u %s (%s; injected fault #%ld)",
+			 err == -ENOSPC ? "ENOSPC" : "EIO", m, op, why, k);
+}
+
+static void injected(struct fault *f, uint32_t m, const char *op, const char *why)
+{
+	injected_err(f, m, op, why, -EIO);
 }
 
 /* splitmix64 over a shared counter (invariant 2): a draw in [0, 1). */
@@ -130,21 +141,31 @@ static double draw(struct fault *f)
 	return (double)(z >> 11) * 0x1.0p-53;
 }
 
-/* Should data request mi fail before it is performed? */
-static bool fail_before(struct fault *f, const struct tfs_mio *mi)
+static bool chance(struct fault *f, double p)
+{
+	return p > 0 && (p >= 1 || draw(f) < p);
+}
+
+/* Should data request mi fail (0: no)?  -EIO: before it is performed;
+ * -ENOSPC: after its first half. */
+static int fail_before(struct fault *f, const struct tfs_mio *mi)
 {
 	double p = mi->op == TFS_MIO_READ ? f->eio_read[mi->member]
 		 : mi->op == TFS_MIO_WRITE ? f->eio_write[mi->member] : 0;
 
 	if (dead(f, mi->member)) {
 		injected(f, mi->member, mio_name[mi->op], "dead member");
-		return true;
+		return -EIO;
 	}
-	if (p > 0 && (p >= 1 || draw(f) < p)) {
+	if (chance(f, p)) {
 		injected(f, mi->member, mio_name[mi->op], "eio_read/eio_write");
-		return true;
+		return -EIO;
 	}
-	return false;
+	if (mi->op == TFS_MIO_WRITE && chance(f, f->enospc_write[mi->member])) {
+		injected_err(f, mi->member, mio_name[mi->op], "enospc_write", -ENOSPC);
+		return -ENOSPC;
+	}
+	return 0;
 }
 
 static void delay(struct fault *f, const char *op)
@@ -248,7 +269,9 @@ static int ft_submit(struct tfs_backend *be, struct tfs_mio *v, unsigned n)
 		}
 	tfs_pcut_enter();
 	for (unsigned i = 0; i <= n; i++) {
-		if (i < n && !fail_before(f, &v[i]))
+		int err = i < n ? fail_before(f, &v[i]) : 0;
+
+		if (i < n && !err)
 			continue;
 		if (i > start) {
 			int r = submit_run(be, v + start, i - start);
@@ -256,8 +279,14 @@ static int ft_submit(struct tfs_backend *be, struct tfs_mio *v, unsigned n)
 			if (r && !rc)
 				rc = r;
 		}
+		if (err == -ENOSPC && v[i].len / 2) {	/* the first half lands */
+			struct tfs_mio half = v[i];
+
+			half.len /= 2;
+			submit_run(be, &half, 1);
+		}
 		if (i < n)
-			v[i].res = -EIO;
+			v[i].res = err;
 		start = i + 1;
 	}
 	tfs_pcut_leave();
@@ -408,7 +437,7 @@ static bool member_ok(long m)
 	return m >= 0 && m < TFS_MAX_MEMBERS;
 }
 
-/* eio_read=M[:P] / eio_write=M[:P] into p[]; false if tok is not one. */
+/* eio_read=M[:P] (eio_write, enospc_write) into p[]; false if tok is not one. */
 static bool parse_eio(const char *tok, const char *key, double *p)
 {
 	char fmt[32];
@@ -458,7 +487,8 @@ static bool parse_token(struct fault *f, const char *tok)
 		return (f->cut.dump = strdup(tok + 9)) != NULL;
 	if (strcmp(tok, "torn") == 0)
 		return f->torn = true;
-	return parse_eio(tok, "eio_read", f->eio_read) || parse_eio(tok, "eio_write", f->eio_write);
+	return parse_eio(tok, "eio_read", f->eio_read) || parse_eio(tok, "eio_write", f->eio_write) ||
+	       parse_eio(tok, "enospc_write", f->enospc_write);
 }
 
 struct tfs_backend *tfs_fault_backend(struct tfs_backend *inner, const char *spec)

@@ -21,21 +21,46 @@
  *  1. Writers are serialised by wlock (write_txn) and every write
  *     transaction is applied to every copy in turn, so the copies hold the same records
  *     (a crash between two copies leaves one a transaction behind; opening
- *     merges them: union of records, maximum of counters).
- *  2. Environments are opened with MDB_NOSYNC | MDB_WRITEMAP, so a commit
- *     is stores into a shared file mapping: no system call, no fsync, yet
- *     it survives the daemon's death (the pages are in the kernel's page
- *     cache).  tfs_meta_sync() is the durability point for power loss.
- *  3. A full map is grown (doubled) under wlock and the transaction retried;
+ *     merges them: union of records, maximum of counters).  A commit that
+ *     fails on one copy stops there and returns the error: the copies
+ *     before it are a transaction ahead, as after such a crash, and every
+ *     record is safe to find left over (an intent replays as a no-op, a
+ *     mark costs a resync, a counter only skips values).
+ *  2. Environments are opened with MDB_NOMETASYNC (no MDB_WRITEMAP, no
+ *     MDB_NOSYNC).  A commit writes its new pages with pwrite, fdatasyncs
+ *     them, then writes the meta page without a sync; for this mode LMDB
+ *     promises integrity after a system crash, which may undo only the
+ *     last commit (lmdb.h, MDB_NOMETASYNC).  tfs_meta_sync()
+ *     (mdb_env_sync) makes that last commit durable too: the durability
+ *     point for power loss.  A returned commit is in the page cache, so it
+ *     survives the daemon's death whether synced or not.
+ *  3. No store into a mapping can fault: the data file is mapped read-only
+ *     (LMDB writes it with pwrite, so a full filesystem fails the commit
+ *     with ENOSPC and LMDB aborts it, leaving the environment usable), and
+ *     the lock file, LMDB's only shared writable map, is allocated in full
+ *     (fallocate) before LMDB maps it.  Every write error reaches the
+ *     caller as -errno, never a SIGBUS.
+ *  4. The data file has blocks allocated (fallocate, KEEP_SIZE) up to
+ *     HEADROOM_BYTES past its last page, renewed when half is used
+ *     (store_headroom): LMDB writes new pages there, so a full member
+ *     filesystem does not stop the journal at once, and an unlink, which
+ *     frees space, still gets its intent in.  A commit that does not fit
+ *     fails with ENOSPC (invariant 3).
+ *  5. A full map is grown (doubled) under wlock and the transaction retried;
  *     callers never see MDB_MAP_FULL.
- *  4. Reads use the first live copy; readers never block the writer (MVCC).
+ *  6. Reads use the first live copy; readers never block the writer (MVCC).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
 #include <lmdb.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
@@ -50,13 +75,19 @@ struct store {
 	MDB_dbi dbi[DB_COUNT];
 	size_t mapsize;
 	uint32_t tag;			/* the member it lives on */
+	uint64_t reserved;		/* data file bytes known allocated (invariant 4) */
+	int headroom_err;		/* the last fallocate refusal, logged once */
 };
+
+#define STALE_MAX 256
 
 struct tfs_meta {
 	pthread_mutex_t wlock;
 	uint64_t next_seq;
 	unsigned n;
 	struct store st[TFS_META_MAX];
+	unsigned nstale;		/* intents to delete (intent_txn), under wlock */
+	uint64_t stale[STALE_MAX];
 };
 
 int tfs_mdb_errno(int rc)
@@ -75,6 +106,19 @@ int tfs_mdb_errno(int rc)
 	}
 }
 
+/* LMDB reports a short write of its pages as EIO ("filesystem full?"):
+ * that is ENOSPC when the filesystem under env has (almost) no room left,
+ * as a short write there means. */
+static int short_write_errno(MDB_env *env, int rc)
+{
+	struct statvfs sv;
+	int fd;
+
+	if (rc != EIO || mdb_env_get_fd(env, &fd) || fstatvfs(fd, &sv))
+		return rc;
+	return (uint64_t)sv.f_bfree * sv.f_frsize < (1u << 20) ? ENOSPC : rc;
+}
+
 int tfs_mdb_write(MDB_env *env, size_t *mapsize, pthread_rwlock_t *maplock,
 		  int (*fn)(MDB_txn *txn, void *arg), void *arg, const char *what)
 {
@@ -89,7 +133,7 @@ int tfs_mdb_write(MDB_env *env, size_t *mapsize, pthread_rwlock_t *maplock,
 		if (rc)
 			mdb_txn_abort(txn);
 		else
-			rc = mdb_txn_commit(txn);
+			rc = short_write_errno(env, mdb_txn_commit(txn));
 		if (rc != MDB_MAP_FULL)
 			return rc;
 		*mapsize *= 2;
@@ -108,6 +152,60 @@ int tfs_mdb_write(MDB_env *env, size_t *mapsize, pthread_rwlock_t *maplock,
 /* Copies                                                              */
 /* ------------------------------------------------------------------ */
 
+/* Reader slots: every reader holds wlock (read_txn), so one or two at a
+ * time; 16 keep LMDB's lock file (a 128-byte header and 64 bytes a slot)
+ * inside LOCK_BYTES. */
+#define JOURNAL_READERS 16
+#define LOCK_BYTES      4096
+
+/* Allocate dir/lock.mdb before LMDB maps it shared and writes it
+ * (invariant 3): a store into a page of a sparse file on a full
+ * filesystem is a SIGBUS, not an error.  LMDB maps a file that is large
+ * enough as it is, all of it (one made with more reader slots is bigger). */
+static int lock_file_alloc(const char *dir)
+{
+	char path[4096];
+	struct stat st;
+	int fd, rc;
+
+	if (snprintf(path, sizeof(path), "%s/lock.mdb", dir) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	rc = fstat(fd, &st) ? errno
+	     : posix_fallocate(fd, 0, st.st_size > LOCK_BYTES ? st.st_size : LOCK_BYTES);
+	close(fd);
+	return -rc;
+}
+
+#define HEADROOM_BYTES (256u << 10)
+
+/* Keep HEADROOM_BYTES allocated past the last page (invariant 4).  From
+ * offset 0: a file an older tierfs made sparse (MDB_WRITEMAP) gets its
+ * holes filled as well. */
+static void store_headroom(struct store *s)
+{
+	MDB_envinfo info;
+	MDB_stat st;
+	uint64_t used;
+	int fd, rc;
+
+	if (mdb_env_info(s->env, &info) || mdb_env_stat(s->env, &st) ||
+	    mdb_env_get_fd(s->env, &fd))
+		return;
+	used = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
+	if (s->reserved >= used + HEADROOM_BYTES / 2)
+		return;
+	rc = fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)(used + HEADROOM_BYTES)) ? -errno : 0;
+	if (rc == 0)
+		s->reserved = used + HEADROOM_BYTES;
+	if (rc && rc != s->headroom_err)
+		tfs_warn("journal copy on member %u: cannot allocate room to grow: %s; "
+			 "its commits fail once what is left is used", s->tag, strerror(-rc));
+	s->headroom_err = rc;
+}
+
 static int store_open(struct store *s, const char *dir, uint32_t tag)
 {
 	MDB_txn *txn = NULL;
@@ -117,11 +215,18 @@ static int store_open(struct store *s, const char *dir, uint32_t tag)
 	s->tag = tag;
 	if (mkdir(dir, 0700) && errno != EEXIST)
 		return -errno;
+	rc = lock_file_alloc(dir);
+	if (rc) {
+		tfs_err("journal %s: lock file: %s", dir, strerror(-rc));
+		return rc;
+	}
 	rc = mdb_env_create(&s->env);
 	if (rc)
 		goto out;
 	mdb_env_set_maxdbs(s->env, 8);
+	mdb_env_set_maxreaders(s->env, JOURNAL_READERS);
 	mdb_env_set_mapsize(s->env, s->mapsize);
+	/* invariants 2 and 3 */
 	rc = mdb_env_open(s->env, dir, MDB_NOMETASYNC | MDB_NOTLS, 0600);
 	if (rc == 0)
 		rc = mdb_txn_begin(s->env, NULL, 0, &txn);
@@ -131,8 +236,12 @@ static int store_open(struct store *s, const char *dir, uint32_t tag)
 		rc = mdb_txn_commit(txn);
 	else if (txn)
 		mdb_txn_abort(txn);
-	if (rc == 0)
+	if (rc == 0) {
+		s->reserved = 0;
+		s->headroom_err = 0;
+		store_headroom(s);
 		return 0;
+	}
 	mdb_env_close(s->env);
 out:
 	s->env = NULL;
@@ -142,7 +251,11 @@ out:
 
 static void store_close(struct store *s)
 {
-	mdb_env_sync(s->env, 1);
+	int rc = mdb_env_sync(s->env, 1);
+
+	/* only the last commit can be lost (invariant 2); say so */
+	if (rc)
+		tfs_err("journal copy on member %u: sync at close: %s", s->tag, mdb_strerror(rc));
 	mdb_env_close(s->env);
 	s->env = NULL;
 }
@@ -339,17 +452,28 @@ static int store_txn(struct store *s, txn_fn fn, void *arg)
 	return tfs_mdb_write(s->env, &s->mapsize, NULL, store_call, &c, "journal");
 }
 
-/* Under wlock (invariant 1); sync: make it durable before returning. */
-static int write_txn(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync)
+/* fn on every copy, wlock held (invariant 1); sync: make it durable. */
+static int write_txn_locked(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync)
 {
 	int rc = 0;
 
-	pthread_mutex_lock(&mt->wlock);
-	for (unsigned i = 0; i < mt->n && rc == 0; i++)
+	for (unsigned i = 0; i < mt->n && rc == 0; i++) {
 		rc = store_txn(&mt->st[i], fn, arg);
+		if (rc == 0)
+			store_headroom(&mt->st[i]);
+	}
 	rc = tfs_mdb_errno(rc);
 	if (rc == 0 && sync)
 		rc = sync_locked(mt);
+	return rc;
+}
+
+static int write_txn(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync)
+{
+	int rc;
+
+	pthread_mutex_lock(&mt->wlock);
+	rc = write_txn_locked(mt, fn, arg, sync);
 	pthread_mutex_unlock(&mt->wlock);
 	return rc;
 }
@@ -364,47 +488,75 @@ static int read_txn(struct tfs_meta *mt, MDB_txn **txn)
 /* Intent log                                                          */
 /* ------------------------------------------------------------------ */
 
-struct intent_put {
-	const void *rec;
-	size_t len;
+/* An intent whose add or delete failed (a full member filesystem) may be
+ * in some copies: it is deleted with the next intent transaction that
+ * works.  Left over it would only replay as a no-op at the next mount (the
+ * change it names was finished or never started), but the journal should
+ * not keep collecting them. */
+struct intent_op {
+	struct tfs_meta *mt;
 	uint64_t seq;
+	const void *rec;	/* NULL: delete seq */
+	size_t len;
 };
 
-static int intent_put_fn(struct store *s, MDB_txn *txn, void *arg)
-{
-	struct intent_put *ip = arg;
-	unsigned char key[8];
-	MDB_val k = { 8, key }, v = { ip->len, (void *)ip->rec };
-
-	tfs_be64(ip->seq, key);
-	return mdb_put(txn, s->dbi[DB_INTENT], &k, &v, 0);
-}
-
-int tfs_meta_intent_add(struct tfs_meta *mt, const void *rec, size_t len, uint64_t *seq)
-{
-	struct intent_put ip = { rec, len, 0 };
-	int rc;
-
-	ip.seq = __atomic_fetch_add(&mt->next_seq, 1, __ATOMIC_RELAXED);
-	rc = write_txn(mt, intent_put_fn, &ip, false);
-	*seq = ip.seq;
-	return rc;
-}
-
-static int intent_del_fn(struct store *s, MDB_txn *txn, void *arg)
+static int intent_del_key(struct store *s, MDB_txn *txn, uint64_t seq)
 {
 	unsigned char key[8];
 	MDB_val k = { 8, key };
 	int rc;
 
-	tfs_be64(*(uint64_t *)arg, key);
+	tfs_be64(seq, key);
 	rc = mdb_del(txn, s->dbi[DB_INTENT], &k, NULL);
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
+static int intent_fn(struct store *s, MDB_txn *txn, void *arg)
+{
+	struct intent_op *op = arg;
+	struct tfs_meta *mt = op->mt;
+	unsigned char key[8];
+	MDB_val k = { 8, key }, v = { op->len, (void *)op->rec };
+	int rc = 0;
+
+	for (unsigned i = 0; i < mt->nstale && rc == 0; i++)
+		rc = intent_del_key(s, txn, mt->stale[i]);
+	if (rc || !op->rec)
+		return rc ? rc : intent_del_key(s, txn, op->seq);
+	tfs_be64(op->seq, key);
+	return mdb_put(txn, s->dbi[DB_INTENT], &k, &v, 0);
+}
+
+static int intent_txn(struct tfs_meta *mt, struct intent_op *op)
+{
+	int rc;
+
+	pthread_mutex_lock(&mt->wlock);
+	rc = write_txn_locked(mt, intent_fn, op, false);
+	if (rc == 0)
+		mt->nstale = 0;
+	else if (mt->nstale < STALE_MAX)
+		mt->stale[mt->nstale++] = op->seq;	/* beyond: replayed at mount */
+	pthread_mutex_unlock(&mt->wlock);
+	return rc;
+}
+
+int tfs_meta_intent_add(struct tfs_meta *mt, const void *rec, size_t len, uint64_t *seq)
+{
+	struct intent_op op = { mt, 0, rec, len };
+	int rc;
+
+	op.seq = __atomic_fetch_add(&mt->next_seq, 1, __ATOMIC_RELAXED);
+	rc = intent_txn(mt, &op);
+	*seq = op.seq;
+	return rc;
+}
+
 int tfs_meta_intent_del(struct tfs_meta *mt, uint64_t seq)
 {
-	return write_txn(mt, intent_del_fn, &seq, false);
+	struct intent_op op = { mt, seq, NULL, 0 };
+
+	return intent_txn(mt, &op);
 }
 
 typedef int (*visit_fn)(void *arg, const MDB_val *k, const MDB_val *v);
@@ -571,6 +723,38 @@ int tfs_meta_set_put(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uin
 int tfs_meta_set_del(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b)
 {
 	return set_change(mt, set, a, b, true);
+}
+
+struct del_many {
+	int db;
+	const uint64_t (*keys)[2];
+	size_t n;
+};
+
+static int del_many_fn(struct store *s, MDB_txn *txn, void *arg)
+{
+	struct del_many *dm = arg;
+	int rc = 0;
+
+	for (size_t i = 0; i < dm->n && rc == 0; i++) {
+		unsigned char key[16];
+		MDB_val k = { 16, key };
+
+		tfs_be64(dm->keys[i][0], key);
+		tfs_be64(dm->keys[i][1], key + 8);
+		rc = mdb_del(txn, s->dbi[dm->db], &k, NULL);
+		if (rc == MDB_NOTFOUND)
+			rc = 0;
+	}
+	return rc;
+}
+
+int tfs_meta_set_del_many(struct tfs_meta *mt, enum tfs_meta_set set, const uint64_t (*keys)[2],
+			  size_t n)
+{
+	struct del_many dm = { set_db(set), keys, n };
+
+	return n ? write_txn(mt, del_many_fn, &dm, false) : 0;
 }
 
 static int clear_fn(struct store *s, MDB_txn *txn, void *arg)

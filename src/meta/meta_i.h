@@ -22,7 +22,9 @@ int tfs_mdb_errno(int rc);
  * they hold maplock for reading and the growth takes it for writing (NULL:
  * no reader runs during a write).  what names the store in the log.
  * Callers serialise writers.  Returns fn's return, an MDB_* code or an
- * errno code of LMDB: pass it to tfs_mdb_errno(). */
+ * errno code of LMDB (ENOSPC for a commit that did not fit, which LMDB
+ * itself calls EIO when a write came up short): pass it to
+ * tfs_mdb_errno(). */
 int tfs_mdb_write(MDB_env *env, size_t *mapsize, pthread_rwlock_t *maplock,
 		  int (*fn)(MDB_txn *txn, void *arg), void *arg, const char *what);
 

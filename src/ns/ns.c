@@ -124,11 +124,21 @@ out:
 	return len < 0 ? len : 0;
 }
 
+/* Retire the intent of a change every member has now.  If the journal
+ * refuses, the change stands (it is done) and the record is deleted with
+ * the next intent transaction that works (meta.c), or replayed as a no-op
+ * at the next mount: either way nothing is lost, so a full member
+ * filesystem is a warning. */
 static void intent_end(struct tfs_fs *fs, uint64_t seq)
 {
 	int rc;
 
-	if (seq && (rc = tfs_meta_intent_del(fs->meta, seq)))
+	if (!seq || (rc = tfs_meta_intent_del(fs->meta, seq)) == 0)
+		return;
+	if (tfs_space_error(rc))
+		tfs_warn("intent %" PRIu64 ": cannot retire it yet: journal: %s", seq,
+			 strerror(-rc));
+	else
 		tfs_err("intent %" PRIu64 ": cannot retire it: %s", seq, strerror(-rc));
 }
 

@@ -20,13 +20,28 @@
  *     because libfuse hands write payloads at an unaligned address.  A
  *     member that refuses an O_DIRECT transfer (EINVAL: misaligned) gets the
  *     same request through its buffered fd.
+ *  6. A full member filesystem (ENOSPC, EDQUOT) is not a member failure:
+ *     the member stays and the application gets the error.  On a redundant
+ *     level it must not leave copies (or data and parity) that differ, so
+ *     while a member has less than SPACE_LOW free, every write first
+ *     allocates the ranges it will write on it (fallocate, KEEP_SIZE: what
+ *     reads see does not change) and a refusal fails the request before any
+ *     member is written (tfs_space_reserve).  Free space is looked at at
+ *     most once a second or every SPACE_LOW/8 bytes written to the member,
+ *     and at once after a refusal.  A copy that refuses a write anyway (a
+ *     filesystem without fallocate, another writer on it) gets the other
+ *     copies made equal to what it holds (mirror_refused; stripe.c does
+ *     the parity levels); if even that fails, the write-intent marks stay
+ *     and the next mount resyncs the chunks.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <linux/falloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tierfs/cache.h"
 #include "tierfs/log.h"
@@ -71,6 +86,75 @@ static struct tfs_mio *mio_array(unsigned n)
 		scr.mcap = n;
 	}
 	return scr.mio;
+}
+
+/* ------------------------------------------------------------------ */
+/* Free space (invariant 6)                                            */
+/* ------------------------------------------------------------------ */
+
+#define SPACE_LOW        (256ull << 20)	/* free bytes below which writes reserve */
+#define SPACE_RECHECK_NS 1000000000ull
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Is member k short of space, len bytes about to be written to it?  One
+ * caller at a time looks again (statvfs) when the last look is a second
+ * old or SPACE_LOW/8 bytes were written since. */
+static bool space_low(struct tfs_fs *fs, uint32_t k, uint64_t len)
+{
+	struct tfs_space *sp = &fs->space[k];
+	uint64_t w = __atomic_add_fetch(&sp->written, len, __ATOMIC_RELAXED);
+	uint64_t last = __atomic_load_n(&sp->checked_ns, __ATOMIC_RELAXED), now = now_ns();
+	struct statvfs sv;
+
+	if ((now - last >= SPACE_RECHECK_NS || w >= SPACE_LOW / 8) &&
+	    __atomic_compare_exchange_n(&sp->checked_ns, &last, now, false, __ATOMIC_RELAXED,
+					__ATOMIC_RELAXED)) {
+		__atomic_store_n(&sp->written, 0, __ATOMIC_RELAXED);
+		if (OPS(fs)->statvfs(BE(fs), k, &sv) == 0)
+			__atomic_store_n(&sp->low, (uint64_t)sv.f_bavail * sv.f_frsize < SPACE_LOW,
+					 __ATOMIC_RELAXED);
+	}
+	return __atomic_load_n(&sp->low, __ATOMIC_RELAXED);
+}
+
+void tfs_space_refused(struct tfs_fs *fs, uint32_t k)
+{
+	__atomic_store_n(&fs->space[k].low, true, __ATOMIC_RELAXED);
+	__atomic_store_n(&fs->space[k].checked_ns, now_ns(), __ATOMIC_RELAXED);
+}
+
+int tfs_space_reserve(struct tfs_fs *fs, const struct tfs_mio *v, unsigned n)
+{
+	if (!fs->stripes)
+		return 0;	/* no redundancy to keep in step */
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t k = v[i].member;
+		int rc;
+
+		if (v[i].op != TFS_MIO_WRITE || !space_low(fs, k, v[i].len) ||
+		    __atomic_load_n(&fs->space[k].nofalloc, __ATOMIC_RELAXED))
+			continue;
+		rc = OPS(fs)->fallocate(BE(fs), k, v[i].fd, FALLOC_FL_KEEP_SIZE, v[i].off,
+					v[i].len);
+		if (rc == -EOPNOTSUPP) {
+			if (!__atomic_exchange_n(&fs->space[k].nofalloc, true, __ATOMIC_RELAXED))
+				tfs_warn("member %u (%s): its filesystem has no fallocate: a write "
+					 "it refuses for want of space is undone on the other "
+					 "members afterwards", k, fs->array->path[k]);
+			continue;
+		}
+		/* a member error fails the member when the write meets it */
+		if (rc && !tfs_member_error(rc))
+			return rc;
+	}
+	return 0;
 }
 
 /* Snapshot what a data request needs from the inode: one lock round trip
@@ -310,6 +394,96 @@ ssize_t tfs_raid_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, con
 	return rc ? rc : (ssize_t)len;
 }
 
+/* Pieces of a mirror write: the copies of one piece are next to each
+ * other in v and share its source bytes. */
+static unsigned piece_end(const struct tfs_mio *v, unsigned i, unsigned n)
+{
+	unsigned j = i + 1;
+
+	while (j < n && v[j].buf == v[i].buf && v[j].len == v[i].len)
+		j++;
+	return j;
+}
+
+/* Make the copies v[i..j) of one piece equal to copy ref: read them all,
+ * write ref's bytes over every other copy that differs. */
+static int piece_equalize(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_mio *v,
+			  unsigned i, unsigned j, unsigned ref)
+{
+	struct tfs_mio rd[TFS_MAX_MEMBERS], wr[TFS_MAX_MEMBERS];
+	size_t len = v[i].len;
+	unsigned nr = 0, nw = 0;
+	char *mem, *want;
+	int rc = 0;
+
+	if (!tfs_m_writable(fs, v[ref].member))
+		return -EIO;	/* failed meanwhile: nothing to copy */
+	if (j - i > TFS_MAX_MEMBERS || posix_memalign((void **)&mem, 4096, len * (j - i)))
+		return -ENOMEM;
+	want = mem + (size_t)(ref - i) * len;
+	for (unsigned c = i; c < j && rc == 0; c++) {
+		if (!tfs_m_writable(fs, v[c].member))
+			continue;	/* failed meanwhile */
+		/* buffered fds: any alignment */
+		rd[nr] = (struct tfs_mio){ .member = v[c].member, .op = TFS_MIO_READ,
+					   .fd = tfs_ns_member_fd(fs, in, v[c].member, false),
+					   .buf = mem + (size_t)(c - i) * len, .len = (uint32_t)len,
+					   .off = v[c].off };
+		rc = rd[nr++].fd < 0 ? rd[nr - 1].fd : 0;
+	}
+	if (rc == 0)
+		rc = run_batch(fs, in, rd, nr, false);
+	for (unsigned c = 0; c < nr && rc == 0; c++)	/* past the file's end: zeros */
+		if ((size_t)rd[c].res < len)
+			memset((char *)rd[c].buf + rd[c].res, 0, len - (size_t)rd[c].res);
+	for (unsigned c = 0; c < nr && rc == 0; c++) {
+		if (rd[c].buf != want && memcmp(rd[c].buf, want, len) != 0) {
+			wr[nw] = rd[c];
+			wr[nw].op = TFS_MIO_WRITE;
+			wr[nw++].buf = want;
+		}
+	}
+	if (rc == 0 && nw)
+		rc = run_batch(fs, in, wr, nw, false);
+	free(mem);
+	return rc;
+}
+
+/* Some copies of a mirror write were refused (ENOSPC ...), others may
+ * have taken it (invariant 6): per piece, make the copies equal to what a
+ * refusing copy holds, which needs no new space on the others (they took
+ * the write: its blocks are theirs).  Row locks and marks are held.
+ * Returns 0, or -errno if some piece could not be made equal. */
+static int mirror_refused(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_mio *v,
+			  unsigned n)
+{
+	int rc = 0;
+
+	for (unsigned i = 0, j; i < n; i = j) {
+		unsigned ref = UINT_MAX;
+		bool took = false;
+
+		j = piece_end(v, i, n);
+		for (unsigned c = i; c < j; c++) {
+			if (v[c].res == v[c].len)
+				took = true;
+			else if (v[c].res < 0 && tfs_member_error((int)v[c].res))
+				tfs_member_fail(fs, v[c].member, (int)v[c].res, "write");
+			else if (ref == UINT_MAX)
+				ref = c;
+			if (v[c].res < 0 && tfs_space_error((int)v[c].res))
+				tfs_space_refused(fs, v[c].member);
+		}
+		if (ref != UINT_MAX && (took || j - i > 1)) {
+			int r = piece_equalize(fs, in, v, i, j, ref);
+
+			if (r && !rc)
+				rc = r;
+		}
+	}
+	return rc;
+}
+
 /* Write every copy of [off, off+len) that a member takes. */
 static int mirror_write(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, bool direct,
 			const void *buf, size_t len, uint64_t off)
@@ -368,9 +542,17 @@ again:
 		}
 		pos += ext;
 	}
-	rc = run_batch(fs, in, v, n, direct);
+	rc = tfs_space_reserve(fs, v, n);
+	if (rc == 0)
+		rc = run_batch(fs, in, v, n, direct);
 	if (rc == -EAGAIN)
 		goto again;
+	if (rc && nheld && mirror_refused(fs, in, v, n)) {
+		tfs_err("file %" PRIu64 ": a write refused by a member (%s) left copies of "
+			"[%" PRIu64 ", %" PRIu64 ") that differ and cannot be made equal: "
+			"the next mount resyncs them", in->fid, strerror(-rc), off, end);
+		tfs_marks_keep(fs, in->fid, off / l->chunk, (end - 1) / l->chunk);
+	}
 out:
 	if (nheld) {
 		tfs_marks_put(fs, in->fid, off / l->chunk, (end - 1) / l->chunk);

@@ -35,6 +35,19 @@
  *  4. A member error during the reads fails the member and the request is
  *     planned again; during the writes it fails the member and the write
  *     stands, because the parity written covers the data that member lost.
+ *  5. A write refused for space (ENOSPC, EDQUOT: not a member error) never
+ *     leaves a row whose parity disagrees with its data: on members short
+ *     of space the write's ranges are allocated first and a refusal fails
+ *     the request before any member write (data.c invariant 6); a member
+ *     write refused anyway has the rows' parity recomputed from what the
+ *     data members hold, rows still locked and marked (write_refused); if
+ *     that fails too, the rows' marks are kept for the next mount's resync
+ *     (tfs_marks_keep), and the error says so.
+ *  6. A mark is durable (in the journal and synced) before a write relies
+ *     on it; the journal refusing (ENOSPC, EIO) fails the write with that
+ *     error before any member is written.  A mark is deleted from the
+ *     journal only after syncfs of every member, while no write holds it:
+ *     a writer of a mark being deleted waits, then marks the region again.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -65,9 +78,13 @@ enum { M_FULL, M_RMW, M_RCW, M_DEGRADED };
 struct mark {
 	uint64_t fid, region;
 	bool durable;		/* in the journal and synced */
+	bool syncing;		/* a writer is making it durable */
+	bool clearing;		/* the cleaner is deleting it from the journal */
+	bool keep;		/* until the next mount's resync (invariant 5) */
 	unsigned users;		/* writes in flight */
 	uint64_t idle_since;	/* ns, when users dropped to 0 */
 	struct mark *next;
+	struct mark *cnext;	/* marks_clear's list */
 };
 
 struct tfs_stripes {
@@ -78,6 +95,7 @@ struct tfs_stripes {
 	pthread_cond_t cond;
 	pthread_cond_t synced;		/* a new mark became durable */
 	bool stop, cleaner_running;
+	int journal_err;		/* the journal's last refusal, logged once */
 	uint64_t region_rows;
 	/* statistics (user.tierfs.status): rows written per mode, and the
 	 * member requests writes of parity rows cost */
@@ -152,6 +170,23 @@ void tfs_rows_unlock(struct tfs_fs *fs, const unsigned *held, unsigned n)
 /* Write-intent marks                                                  */
 /* ------------------------------------------------------------------ */
 
+/* Log the journal refusing a mark change once, and once when it works
+ * again; mlock held.  A full member filesystem is the admin's business
+ * (a warning); any other journal error is an error. */
+static void journal_result(struct tfs_stripes *s, const char *what, int rc)
+{
+	if (rc == s->journal_err)
+		return;
+	if (rc == -ENOSPC || rc == -EDQUOT)
+		tfs_warn("%s: journal: %s; writes into regions not marked yet fail with it",
+			 what, strerror(-rc));
+	else if (rc)
+		tfs_err("%s: journal: %s", what, strerror(-rc));
+	else
+		tfs_info("write-intent marks: the journal takes changes again");
+	s->journal_err = rc;
+}
+
 static struct mark **mark_slot(struct tfs_stripes *s, uint64_t fid, uint64_t region)
 {
 	return &s->marks[((fid * 0x9E3779B97F4A7C15ull) ^ (region * 0xC2B2AE3D27D4EB4Full)) >>
@@ -166,18 +201,63 @@ static struct mark *mark_find(struct tfs_stripes *s, uint64_t fid, uint64_t regi
 	return NULL;
 }
 
-/* Mark the regions of rows [r0, r1] before writing them. */
+/* Make mark m durable (invariant 2), mlock held and m->users counting the
+ * caller.  One writer commits and syncs it without mlock, so writers of
+ * other regions go on meanwhile; writers of this one wait for that sync
+ * (a group commit), or for the cleaner deleting it to finish.  If the
+ * journal refuses (ENOSPC, EIO), the writer gets the error and the mark
+ * stays not durable: the next writer tries again. */
+static int mark_durable(struct tfs_fs *fs, struct mark *m)
+{
+	struct tfs_stripes *s = fs->stripes;
+	int rc;
+
+	while (!m->durable || m->clearing) {
+		if (m->syncing || m->clearing) {
+			pthread_cond_wait(&s->synced, &s->mlock);
+			continue;
+		}
+		m->syncing = true;
+		pthread_mutex_unlock(&s->mlock);
+		rc = tfs_meta_set_put(fs->meta, TFS_SET_MARK, m->fid, m->region);
+		if (rc == 0)
+			rc = tfs_meta_sync(fs->meta);
+		pthread_mutex_lock(&s->mlock);
+		m->syncing = false;
+		m->durable = rc == 0;
+		pthread_cond_broadcast(&s->synced);
+		journal_result(s, "write-intent mark", rc);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Drop this call's use of the marks of regions [g0, g1]. */
+static void marks_release(struct tfs_stripes *s, uint64_t fid, uint64_t g0, uint64_t g1)
+{
+	uint64_t now = now_ns();
+
+	for (uint64_t g = g0; g <= g1; g++) {
+		struct mark *m = mark_find(s, fid, g);
+
+		if (m && --m->users == 0)
+			m->idle_since = now;
+	}
+}
+
+/* Mark the regions of rows [r0, r1] before writing them; -errno (the
+ * journal's ENOSPC or EIO) and no mark taken if one cannot be made
+ * durable. */
 int tfs_marks_get(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
 {
 	struct tfs_stripes *s = fs->stripes;
+	uint64_t g0 = r0 / s->region_rows, g;
 	int rc = 0;
-
-	uint64_t done = 0;
 
 	fid %= TFS_MARK_BUCKETS;	/* files share marks: see invariant 2 */
 	pthread_mutex_lock(&s->mlock);
-	for (uint64_t g = r0 / s->region_rows; g <= r1 / s->region_rows && rc == 0;
-	     g++, done += rc == 0) {
+	for (g = g0; g <= r1 / s->region_rows; g++) {
 		struct mark *m = mark_find(s, fid, g);
 
 		if (!m) {
@@ -186,41 +266,20 @@ int tfs_marks_get(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
 				rc = -ENOMEM;
 				break;
 			}
-			rc = tfs_meta_set_put(fs->meta, TFS_SET_MARK, fid, g);
-			if (rc) {
-				free(m);
-				tfs_err("write-intent mark: %s", strerror(-rc));
-				break;
-			}
 			m->fid = fid;
 			m->region = g;
 			m->next = *mark_slot(s, fid, g);
 			*mark_slot(s, fid, g) = m;
-			m->users++;
-			/* durable before the write; the sync runs without mlock, so
-			 * writers of other regions go on meanwhile, and writers of
-			 * this one wait for it (a group commit) */
-			pthread_mutex_unlock(&s->mlock);
-			rc = tfs_meta_sync(fs->meta);
-			pthread_mutex_lock(&s->mlock);
-			if (rc)
-				tfs_err("write-intent mark: sync: %s", strerror(-rc));
-			m->durable = true;	/* a failed sync is logged; the mark stays */
-			pthread_cond_broadcast(&s->synced);
-			rc = 0;
-			continue;
 		}
 		m->users++;
-		while (!m->durable)
-			pthread_cond_wait(&s->synced, &s->mlock);
-	}
-	if (rc)	/* undo what this call took */
-		for (uint64_t u = r0 / s->region_rows; u < r0 / s->region_rows + done; u++) {
-			struct mark *m = mark_find(s, fid, u);
-
-			if (m && --m->users == 0)
-				m->idle_since = now_ns();
+		rc = mark_durable(fs, m);
+		if (rc) {
+			g++;	/* this one is held too */
+			break;
 		}
+	}
+	if (rc && g > g0)	/* undo what this call took */
+		marks_release(s, fid, g0, g - 1);
 	pthread_mutex_unlock(&s->mlock);
 	return rc;
 }
@@ -228,59 +287,107 @@ int tfs_marks_get(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
 void tfs_marks_put(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
 {
 	struct tfs_stripes *s = fs->stripes;
-	uint64_t now = now_ns();
+
+	fid %= TFS_MARK_BUCKETS;
+	pthread_mutex_lock(&s->mlock);
+	marks_release(s, fid, r0 / s->region_rows, r1 / s->region_rows);
+	pthread_mutex_unlock(&s->mlock);
+}
+
+void tfs_marks_keep(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
+{
+	struct tfs_stripes *s = fs->stripes;
 
 	fid %= TFS_MARK_BUCKETS;
 	pthread_mutex_lock(&s->mlock);
 	for (uint64_t g = r0 / s->region_rows; g <= r1 / s->region_rows; g++) {
 		struct mark *m = mark_find(s, fid, g);
 
-		if (m && --m->users == 0)
-			m->idle_since = now;
+		if (m)
+			m->keep = true;
 	}
 	pthread_mutex_unlock(&s->mlock);
 }
 
+/* Take m off its hash chain (mlock held). */
+static void mark_unlink(struct tfs_stripes *s, struct mark *m)
+{
+	struct mark **pp = mark_slot(s, m->fid, m->region);
+
+	while (*pp != m)
+		pp = &(*pp)->next;
+	*pp = m->next;
+}
+
 /* Clear marks idle for at least idle ns.  The members' data must be on
  * stable storage first: a mark is the only record that a row may be torn,
- * so it goes only after syncfs of every member. */
+ * so it goes only after syncfs of every member.  The marks are deleted in
+ * one journal transaction without mlock; meanwhile they stay in the table
+ * as clearing, and a writer of their region waits, then marks it again.  A
+ * mark the journal cannot delete (ENOSPC, EIO), or whose rows a member's
+ * syncfs could not make durable, stays and is tried again after another
+ * idle period; a kept mark (rows a refused write may have left torn,
+ * invariant 5) stays for the next mount's resync. */
 static void marks_clear(struct tfs_fs *fs, uint64_t idle)
 {
 	struct tfs_stripes *s = fs->stripes;
-	struct mark **pp, *gone = NULL;
-	uint64_t now = now_ns();
+	struct mark *gone = NULL;
+	uint64_t now = now_ns(), (*keys)[2], n = 0;
+	int rc = 0;
 
 	pthread_mutex_lock(&s->mlock);
 	for (unsigned i = 0; i < MARK_SLOTS; i++) {
-		for (pp = &s->marks[i]; *pp;) {
-			struct mark *m = *pp;
-
-			if (m->users == 0 && now - m->idle_since >= idle) {
-				*pp = m->next;
-				m->next = gone;
+		for (struct mark *m = s->marks[i]; m; m = m->next) {
+			if (m->users == 0 && !m->keep && !m->clearing &&
+			    now - m->idle_since >= idle) {
+				m->clearing = true;
+				m->cnext = gone;
 				gone = m;
-			} else {
-				pp = &m->next;
+				n++;
 			}
 		}
 	}
 	pthread_mutex_unlock(&s->mlock);
 	if (!gone)
 		return;
-	for (uint32_t k = 0; k < fs->n; k++)
-		if (tfs_m_writable(fs, k))
-			OPS(fs)->syncfs(BE(fs), k);
+	keys = malloc(n * sizeof(*keys));
+	if (!keys)
+		rc = -ENOMEM;
+	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
+		int r = tfs_m_writable(fs, k) ? OPS(fs)->syncfs(BE(fs), k) : 0;
+
+		/* a member that loses data fails (if the level survives it) and
+		 * its rows no longer count; otherwise the marks stay */
+		if (r && !(tfs_member_error(r) && tfs_member_fail(fs, k, r, "syncfs"))) {
+			tfs_err("member %u: syncfs: %s; write-intent marks stay", k, strerror(-r));
+			rc = r;
+		}
+	}
+	n = 0;
+	for (struct mark *m = gone; m && rc == 0; m = m->cnext) {
+		keys[n][0] = m->fid;
+		keys[n++][1] = m->region;
+	}
+	if (rc == 0)
+		rc = tfs_meta_set_del_many(fs->meta, TFS_SET_MARK, keys, n);
+	free(keys);
+	pthread_mutex_lock(&s->mlock);
+	if (rc != -ENOMEM)
+		journal_result(s, "clearing write-intent marks", rc);
 	while (gone) {
 		struct mark *m = gone;
 
-		gone = m->next;
-		pthread_mutex_lock(&s->mlock);
-		/* a write may have marked it again meanwhile: then it stays */
-		if (!mark_find(s, m->fid, m->region))
-			tfs_meta_set_del(fs->meta, TFS_SET_MARK, m->fid, m->region);
-		pthread_mutex_unlock(&s->mlock);
-		free(m);
+		gone = m->cnext;
+		m->clearing = false;
+		m->durable = false;	/* deleted, or perhaps from some copies only */
+		m->idle_since = now_ns();
+		if (rc == 0 && m->users == 0) {
+			mark_unlink(s, m);
+			free(m);
+		}
 	}
+	pthread_cond_broadcast(&s->synced);	/* writers waiting for a clearing */
+	pthread_mutex_unlock(&s->mlock);
 }
 
 static void *cleaner(void *arg)
@@ -794,6 +901,42 @@ static void req_init(struct req *q, struct tfs_fs *fs, struct tfs_inode *in, uin
 	q->C = fs->layout.chunk;
 }
 
+static int rows_fix(struct req *q, uint64_t fid, uint64_t r0, uint64_t r1, uint64_t size,
+		    enum tfs_stripe_op op, tfs_stripe_report_fn report, void *arg);
+
+/* A member refused one of the nv writes of rows r0..r1 of a write ending
+ * at end (err: ENOSPC, ...; invariant 5).  The others may have landed, so
+ * the rows' parity may not match their data: recompute it from what the
+ * data members now hold, the rows still locked and marked.  If that fails
+ * too, the marks stay for the next mount's resync. */
+static void write_refused(struct req *q, unsigned nv, uint64_t r0, uint64_t r1, uint64_t end,
+			  int err)
+{
+	struct tfs_fs *fs = q->fs;
+	struct tfs_inode *in = q->in;
+	struct req fix;
+	uint64_t size;
+	int rc;
+
+	for (unsigned i = 0; i < nv; i++)
+		if (q->v[i].res < 0 && tfs_space_error((int)q->v[i].res))
+			tfs_space_refused(fs, q->v[i].member);
+	if (!q->in_locked)
+		pthread_mutex_lock(&in->lock);
+	size = in->size > end ? in->size : end;
+	if (!q->in_locked)
+		pthread_mutex_unlock(&in->lock);
+	req_init(&fix, fs, in, q->rot, false);
+	fix.in_locked = q->in_locked;
+	rc = rows_fix(&fix, in->fid, r0, r1, size, TFS_STRIPE_RESYNC, NULL, NULL);
+	if (rc == 0)
+		return;
+	tfs_err("file %" PRIu64 ": a write refused by a member (%s) left rows %" PRIu64
+		"-%" PRIu64 " whose parity cannot be recomputed (%s): the next mount resyncs "
+		"them", in->fid, strerror(-err), r0, r1, strerror(-rc));
+	tfs_marks_keep(fs, in->fid, r0, r1);
+}
+
 /* Write [off, off+len) from src; rows locked and marked by the caller. */
 static int write_rows(struct req *q, const char *src, size_t len, uint64_t off,
 		      uint64_t r0, uint64_t r1)
@@ -828,7 +971,14 @@ static int write_rows(struct req *q, const char *src, size_t len, uint64_t off,
 		rc = row_writes(q, &q->rows[k]);
 	q->fs->stripes->writes += q->nv;
 	if (rc == 0)
+		rc = tfs_space_reserve(q->fs, q->v, q->nv);
+	if (rc == 0) {
+		unsigned nv = q->nv;
+
 		rc = req_run(q, false);
+		if (rc)
+			write_refused(q, nv, r0, r1, off + len, rc);
+	}
 	return rc;
 }
 
@@ -1088,6 +1238,41 @@ static int row_fix(struct req *q, struct row *rw, uint64_t fid, enum tfs_stripe_
 	return 0;
 }
 
+/* Whole rows r0..r1 of a file of logical size size, locked and (but for a
+ * check) marked by the caller. */
+static int rows_fix(struct req *q, uint64_t fid, uint64_t r0, uint64_t r1, uint64_t size,
+		    enum tfs_stripe_op op, tfs_stripe_report_fn report, void *arg)
+{
+	int rc = 0;
+
+	if (op != TFS_STRIPE_REBUILD && any_unreadable(q->fs))
+		return -EBUSY;	/* nothing to check or resync against */
+	do {
+		rc = rows_read_all(q, r0, r1, size);
+	} while (rc == -EAGAIN);
+	for (unsigned k = 0; rc == 0 && k <= r1 - r0; k++)
+		rc = row_fix(q, &q->rows[k], fid, op, report, arg);
+	for (unsigned k = 0; rc == 0 && k <= r1 - r0; k++) {
+		struct row *rw = &q->rows[k];
+
+		for (uint32_t pos = 0; pos < q->npos && rc == 0; pos++) {
+			/* a data chunk is written only as far as the file goes
+			 * (layout.c invariant 4: no member past its share) */
+			uint64_t in_row = pos * q->C, len = rw->b;
+
+			if (pos < q->nd)
+				len = rw->rowlen <= in_row ? 0 : rw->rowlen - in_row < len
+				      ? rw->rowlen - in_row : len;
+			if (rw->fix & (1u << pos) && writable(q, rw, pos))
+				rc = add_io(q, TFS_MIO_WRITE, rw->member[pos], rw->blk[pos],
+					    len, moff_of(q, rw, 0));
+		}
+	}
+	if (rc == 0)
+		rc = req_run(q, false);
+	return rc;
+}
+
 int tfs_stripe_rows(struct tfs_fs *fs, struct tfs_inode *in, uint64_t r0, uint64_t r1,
 		    enum tfs_stripe_op op, tfs_stripe_report_fn report, void *arg)
 {
@@ -1095,6 +1280,7 @@ int tfs_stripe_rows(struct tfs_fs *fs, struct tfs_inode *in, uint64_t r0, uint64
 	struct req q;
 	unsigned held[ROW_LOCKS], nheld;
 	uint64_t fid = in->fid, size;	/* identity and rotation never change */
+	bool marked = op != TFS_STRIPE_CHECK;
 	int rc;
 
 	req_init(&q, fs, in, in->rot, false);
@@ -1103,35 +1289,12 @@ int tfs_stripe_rows(struct tfs_fs *fs, struct tfs_inode *in, uint64_t r0, uint64
 	pthread_mutex_lock(&in->lock);
 	size = in->size;
 	pthread_mutex_unlock(&in->lock);
-	rc = op == TFS_STRIPE_CHECK ? 0 : tfs_marks_get(fs, fid, r0, r1);
-	if (rc == 0 && op != TFS_STRIPE_REBUILD && any_unreadable(fs))
-		rc = -EBUSY;	/* nothing to check or resync against */
-	if (rc == 0) {
-		do {
-			rc = rows_read_all(&q, r0, r1, size);
-		} while (rc == -EAGAIN);
-	}
-	for (unsigned k = 0; rc == 0 && k <= r1 - r0; k++)
-		rc = row_fix(&q, &q.rows[k], fid, op, report, arg);
-	for (unsigned k = 0; rc == 0 && k <= r1 - r0; k++) {
-		struct row *rw = &q.rows[k];
-
-		for (uint32_t pos = 0; pos < q.npos && rc == 0; pos++) {
-			/* a data chunk is written only as far as the file goes
-			 * (layout.c invariant 4: no member past its share) */
-			uint64_t in_row = pos * q.C, len = rw->b;
-
-			if (pos < q.nd)
-				len = rw->rowlen <= in_row ? 0 : rw->rowlen - in_row < len
-				      ? rw->rowlen - in_row : len;
-			if (rw->fix & (1u << pos) && writable(&q, rw, pos))
-				rc = add_io(&q, TFS_MIO_WRITE, rw->member[pos], rw->blk[pos],
-					    len, moff_of(&q, rw, 0));
-		}
-	}
+	rc = marked ? tfs_marks_get(fs, fid, r0, r1) : 0;
 	if (rc == 0)
-		rc = req_run(&q, false);
-	if (op != TFS_STRIPE_CHECK)
+		rc = rows_fix(&q, fid, r0, r1, size, op, report, arg);
+	else
+		marked = false;	/* tfs_marks_get took nothing */
+	if (marked)
 		tfs_marks_put(fs, fid, r0, r1);
 	rows_unlock(s, held, nheld);
 	return rc;

@@ -1,0 +1,32 @@
+#!/bin/bash
+# smallfiles_ab.sh - interleaved A/B of small-file creates (stat, read,
+# unlink too) on an uncached RAID5 x4 whose members are directories under
+# WORK, between two builds:
+#
+#     A=/path/to/old/build B=/path/to/new/build WORK=/tmp/ab \
+#         [ROUNDS=3] [FILES=2000] contrib/bench/smallfiles_ab.sh
+#
+# Each run makes a fresh array, mounts it with that build's tierfs and runs
+# smallfiles.py (4 KiB files); runs alternate A, B, A, B, ... so both see
+# the same machine.  One line per run: the smallfiles.py phases.
+set -e
+: "${A:?A=build dir}" "${B:?B=build dir}" "${WORK:?WORK=scratch dir}"
+ROUNDS=${ROUNDS:-3}
+FILES=${FILES:-2000}
+SF=$(dirname "$0")/smallfiles.py
+for r in $(seq 1 "$ROUNDS"); do
+  for name in A B; do
+    b=${!name}
+    d=$WORK/$name-$r
+    rm -rf "$d"; mkdir -p "$d"/m0 "$d"/m1 "$d"/m2 "$d"/m3 "$d"/mnt
+    "$b"/mkfs.tierfs --level raid5 "$d"/m0 "$d"/m1 "$d"/m2 "$d"/m3 >/dev/null
+    "$b"/tierfs -f "$d"/m0:"$d"/m1:"$d"/m2:"$d"/m3 "$d"/mnt > "$d"/log 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do mountpoint -q "$d"/mnt && break; sleep 0.05; done
+    sync
+    out=$(python3 "$SF" "$d"/mnt --files "$FILES" --size 4096 --settle 0.2 --cpu-pid $pid)
+    echo "$name run $r: $(echo "$out" | tr '\n' ' ')"
+    fusermount3 -u "$d"/mnt; wait $pid || true
+    rm -rf "$d"
+  done
+done

@@ -1,0 +1,146 @@
+/* test_journal: the array journal (src/meta/meta.c) on a full filesystem: every commit that does not fit fails with ENOSPC (never a SIGBUS), what was committed stays, and commits work again once space is freed; opening on a full filesystem is an error too.  Runs on its own small tmpfs in a private mount namespace (root only; 77 otherwise). */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tierfs/meta.h"
+#include "unit.h"
+
+enum { G_FILL, G_KEPT, G_FREED, G_REOPEN, G_OPENFULL, G_COUNT };
+
+static struct unit_group groups[G_COUNT] = {
+	[G_FILL] = { .name = "commits on a full fs: ENOSPC, no signal" },
+	[G_KEPT] = { .name = "committed records stay" },
+	[G_FREED] = { .name = "commits work again once space is freed" },
+	[G_REOPEN] = { .name = "reopen keeps everything" },
+	[G_OPENFULL] = { .name = "open on a full fs: an error, no signal" },
+};
+
+static char root[64];
+
+/* Write zeros to path until the filesystem is full. */
+static void fill(const char *path)
+{
+	static char buf[4096];
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	while (fd >= 0 && write(fd, buf, sizeof(buf)) > 0)
+		;
+	if (fd >= 0)
+		close(fd);
+}
+
+static int counted;
+
+/* every record is 8 KiB of 0x5a */
+static int count_cb(void *arg, uint64_t seq, const void *rec, size_t len)
+{
+	const unsigned char *p = rec;
+
+	counted++;
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != 0x5a)
+			return -EBADMSG;
+	return len == 8192 ? 0 : -EBADMSG;
+}
+
+static void journal(void)
+{
+	char d0[96], d1[96], filler[96], fresh[96];
+	const char *dirs[2] = { d0, d1 };
+	const uint32_t tags[2] = { 0, 1 };
+	static unsigned char rec[8192];
+	uint64_t seq, n = 0, count;
+	struct tfs_meta *mt;
+	int rc = 0;
+
+	snprintf(d0, sizeof(d0), "%s/j0", root);
+	snprintf(d1, sizeof(d1), "%s/j1", root);
+	snprintf(filler, sizeof(filler), "%s/filler", root);
+	snprintf(fresh, sizeof(fresh), "%s/fresh", root);
+	snprintf(ctx, sizeof(ctx), "two copies on one 2 MiB tmpfs");
+	rc = tfs_meta_open(dirs, tags, 2, &mt);
+	CHECK(G_FILL, rc == 0, "open: %s", strerror(-rc));
+	if (rc)
+		return;
+	memset(rec, 0x5a, sizeof(rec));
+	fill(filler);
+	/* records that stay make the journal grow past any room it kept */
+	for (int i = 0; i < 4096; i++) {
+		rc = tfs_meta_intent_add(mt, rec, sizeof(rec), &seq);
+		if (rc)
+			break;
+		n++;
+	}
+	CHECK(G_FILL, rc == -ENOSPC, "intent add on a full fs: %s after %" PRIu64 " records",
+	      strerror(-rc), n);
+	rc = tfs_meta_set_put(mt, TFS_SET_MARK, 1, 2);
+	CHECK(G_FILL, rc == 0 || rc == -ENOSPC, "mark put: %s", strerror(-rc));
+	rc = tfs_meta_sync(mt);
+	CHECK(G_FILL, rc == 0, "sync: %s", strerror(-rc));
+	counted = 0;
+	rc = tfs_meta_intent_foreach(mt, count_cb, NULL);
+	/* the refused add may be in the first copy (invariant 1) */
+	CHECK(G_KEPT, rc == 0 && ((uint64_t)counted == n || (uint64_t)counted == n + 1),
+	      "%d records read back (%s), %" PRIu64 " committed", counted, strerror(-rc), n);
+	CHECK(G_KEPT, n > 8, "only %" PRIu64 " records before the fs was full", n);
+	unlink(filler);
+	rc = tfs_meta_intent_add(mt, rec, sizeof(rec), &seq);
+	CHECK(G_FREED, rc == 0, "intent add after freeing space: %s", strerror(-rc));
+	if (rc == 0) {
+		rc = tfs_meta_intent_del(mt, seq);
+		CHECK(G_FREED, rc == 0, "intent del: %s", strerror(-rc));
+	}
+	rc = tfs_meta_set_put(mt, TFS_SET_MARK, 3, 4);
+	CHECK(G_FREED, rc == 0, "mark put after freeing space: %s", strerror(-rc));
+	tfs_meta_close(mt);
+	rc = tfs_meta_open(dirs, tags, 2, &mt);
+	CHECK(G_REOPEN, rc == 0, "reopen: %s", strerror(-rc));
+	if (rc == 0) {
+		counted = 0;
+		rc = tfs_meta_intent_foreach(mt, count_cb, NULL);
+		/* the refused add went with the next intent transaction */
+		CHECK(G_REOPEN, rc == 0 && (uint64_t)counted == n, "%d records after reopen (%s), "
+		      "%" PRIu64 " committed", counted, strerror(-rc), n);
+		rc = tfs_meta_set_count(mt, TFS_SET_MARK, &count);
+		CHECK(G_REOPEN, rc == 0 && count >= 1, "%" PRIu64 " marks after reopen", count);
+		tfs_meta_close(mt);
+	}
+	/* a journal made on a filesystem that is already full */
+	fill(filler);
+	{
+		const char *fd1[1] = { fresh };
+
+		rc = tfs_meta_open(fd1, tags, 1, &mt);
+		CHECK(G_OPENFULL, rc == -ENOSPC, "open: %s", rc ? strerror(-rc) : "worked");
+		if (rc == 0)
+			tfs_meta_close(mt);
+	}
+	unlink(filler);
+}
+
+int main(void)
+{
+	if (geteuid() != 0 || unshare(CLONE_NEWNS) ||
+	    mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
+		printf("SKIP: needs root for a private tmpfs\n");
+		return 77;
+	}
+	snprintf(root, sizeof(root), "/tmp/tfs-journal-XXXXXX");
+	/* the mount lives in this process's namespace: it goes with it */
+	if (!mkdtemp(root) || mount("tmpfs", root, "tmpfs", 0, "size=2m")) {
+		perror(root);
+		return 1;
+	}
+	journal();
+	umount(root);
+	rmdir(root);
+	return unit_summary(groups, G_COUNT) ? 1 : 0;
+}

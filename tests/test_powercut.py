@@ -26,6 +26,7 @@ over the configurations); TIERFS_CRASH_LONG=1 multiplies it by ten.
 import ctypes
 import ctypes.util
 import os
+import pathlib
 import random
 import shutil
 import struct
@@ -447,3 +448,166 @@ def test_crash_states(tmp_path, level, n, cached):
           f"{len(problems)} problems")
     assert not problems, "\n".join(problems[:20])
     assert checked >= states, f"only {checked} of {states} states: the cuts came too late"
+
+
+# ---------------------------------------------------------------------------
+# Cuts at chosen points: one test per ordering the exploration relies on
+# ---------------------------------------------------------------------------
+
+K = 1024
+TIERCTL_FLUSH = [str(TIERCTL), "flush"]
+
+
+def fsync_path(p):
+    fd = os.open(str(p), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def put(p, off, data, sync=True):
+    fd = os.open(str(p), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        assert os.pwrite(fd, data, off) == len(data)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Cut:
+    """A cached RAID1 x2 under the power-cut model; cut() cuts it now (every
+    unsynced block lost) and remounts the result as after a reboot."""
+
+    def __init__(self, tmp, slots=16, keep=0.0):
+        self.base = tmp / "a"
+        self.members = make(self.base, "raid1", 2)
+        self.when = tmp / "cut-now"
+        self.opts = [f"cache={self.base / 'cache'}", f"cache_size={slots * 64}K",
+                     "cache_extent=64K", "max_threads=8"]
+        spec = f"drop_unsynced,cut_keep={keep},cut_when={self.when}"
+        self.m = Mount(self.members, self.base / "mnt", self.opts, env={"TIERFS_FAULT": spec})
+        self.m.start()
+        self.mnt = pathlib.Path(self.m.mnt)
+
+    def flush(self):
+        r = subprocess.run([*TIERCTL_FLUSH, str(self.mnt)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+
+    def cut(self):
+        self.when.touch()
+        try:        # the next noted operation cuts: a write + fsync of a bystander
+            put(self.mnt / "bystander", 0, b"x" * 4096)
+        except OSError:
+            pass
+        self.m.wait_dead()
+        assert "fault: power cut: undid" in self.m.log(), self.m.log()[-2000:]
+        self.m = Mount(self.members, self.base / "mnt", self.opts,
+                       env={"TIERFS_BOOT_ID": "after-the-cut"})
+        self.m.start()
+        return self.m
+
+    def stop(self):
+        self.m.stop()
+
+
+@pytest.fixture
+def cut(tmp_path):
+    c = Cut(tmp_path)
+    yield c
+    c.stop()
+    c.m.check_log()
+
+
+
+
+
+def test_cut_after_a_flush_keeps_what_it_destaged(cut):
+    """Item 1: the flusher cleans a sector only once the members synced it.
+    Data fsynced into the tier, destaged by tierctl flush, then a cut: the
+    clean records may be durable (a later fsync commits them), the members'
+    unsynced writes are lost, and the tier drops clean sectors after a
+    reboot: the data was gone."""
+    a = os.urandom(64 * K)
+    put(cut.mnt / "f", 0, a)
+    cut.flush()
+    put(cut.mnt / "g", 0, b"g" * 4096)     # a durability point after the flush
+    m = cut.cut()
+    assert (pathlib.Path(m.mnt) / "f").read_bytes() == a
+
+
+def test_cut_after_a_punch_shows_no_older_bytes(cut):
+    """Item 4: a punch drops dirty data from the tier only once the members
+    are punched and synced; dropped first, a durability point could commit
+    the drop while the members' punch was still unsynced, and the cut left
+    the members' older bytes where fsynced newer ones had been."""
+    old, new = b"A" * (64 * K), b"B" * (64 * K)
+    put(cut.mnt / "f", 0, old + b"z" * 4096)
+    cut.flush()                             # the members hold A
+    put(cut.mnt / "f", 0, new)              # B, only in the tier, fsynced
+    fd = os.open(str(cut.mnt / "f"), os.O_RDWR)
+    try:
+        assert _libc.fallocate(fd, PUNCH, 0, 64 * K) == 0
+    finally:
+        os.close(fd)
+    put(cut.mnt / "g", 0, b"g" * 4096)     # a durability point after the punch
+    m = cut.cut()
+    got = (pathlib.Path(m.mnt) / "f").read_bytes()[:64 * K]
+    assert got in (new, bytes(64 * K)), f"{got[:8]!r}...: neither B nor the punch"
+
+
+def test_cut_after_a_shrinking_truncate_shows_no_older_bytes(cut):
+    """Item 4: a truncate drops the tier's dirty data beyond the new end
+    only behind a durable intent; without it the cut kept the drop and lost
+    the members' ftruncate, and the file showed the members' older bytes."""
+    old, new = b"A" * (128 * K), b"B" * (64 * K)
+    put(cut.mnt / "f", 0, old)
+    cut.flush()
+    put(cut.mnt / "f", 64 * K, new)
+    os.truncate(cut.mnt / "f", 64 * K)
+    put(cut.mnt / "g", 0, b"g" * 4096)
+    m = cut.cut()
+    got = (pathlib.Path(m.mnt) / "f").read_bytes()
+    assert got in (old[:64 * K], old[:64 * K] + new), \
+        f"{len(got)} bytes, tail {got[64 * K:64 * K + 8]!r}: neither truncated nor B"
+
+
+def test_cut_after_an_extending_truncate_keeps_fsynced_data(cut):
+    """Item 4, as the exploration found it: a truncate that extended a file
+    whose data was only in the tier deleted the tier's size record; a later
+    durability point committed that while the members' ftruncate was
+    unsynced, and after the cut the file was empty."""
+    a = os.urandom(20 * K)
+    put(cut.mnt / "f", 0, a)
+    os.truncate(cut.mnt / "f", 80 * K)
+    put(cut.mnt / "g", 0, b"g" * 4096)
+    m = cut.cut()
+    got = (pathlib.Path(m.mnt) / "f").read_bytes()
+    assert got[:20 * K] == a, f"{len(got)} bytes: the fsynced 20K are gone"
+
+
+def test_cut_after_slot_reuse_shows_no_other_files_bytes(tmp_path):
+    """Item 3: a slot is handed out again only after its old record's
+    deletion is durable.  f's extent, fsynced dirty, then destaged (clean
+    logged, not durable) and evicted; g takes its slot and g's bytes reach
+    the SSD; after the cut the store still named the slot for f, dirty."""
+    c = Cut(tmp_path, keep=1.0)            # g's unsynced slot bytes reached the SSD
+    try:
+        a = b"F" * (64 * K)
+        put(c.mnt / "f", 0, a)              # dirty in one slot, durable
+        c.flush()                           # clean: logged only
+        for i in range(20):                 # 20 extents through 16 slots
+            put(c.mnt / "g", i * 64 * K, b"G" * (64 * K), sync=False)
+        c.when.touch()
+        try:
+            put(c.mnt / "bystander", 0, b"x" * 4096, sync=False)
+        except OSError:
+            pass
+        c.m.wait_dead()
+        c.m = Mount(c.members, c.base / "mnt", c.opts, env={"TIERFS_BOOT_ID": "reboot"})
+        c.m.start()
+        got = (pathlib.Path(c.m.mnt) / "f").read_bytes()
+        assert got == a, f"f reads {got[:4]!r}...: not its own bytes"
+    finally:
+        c.stop()

@@ -20,6 +20,7 @@ struct tfs_pcut_conf {
 	double keep;		/* chance an unsynced block survives the cut */
 	uint64_t seed;		/* of the per-block choice */
 	const char *dump;	/* write the undo log here instead of applying it */
+	const char *when;	/* cut at the first noted operation once this exists */
 };
 
 /* Turn the model on (once, before the writes it is to see). */

@@ -288,6 +288,10 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 				t++;
 			a = fl[i].idx * E + (uint64_t)s * C_SECTOR;
 			b = fl[i].idx * E + (uint64_t)t * C_SECTOR;
+			if (b >= size + C_SECTOR)
+				/* whole sectors of the run lie past the size: they
+				 * are not written, so they are not clean either */
+				fl[i].whole = false;
 			if (b > size)
 				b = size;
 			if (b <= a) {

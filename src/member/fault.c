@@ -21,6 +21,8 @@
  *                      from seed.
  *   cut_dump=PATH      write the unsynced changes to PATH instead of
  *                      undoing them (tests make crash states from it).
+ *   cut_when=PATH      cut at the first noted operation after PATH exists
+ *                      (a test's "now").
  *   eio_member=M       member M is dead from the start: every call fails.
  *   fail_after=OP:N:M  after the N-th successful OP (any member), member M
  *                      dies: every later call on it fails with EIO, and so
@@ -485,6 +487,8 @@ static bool parse_token(struct fault *f, const char *tok)
 		return f->cut.keep >= 0 && f->cut.keep <= 1;
 	if (strncmp(tok, "cut_dump=", 9) == 0 && tok[9])
 		return (f->cut.dump = strdup(tok + 9)) != NULL;
+	if (strncmp(tok, "cut_when=", 9) == 0 && tok[9])
+		return (f->cut.when = strdup(tok + 9)) != NULL;
 	if (strcmp(tok, "torn") == 0)
 		return f->torn = true;
 	return parse_eio(tok, "eio_read", f->eio_read) || parse_eio(tok, "eio_write", f->eio_write) ||
@@ -507,7 +511,7 @@ struct tfs_backend *tfs_fault_backend(struct tfs_backend *inner, const char *spe
 		if (!parse_token(f, tok))
 			tfs_warn("fault: ignoring bad spec '%s'", tok);
 	free(s);
-	if (f->drop_unsynced && f->crash_n <= 0 && f->cut.cut_after <= 0)
+	if (f->drop_unsynced && f->crash_n <= 0 && f->cut.cut_after <= 0 && !f->cut.when)
 		tfs_warn("fault: drop_unsynced without crash_after or cut_after does nothing");
 	if (f->drop_unsynced)
 		tfs_pcut_enable(&f->cut);

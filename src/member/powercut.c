@@ -115,6 +115,8 @@ void tfs_pcut_enable(const struct tfs_pcut_conf *conf)
 	pc.conf = *conf;
 	if (conf->dump)
 		pc.conf.dump = strdup(conf->dump);
+	if (conf->when)
+		pc.conf.when = strdup(conf->when);
 	atomic_store(&pc.on, true);
 	atexit(report);
 }
@@ -321,8 +323,14 @@ void tfs_pcut_synced_domain(uint32_t domain)
 
 void tfs_pcut_tick(void)
 {
-	if (tfs_pcut_on() && atomic_fetch_add(&pc.ops, 1) + 1 == pc.conf.cut_after)
+	struct stat st;
+
+	if (!tfs_pcut_on())
+		return;
+	if (atomic_fetch_add(&pc.ops, 1) + 1 == pc.conf.cut_after)
 		tfs_pcut_cut("operation count");
+	if (pc.conf.when && stat(pc.conf.when, &st) == 0)
+		tfs_pcut_cut(pc.conf.when);
 }
 
 /* ------------------------------------------------------------------ */

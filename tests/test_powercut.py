@@ -36,6 +36,7 @@ import time
 import pytest
 
 from conftest import BUILD, Mount, mkfs
+from test_cache import pwrite
 
 UNIT = 512
 ZERO = bytes(UNIT)
@@ -458,24 +459,6 @@ K = 1024
 TIERCTL_FLUSH = [str(TIERCTL), "flush"]
 
 
-def fsync_path(p):
-    fd = os.open(str(p), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def put(p, off, data, sync=True):
-    fd = os.open(str(p), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        assert os.pwrite(fd, data, off) == len(data)
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class Cut:
     """A cached RAID1 x2 under the power-cut model; cut() cuts it now (every
     unsynced block lost) and remounts the result as after a reboot."""
@@ -498,7 +481,7 @@ class Cut:
     def cut(self):
         self.when.touch()
         try:        # the next noted operation cuts: a write + fsync of a bystander
-            put(self.mnt / "bystander", 0, b"x" * 4096)
+            pwrite(self.mnt / "bystander", 0, b"x" * 4096, sync=True)
         except OSError:
             pass
         self.m.wait_dead()
@@ -530,9 +513,9 @@ def test_cut_after_a_flush_keeps_what_it_destaged(cut):
     unsynced writes are lost, and the tier drops clean sectors after a
     reboot: the data was gone."""
     a = os.urandom(64 * K)
-    put(cut.mnt / "f", 0, a)
+    pwrite(cut.mnt / "f", 0, a, sync=True)
     cut.flush()
-    put(cut.mnt / "g", 0, b"g" * 4096)     # a durability point after the flush
+    pwrite(cut.mnt / "g", 0, b"g" * 4096, sync=True)     # a durability point after the flush
     m = cut.cut()
     assert (pathlib.Path(m.mnt) / "f").read_bytes() == a
 
@@ -543,15 +526,15 @@ def test_cut_after_a_punch_shows_no_older_bytes(cut):
     the drop while the members' punch was still unsynced, and the cut left
     the members' older bytes where fsynced newer ones had been."""
     old, new = b"A" * (64 * K), b"B" * (64 * K)
-    put(cut.mnt / "f", 0, old + b"z" * 4096)
+    pwrite(cut.mnt / "f", 0, old + b"z" * 4096, sync=True)
     cut.flush()                             # the members hold A
-    put(cut.mnt / "f", 0, new)              # B, only in the tier, fsynced
+    pwrite(cut.mnt / "f", 0, new, sync=True)              # B, only in the tier, fsynced
     fd = os.open(str(cut.mnt / "f"), os.O_RDWR)
     try:
         assert _libc.fallocate(fd, PUNCH, 0, 64 * K) == 0
     finally:
         os.close(fd)
-    put(cut.mnt / "g", 0, b"g" * 4096)     # a durability point after the punch
+    pwrite(cut.mnt / "g", 0, b"g" * 4096, sync=True)     # a durability point after the punch
     m = cut.cut()
     got = (pathlib.Path(m.mnt) / "f").read_bytes()[:64 * K]
     assert got in (new, bytes(64 * K)), f"{got[:8]!r}...: neither B nor the punch"
@@ -562,11 +545,11 @@ def test_cut_after_a_shrinking_truncate_shows_no_older_bytes(cut):
     only behind a durable intent; without it the cut kept the drop and lost
     the members' ftruncate, and the file showed the members' older bytes."""
     old, new = b"A" * (128 * K), b"B" * (64 * K)
-    put(cut.mnt / "f", 0, old)
+    pwrite(cut.mnt / "f", 0, old, sync=True)
     cut.flush()
-    put(cut.mnt / "f", 64 * K, new)
+    pwrite(cut.mnt / "f", 64 * K, new, sync=True)
     os.truncate(cut.mnt / "f", 64 * K)
-    put(cut.mnt / "g", 0, b"g" * 4096)
+    pwrite(cut.mnt / "g", 0, b"g" * 4096, sync=True)
     m = cut.cut()
     got = (pathlib.Path(m.mnt) / "f").read_bytes()
     assert got in (old[:64 * K], old[:64 * K] + new), \
@@ -579,9 +562,9 @@ def test_cut_after_an_extending_truncate_keeps_fsynced_data(cut):
     durability point committed that while the members' ftruncate was
     unsynced, and after the cut the file was empty."""
     a = os.urandom(20 * K)
-    put(cut.mnt / "f", 0, a)
+    pwrite(cut.mnt / "f", 0, a, sync=True)
     os.truncate(cut.mnt / "f", 80 * K)
-    put(cut.mnt / "g", 0, b"g" * 4096)
+    pwrite(cut.mnt / "g", 0, b"g" * 4096, sync=True)
     m = cut.cut()
     got = (pathlib.Path(m.mnt) / "f").read_bytes()
     assert got[:20 * K] == a, f"{len(got)} bytes: the fsynced 20K are gone"
@@ -595,13 +578,13 @@ def test_cut_after_slot_reuse_shows_no_other_files_bytes(tmp_path):
     c = Cut(tmp_path, keep=1.0)            # g's unsynced slot bytes reached the SSD
     try:
         a = b"F" * (64 * K)
-        put(c.mnt / "f", 0, a)              # dirty in one slot, durable
+        pwrite(c.mnt / "f", 0, a, sync=True)              # dirty in one slot, durable
         c.flush()                           # clean: logged only
         for i in range(20):                 # 20 extents through 16 slots
-            put(c.mnt / "g", i * 64 * K, b"G" * (64 * K), sync=False)
+            pwrite(c.mnt / "g", i * 64 * K, b"G" * (64 * K), sync=False)
         c.when.touch()
         try:
-            put(c.mnt / "bystander", 0, b"x" * 4096, sync=False)
+            pwrite(c.mnt / "bystander", 0, b"x" * 4096, sync=False)
         except OSError:
             pass
         c.m.wait_dead()

@@ -169,3 +169,15 @@ def mounted_array(make_array):
     a = make_array("raid0", 4, "64K")
     a.mount()
     return a
+
+
+# Lines a test wants in the run's summary (the crash-state counts of
+# test_powercut.py), printed at the end whatever the capture mode.
+REPORT = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    if REPORT:
+        terminalreporter.section("reported by the tests")
+        for line in REPORT:
+            terminalreporter.write_line(line)

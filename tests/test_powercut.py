@@ -35,7 +35,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, Mount, mkfs
+from conftest import BUILD, REPORT, Mount, mkfs
 from test_cache import pwrite
 
 UNIT = 512
@@ -457,9 +457,9 @@ def test_crash_states(tmp_path, level, n, cached):
             checked += 1
         shutil.rmtree(cbase)
         dump.unlink()
-    print(f"\n{level} x{n}{' + tier' if cached else ''}: {checked} crash states from "
-          f"{ncuts} cuts ({total} operations per run) in {time.time() - t0:.0f} s, "
-          f"{len(problems)} problems")
+    REPORT.append(f"crash states: {level} x{n}{' + tier in write-back' if cached else ''}: "
+                  f"{checked} states from {ncuts} cuts ({total} noted operations per "
+                  f"run), {len(problems)} problems, {time.time() - t0:.0f} s")
     assert not problems, "\n".join(problems[:20])
     assert checked >= states, f"only {checked} of {states} states: the cuts came too late"
 

@@ -19,13 +19,16 @@
  *
  * Invariants:
  *  1. Writers are serialised by wlock (write_txn) and every write
- *     transaction is applied to every copy in turn, so the copies hold the same records
- *     (a crash between two copies leaves one a transaction behind; opening
- *     merges them: union of records, maximum of counters).  A commit that
- *     fails on one copy stops there and returns the error: the copies
- *     before it are a transaction ahead, as after such a crash, and every
- *     record is safe to find left over (an intent replays as a no-op, a
- *     mark costs a resync, a counter only skips values).
+ *     transaction is applied to every copy, the copies in parallel (one
+ *     thread each: they are on different disks and each commit waits for
+ *     an fdatasync), so the copies hold the same records (a crash leaves
+ *     some a transaction behind; opening merges them: union of records,
+ *     maximum of counters).  A commit that fails on one copy returns the
+ *     error: the copies that committed are a transaction ahead, as after
+ *     such a crash, and every record is safe to find left over (an intent
+ *     replays as a no-op, a mark costs a resync, a counter only skips
+ *     values).  The fid counter's next value is read from the first copy
+ *     before the copies commit.
  *  2. Environments are opened with MDB_NOMETASYNC (no MDB_WRITEMAP, no
  *     MDB_NOSYNC).  A commit writes its new pages with pwrite, fdatasyncs
  *     them, then writes the meta page without a sync; for this mode LMDB
@@ -56,6 +59,7 @@
 #include <lmdb.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -401,13 +405,31 @@ int tfs_meta_add(struct tfs_meta *mt, const char *dir, uint32_t tag)
 	return rc;
 }
 
+static void *sync_main(void *arg)
+{
+	struct store *s = arg;
+
+	return (void *)(intptr_t)tfs_mdb_errno(mdb_env_sync(s->env, 1));
+}
+
+/* Every copy synced, in parallel (they are on different disks). */
 static int sync_locked(struct tfs_meta *mt)
 {
+	pthread_t th[TFS_META_MAX];
+	bool started[TFS_META_MAX] = { false };
 	int rc = 0;
 
+	for (unsigned i = 1; i < mt->n; i++)
+		started[i] = pthread_create(&th[i], NULL, sync_main, &mt->st[i]) == 0;
 	for (unsigned i = 0; i < mt->n; i++) {
-		int r = tfs_mdb_errno(mdb_env_sync(mt->st[i].env, 1));
+		void *ret;
+		int r;
 
+		if (i == 0 || !started[i])
+			ret = sync_main(&mt->st[i]);
+		else
+			pthread_join(th[i], &ret);
+		r = (int)(intptr_t)ret;
 		if (r && !rc)
 			rc = r;
 	}
@@ -452,16 +474,49 @@ static int store_txn(struct store *s, txn_fn fn, void *arg)
 	return tfs_mdb_write(s->env, &s->mapsize, NULL, store_call, &c, "journal");
 }
 
-/* fn on every copy, wlock held (invariant 1); sync: make it durable. */
+struct copy_job {
+	struct store *s;
+	txn_fn fn;
+	void *arg;
+	int rc;
+};
+
+static void *copy_main(void *arg)
+{
+	struct copy_job *j = arg;
+
+	j->rc = store_txn(j->s, j->fn, j->arg);
+	if (j->rc == 0)
+		store_headroom(j->s);
+	return NULL;
+}
+
+/* fn on every copy, wlock held (invariant 1); sync: make it durable.  The
+ * copies live on different members' disks and each commit waits for an
+ * fdatasync: they commit in parallel, one thread per copy (fn must only
+ * read arg; the first error is returned, and the copies that committed
+ * are a transaction ahead, as after a crash between two of them). */
 static int write_txn_locked(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync)
 {
+	struct copy_job job[TFS_META_MAX];
+	pthread_t th[TFS_META_MAX];
+	bool started[TFS_META_MAX] = { false };
 	int rc = 0;
 
-	for (unsigned i = 0; i < mt->n && rc == 0; i++) {
-		rc = store_txn(&mt->st[i], fn, arg);
-		if (rc == 0)
-			store_headroom(&mt->st[i]);
+	for (unsigned i = 0; i < mt->n; i++) {
+		job[i] = (struct copy_job){ &mt->st[i], fn, arg, 0 };
+		if (i > 0)
+			started[i] = pthread_create(&th[i], NULL, copy_main, &job[i]) == 0;
 	}
+	copy_main(&job[0]);
+	for (unsigned i = 1; i < mt->n; i++) {
+		if (started[i])
+			pthread_join(th[i], NULL);
+		else
+			copy_main(&job[i]);	/* no thread: in turn */
+	}
+	for (unsigned i = 0; i < mt->n && rc == 0; i++)
+		rc = job[i].rc;
 	rc = tfs_mdb_errno(rc);
 	if (rc == 0 && sync)
 		rc = sync_locked(mt);
@@ -646,14 +701,7 @@ static int counter_fn(struct store *s, MDB_txn *txn, void *arg)
 	struct counter_arg *ca = arg;
 	MDB_val k = { strlen(ca->name), (void *)ca->name }, v;
 	unsigned char buf[8];
-	int rc;
 
-	rc = mdb_get(txn, s->dbi[DB_COUNTER], &k, &v);
-	if (rc && rc != MDB_NOTFOUND)
-		return rc;
-	/* every copy hands out the same range: the first copy decides */
-	if (ca->first == 0)
-		ca->first = rc == 0 && v.mv_size == 8 ? tfs_from_be64(v.mv_data) : 1;
 	tfs_be64(ca->first + ca->count, buf);
 	v.mv_size = 8;
 	v.mv_data = buf;
@@ -664,10 +712,25 @@ int tfs_meta_counter_reserve(struct tfs_meta *mt, const char *name, uint64_t cou
 			     uint64_t *first)
 {
 	struct counter_arg ca = { name, count, 0 };
+	MDB_val k = { strlen(name), (void *)name }, v;
+	MDB_txn *txn;
 	int rc;
 
-	/* synced: a reserved range must never come back */
-	rc = write_txn(mt, counter_fn, &ca, true);
+	/* every copy hands out the same range: the first copy decides, read
+	 * before the copies commit in parallel; synced: a reserved range must
+	 * never come back */
+	pthread_mutex_lock(&mt->wlock);
+	rc = read_txn(mt, &txn);
+	if (rc == 0) {
+		rc = mdb_get(txn, mt->st[0].dbi[DB_COUNTER], &k, &v);
+		ca.first = rc == 0 && v.mv_size == 8 ? tfs_from_be64(v.mv_data) : 1;
+		rc = rc == MDB_NOTFOUND ? 0 : rc;
+		mdb_txn_abort(txn);
+	}
+	rc = tfs_mdb_errno(rc);
+	if (rc == 0)
+		rc = write_txn_locked(mt, counter_fn, &ca, true);
+	pthread_mutex_unlock(&mt->wlock);
 	*first = ca.first;
 	return rc;
 }

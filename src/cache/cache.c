@@ -1412,9 +1412,7 @@ int tfs_cache_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 	/* the SSD: data file, then the records naming it (both in the
 	 * store's durability point), then the journal naming the file
 	 * (DESIGN §10.5) */
-	rc = tfs_cstore_sync(c->cs);
-	if (rc)
-		tfs_err("cache %s: sync failed: %s", c->dir, strerror(-rc));
+	rc = tfs_cstore_sync(c->cs);	/* a failure is logged there */
 	r = c_journal_sync(c);	/* logged there */
 	if (rc == 0)
 		rc = r;

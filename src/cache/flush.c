@@ -29,7 +29,8 @@
  *     destaged (tfs_raid_fsync), so a clean record never stands for bytes
  *     that a power cut could still take from the members.
  *  7. Every SYNC_TICKS with updates pending the flusher makes a
- *     durability point (the journal, then the store), so a power cut
+ *     durability point of the store (the journal's changes are synced
+ *     each round before it, when there are any), so a power cut
  *     loses at most that much of what no fsync covered, as ext4's
  *     commit interval does.
  *  8. After a restart a dirty file not found by a walk stays dirty; it is

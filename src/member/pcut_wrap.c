@@ -128,56 +128,51 @@ ssize_t __wrap_writev(int fd, const struct iovec *iov, int cnt)
 	return r;
 }
 
-static int synced(int fd, int r)
+/* A sync holds the gate too (the cut waits for it), notes nothing, and
+ * makes its file durable once it succeeded. */
+static int synced(int fd, int (*sync)(int))
 {
-	if (r == 0)
-		tfs_pcut_synced_fd(fd);
-	tfs_pcut_leave();
-	tfs_pcut_tick();
+	int r;
+
+	tfs_pcut_enter();
+	r = sync(fd);
+	done(fd, false, r == 0);
 	return r;
 }
 
 int __wrap_fdatasync(int fd)
 {
-	if (!tfs_pcut_on())
-		return __real_fdatasync(fd);
-	tfs_pcut_enter();
-	return synced(fd, __real_fdatasync(fd));
+	return tfs_pcut_on() ? synced(fd, __real_fdatasync) : __real_fdatasync(fd);
 }
 
 int __wrap_fsync(int fd)
 {
-	if (!tfs_pcut_on())
-		return __real_fsync(fd);
-	tfs_pcut_enter();
-	return synced(fd, __real_fsync(fd));
+	return tfs_pcut_on() ? synced(fd, __real_fsync) : __real_fsync(fd);
 }
 
 int __wrap_ftruncate(int fd, off_t len)
 {
+	bool noted;
 	int r;
 
 	if (!tfs_pcut_on())
 		return __real_ftruncate(fd, len);
-	tfs_pcut_enter();
-	tfs_pcut_note(TFS_PCUT_OWN, fd, (uint64_t)len, UINT64_MAX);	/* what a shrink cuts */
+	noted = note(fd, (uint64_t)len, UINT64_MAX);	/* what a shrink cuts, and the size */
 	r = __real_ftruncate(fd, len);
-	tfs_pcut_leave();
-	tfs_pcut_tick();
+	done(fd, noted, r == 0);
 	return r;
 }
 
 int __wrap_fallocate(int fd, int mode, off_t off, off_t len)
 {
+	bool noted;
 	int r;
 
 	if (!tfs_pcut_on())
 		return __real_fallocate(fd, mode, off, len);
-	tfs_pcut_enter();
-	tfs_pcut_note(TFS_PCUT_OWN, fd, (uint64_t)off,
-		      mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE) ? (uint64_t)len : 0);
+	noted = note(fd, (uint64_t)off,
+		     mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE) ? (uint64_t)len : 0);
 	r = __real_fallocate(fd, mode, off, len);
-	tfs_pcut_leave();
-	tfs_pcut_tick();
+	done(fd, noted, r == 0);
 	return r;
 }

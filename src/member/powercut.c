@@ -420,6 +420,23 @@ static int file_apply(int fd, const struct rec *newest, uint64_t cur_size, uint6
 	return rc;
 }
 
+/* The file's path now (it may have been renamed since it was noted) and
+ * size: false if it is gone (no name left: nothing to put back). */
+static bool file_now(const struct file *f, char *name, size_t len, uint64_t *size)
+{
+	char link[64];
+	struct stat st;
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", f->fd);
+	n = readlink(link, name, len - 1);
+	if (n <= 0 || fstat(f->fd, &st) || st.st_nlink == 0)
+		return false;
+	name[n] = 0;
+	*size = (uint64_t)st.st_size;
+	return true;
+}
+
 static int put(FILE *o, const void *p, size_t len)
 {
 	return fwrite(p, 1, len, o) == len ? 0 : -1;
@@ -435,19 +452,13 @@ static int dump_locked(const char *path)
 		return -1;
 	rc = put(o, DUMP_MAGIC, 8);
 	for (struct file *f = pc.files; f && rc == 0; f = f->next) {
-		char link[64], name[4096];
-		ssize_t n;
-		struct stat st;
+		char name[4096];
 		uint32_t len, nrec = 0;
 		uint64_t size;
 
-		snprintf(link, sizeof(link), "/proc/self/fd/%d", f->fd);
-		n = readlink(link, name, sizeof(name) - 1);
-		if (n <= 0 || fstat(f->fd, &st) || st.st_nlink == 0)
-			continue;	/* gone: nothing to put back */
-		name[n] = 0;
-		len = (uint32_t)n;
-		size = (uint64_t)st.st_size;
+		if (!file_now(f, name, sizeof(name), &size))
+			continue;
+		len = (uint32_t)strlen(name);
 		for (struct rec *r = f->newest; r; r = r->older)
 			nrec++;
 		rc = put(o, &len, 4) || put(o, name, len) || put(o, &size, 8) || put(o, &nrec, 4);
@@ -489,16 +500,12 @@ _Noreturn void tfs_pcut_cut(const char *why)
 			 why, nrec, pc.nfiles, pc.conf.dump);
 	} else {
 		for (struct file *f = pc.files; f; f = f->next) {
-			char link[64], name[4096];
-			ssize_t n;
-			struct stat st;
+			char name[4096];
+			uint64_t size;
 
-			snprintf(link, sizeof(link), "/proc/self/fd/%d", f->fd);
-			n = readlink(link, name, sizeof(name) - 1);
-			name[n > 0 ? n : 0] = 0;
-			if (fstat(f->fd, &st) ||
-			    file_apply(f->fd, f->newest, (uint64_t)st.st_size, path_key(name),
-				       pc.conf.seed, pc.conf.keep, &lost))
+			if (file_now(f, name, sizeof(name), &size) &&
+			    file_apply(f->fd, f->newest, size, path_key(name), pc.conf.seed,
+				       pc.conf.keep, &lost))
 				nfail++;
 		}
 		tfs_warn("fault: power cut: undid %u unsynced changes in %u files, %" PRIu64

@@ -484,20 +484,15 @@ bool tfs_cstore_pending(struct tfs_cstore *cs)
 	return any;
 }
 
-/* Under wlock (invariant 1); an MDB_* code or -errno. */
-static int write_txn_raw(struct tfs_cstore *cs, int (*fn)(MDB_txn *txn, void *arg), void *arg)
+/* Under wlock (invariant 1). */
+static int write_txn(struct tfs_cstore *cs, int (*fn)(MDB_txn *txn, void *arg), void *arg)
 {
 	int rc;
 
 	pthread_mutex_lock(&cs->wlock);
 	rc = tfs_mdb_write(cs->env, &cs->mapsize, &cs->maplock, fn, arg, "cache store");
 	pthread_mutex_unlock(&cs->wlock);
-	return rc;
-}
-
-static int write_txn(struct tfs_cstore *cs, int (*fn)(MDB_txn *txn, void *arg), void *arg)
-{
-	return tfs_mdb_errno(write_txn_raw(cs, fn, arg));
+	return tfs_mdb_errno(rc);
 }
 
 /* A read transaction under maplock (invariant 4); read_end ends both. */
@@ -730,7 +725,7 @@ int tfs_cstore_sync(struct tfs_cstore *cs)
 	if (cs->barrier)
 		rc = cs->barrier(cs->barg);
 	if (rc == 0)
-		rc = tfs_mdb_errno(write_txn_raw(cs, apply_fn, &aa));
+		rc = write_txn(cs, apply_fn, &aa);
 	pthread_mutex_lock(&cs->llock);
 	if (rc) {
 		/* still pending, ahead of what was appended meanwhile */
@@ -773,7 +768,7 @@ static int epoch_fn(MDB_txn *txn, void *arg)
 /* A new epoch and an empty log, nothing pending (slock held). */
 static int log_reset(struct tfs_cstore *cs)
 {
-	int rc = tfs_mdb_errno(write_txn_raw(cs, epoch_fn, cs));
+	int rc = write_txn(cs, epoch_fn, cs);
 
 	if (rc)
 		return rc;

@@ -533,6 +533,23 @@ def test_cut_after_a_flush_keeps_what_it_destaged(cut):
     assert (pathlib.Path(m.mnt) / "f").read_bytes() == a
 
 
+def test_cut_five_seconds_after_a_write_keeps_it(cut):
+    """flush.c invariant 7: while updates are pending the flusher makes a
+    durability point every 5 s, so an unsynced write-back write survives a
+    power cut 5 s later (ext4's commit interval).  Reads keep the array
+    busy (no idle flush) and one extent stays below the dirty watermark (no
+    paced flush): only the periodic durability point can save it."""
+    a = os.urandom(64 * K)
+    pwrite(cut.mnt / "by", 0, b"b" * 4096, sync=True)
+    pwrite(cut.mnt / "f", 0, a, sync=False)
+    deadline = time.time() + 7
+    while time.time() < deadline:
+        (cut.mnt / "by").read_bytes()
+        time.sleep(0.1)
+    m = cut.cut()
+    assert (pathlib.Path(m.mnt) / "f").read_bytes() == a, "the unsynced write is gone after 7 s"
+
+
 def test_cut_after_a_punch_shows_no_older_bytes(cut):
     """Item 4: a punch drops dirty data from the tier only once the members
     are punched and synced; dropped first, a durability point could commit

@@ -229,11 +229,11 @@ static int fs_setup(struct tfs_fs *fs, struct tfs_array *array, const struct opt
 	rc = journal_open(array, &fs->meta);
 	if (rc)
 		return rc;
-	rc = tfs_replay(fs);
-	if (rc)
-		tfs_err("recovery of interrupted changes failed: %s", strerror(-rc));
-	if (rc == 0 && tfs_level_ops(fs->layout.level)->tolerates(&fs->layout))
+	/* row geometry and marks first: replay leaves marks (replay.c inv. 5) */
+	if (tfs_level_ops(fs->layout.level)->tolerates(&fs->layout))
 		rc = tfs_stripe_init(fs);
+	if (rc == 0 && (rc = tfs_replay(fs)))
+		tfs_err("recovery of interrupted changes failed: %s", strerror(-rc));
 	if (rc == 0)
 		rc = tfs_maint_init(fs);
 	if (rc == 0 && !fs->readonly && (rc = tfs_maint_resync(fs)))

@@ -528,6 +528,29 @@ def test_writeback_stays_off_members_until_flush(make_array, tmp_path):
     assert cst(a.mnt)["cache"] == "none"
 
 
+@pytest.mark.parametrize("level,n", [("raid1", 2), ("raid5", 3)])
+def test_flush_keeps_a_size_past_the_last_dirty_byte(make_array, tmp_path, level, n):
+    """flush.c invariant 9: a punch at the end of a file that only the
+    tier held (KEEP_SIZE) leaves its size past the last dirty byte; the
+    flusher destaged the rest and forgot the tier's size record ("the
+    members hold the size now"), so the file came back shorter after a
+    remount, and after a power cut (the long exploration: 3 KiB short)."""
+    a = make_array(level, n, "16K")
+    m = a.mount(opts=copts(tmp_path / "cache", extent="64K", dirty_low=90, dirty_high=95))
+    p = a.mnt / "f"
+    data = random.Random(5).randbytes(200 * K)
+    pwrite(p, 0, data, sync=True)               # only in the tier
+    punch(p, 196 * K, 4 * K)                    # the last 4K: a hole, the size stays
+    want = data[:196 * K] + bytes(4 * K)
+    flush(a.mnt)
+    assert os.stat(p).st_size == len(want)
+    m.stop()
+    a.mount()                                   # uncached: the members alone
+    got = read_all(p)
+    assert len(got) == len(want), f"{len(got)} bytes after the flush, not {len(want)}"
+    same(got, want, "after the flush, uncached")
+
+
 def test_flush_writes_full_rows_on_raid5(make_array, tmp_path):
     a = make_array("raid5", 3, "64K")     # rows of 128K
     a.mount(opts=copts(tmp_path / "cache", extent="64K", seq_cutoff=0, dirty_low=90, dirty_high=95))

@@ -66,6 +66,10 @@ struct tfs_inode {
 	uint64_t size_saved;		/* parity levels: TFS_XATTR_SIZE as last written */
 	uint64_t seq_next, seq_len;	/* the SSD tier's sequential-stream detector */
 	struct tfs_ofile *of;
+	/* journal generation that retired this file's last truncate intent
+	 * (atomic): an fsync makes it durable first, because a mount that
+	 * replays a finished truncate cuts whatever the file grew since */
+	uint64_t trunc_gen;
 };
 
 struct tfs_fs {
@@ -330,6 +334,9 @@ ssize_t tfs_raid_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void
 ssize_t tfs_raid_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, const void *buf,
 		       size_t len, uint64_t off);
 int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync);
+/* Grow the member files of an open file to hold logical size size (never
+ * shrinks; the bytes added are holes).  Returns how many grew, or -errno. */
+int tfs_raid_grow(struct tfs_fs *fs, struct tfs_inode *in, uint64_t size);
 int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
 		       uint64_t len);
 /* Before the writes v[0..n) of one request on a redundant level: on members
@@ -425,7 +432,7 @@ enum tfs_intent_op {
 	TFS_I_RENAME,		/* path, path2, flags */
 	TFS_I_LINK,		/* path (existing), path2 (new) */
 	TFS_I_ATTR,		/* path: copy mode, owner, times from member 0 */
-	TFS_I_TRUNCATE,		/* path, arg = logical size */
+	TFS_I_TRUNCATE,		/* path, arg = logical size, fid */
 	TFS_I_XATTR,		/* path, path2 = xattr name */
 };
 
@@ -433,6 +440,7 @@ struct tfs_intent {
 	uint32_t op;
 	uint32_t flags;
 	uint64_t arg;
+	uint64_t fid;			/* TRUNCATE: the file's identity */
 	const char *path;
 	const char *path2;
 };

@@ -38,6 +38,10 @@
  *     every file it met did not meet it (resolve, DESIGN §10.5).  Walks
  *     that fail or leave files unfound back off; flushes go on for the
  *     files found, and a flush of nothing but unfound files ends.
+ *  9. The store forgets a file's size (DEL_SIZE: "the members hold it")
+ *     only after the members were grown to it and synced: a punch can
+ *     leave the size past the last dirty byte, so destaging every dirty
+ *     sector does not by itself carry the size to the members.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -213,10 +217,10 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 	struct tfs_cext_rec recs[2 * FLUSH_BATCH];
 	struct tfs_inode *in;
 	unsigned n = 0, nm = 0, ns = 0, nops = 0;
-	uint64_t size, E = c->extent;
+	uint64_t size, fsize = 0, E = c->extent;
 	int64_t done = 0;
 	uint32_t now = c_now(), sc;
-	int rc = 0, cerr;
+	int rc = 0, cerr, grown = 0;
 
 	pthread_mutex_lock(&c->lock);
 	in = f->in;
@@ -266,6 +270,7 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 	size = in->size;
 	pthread_mutex_unlock(&in->lock);
 	pthread_mutex_lock(&c->lock);
+	fsize = f->size;
 	if (f->size > size)	/* a size the store knows and the inode not yet */
 		size = f->size;
 	if (tfs_layout_nparity(&fs->layout) &&
@@ -338,9 +343,15 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 		rc = d.rc;
 		done = d.done;
 	}
+	/* the size the tier knows, before it forgets it (invariant 9) */
+	if (rc == 0 && fsize && (grown = tfs_raid_grow(fs, in, fsize)) < 0) {
+		rc = grown;
+		tfs_err("cache %s: growing file %" PRIu64 " on the members: %s", c->dir, f->fid,
+			strerror(-rc));
+	}
 	/* a sector is clean only once the members have it on stable storage:
 	 * after a power cut neither tier could give it back otherwise */
-	if (rc == 0 && ns) {
+	if (rc == 0 && (ns || grown > 0)) {
 		rc = tfs_raid_fsync(fs, in, true);
 		if (rc)
 			tfs_err("cache %s: syncing destaged data of file %" PRIu64 ": %s", c->dir,

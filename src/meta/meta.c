@@ -92,6 +92,8 @@ struct tfs_meta {
 	struct store st[TFS_META_MAX];
 	unsigned nstale;		/* intents to delete (intent_txn), under wlock */
 	uint64_t stale[STALE_MAX];
+	uint64_t gen;			/* write transactions begun, under wlock */
+	uint64_t synced;		/* gen at the last sync of every copy (atomic) */
 };
 
 int tfs_mdb_errno(int rc)
@@ -417,6 +419,7 @@ static int sync_locked(struct tfs_meta *mt)
 {
 	pthread_t th[TFS_META_MAX];
 	bool started[TFS_META_MAX] = { false };
+	uint64_t gen = mt->gen;
 	int rc = 0;
 
 	for (unsigned i = 1; i < mt->n; i++)
@@ -433,6 +436,8 @@ static int sync_locked(struct tfs_meta *mt)
 		if (r && !rc)
 			rc = r;
 	}
+	if (rc == 0)
+		__atomic_store_n(&mt->synced, gen, __ATOMIC_RELEASE);
 	return rc;
 }
 
@@ -503,6 +508,8 @@ static int write_txn_locked(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync
 	bool started[TFS_META_MAX] = { false };
 	int rc = 0;
 
+	/* counted before it starts: a failed one may have committed somewhere */
+	__atomic_store_n(&mt->gen, mt->gen + 1, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < mt->n; i++) {
 		job[i] = (struct copy_job){ &mt->st[i], fn, arg, 0 };
 		if (i > 0)
@@ -588,10 +595,12 @@ static int intent_txn(struct tfs_meta *mt, struct intent_op *op)
 
 	pthread_mutex_lock(&mt->wlock);
 	rc = write_txn_locked(mt, intent_fn, op, false);
-	if (rc == 0)
-		mt->nstale = 0;
-	else if (mt->nstale < STALE_MAX)
-		mt->stale[mt->nstale++] = op->seq;	/* beyond: replayed at mount */
+	if (rc == 0) {
+		__atomic_store_n(&mt->nstale, 0, __ATOMIC_RELAXED);
+	} else if (mt->nstale < STALE_MAX) {	/* beyond: replayed at mount */
+		mt->stale[mt->nstale] = op->seq;
+		__atomic_store_n(&mt->nstale, mt->nstale + 1, __ATOMIC_RELAXED);
+	}
 	pthread_mutex_unlock(&mt->wlock);
 	return rc;
 }
@@ -612,6 +621,30 @@ int tfs_meta_intent_del(struct tfs_meta *mt, uint64_t seq)
 	struct intent_op op = { mt, seq, NULL, 0 };
 
 	return intent_txn(mt, &op);
+}
+
+uint64_t tfs_meta_gen(struct tfs_meta *mt)
+{
+	return __atomic_load_n(&mt->gen, __ATOMIC_RELAXED);
+}
+
+int tfs_meta_sync_to(struct tfs_meta *mt, uint64_t gen)
+{
+	int rc = 0;
+
+	if (__atomic_load_n(&mt->synced, __ATOMIC_ACQUIRE) >= gen &&
+	    __atomic_load_n(&mt->nstale, __ATOMIC_RELAXED) == 0)
+		return 0;
+	pthread_mutex_lock(&mt->wlock);
+	if (mt->nstale) {	/* intent_fn deletes them; seq 0 is never used */
+		rc = write_txn_locked(mt, intent_fn, &(struct intent_op){ mt, 0, NULL, 0 }, false);
+		if (rc == 0)
+			__atomic_store_n(&mt->nstale, 0, __ATOMIC_RELAXED);
+	}
+	if (rc == 0 && __atomic_load_n(&mt->synced, __ATOMIC_ACQUIRE) < mt->gen)
+		rc = sync_locked(mt);
+	pthread_mutex_unlock(&mt->wlock);
+	return rc;
 }
 
 typedef int (*visit_fn)(void *arg, const MDB_val *k, const MDB_val *v);

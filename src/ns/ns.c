@@ -48,12 +48,13 @@
 struct intent_hdr {
 	uint32_t op, flags;
 	uint64_t arg;
+	uint64_t fid;		/* the file changed, or 0 */
 	uint16_t len1, len2;
 };
 
 int tfs_intent_encode(const struct tfs_intent *it, void *buf, size_t len)
 {
-	struct intent_hdr h = { it->op, it->flags, it->arg, 0, 0 };
+	struct intent_hdr h = { it->op, it->flags, it->arg, it->fid, 0, 0 };
 	size_t l1 = strlen(it->path), l2 = it->path2 ? strlen(it->path2) : 0;
 
 	if (sizeof(h) + l1 + l2 > len || l1 > UINT16_MAX || l2 > UINT16_MAX)
@@ -83,25 +84,25 @@ int tfs_intent_decode(const void *buf, size_t len, struct tfs_intent *it, char *
 	it->op = h.op;
 	it->flags = h.flags;
 	it->arg = h.arg;
+	it->fid = h.fid;
 	it->path = p1;
 	it->path2 = p2;
 	return 0;
 }
 
-/* Record a change before touching member 0; *seq = 0 means "no record". */
-static int intent_begin(struct tfs_fs *fs, uint32_t op, const struct tfs_loc *a,
-			const struct tfs_loc *b, const char *extra, uint32_t flags,
-			uint64_t arg, uint64_t *seq)
+/* Record a change (op, flags, arg, fid of it) at a (and b, or the extra
+ * string) before touching member 0; *seq = 0 means "no record". */
+static int intent_begin(struct tfs_fs *fs, struct tfs_intent it, const struct tfs_loc *a,
+			const struct tfs_loc *b, const char *extra, uint64_t *seq)
 {
 	char *p1, *p2 = NULL, *rec = NULL;
-	struct tfs_intent it = { op, flags, arg, NULL, NULL };
 	size_t cap;
 	int len;
 
 	*seq = 0;
 	/* one member: nothing to make agree, but a truncate with an SSD tier
 	 * is replayed so the members follow the cache's cut (tfs_ns_truncate) */
-	if (fs->n == 1 && !(op == TFS_I_TRUNCATE && fs->cache))
+	if (fs->n == 1 && !(it.op == TFS_I_TRUNCATE && fs->cache))
 		return 0;
 	p1 = tfs_loc_path(fs, a);
 	if (b)
@@ -766,7 +767,7 @@ int tfs_ns_setattr(struct tfs_fs *fs, struct tfs_inode *in, const struct stat *a
 	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
 		      FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
 		if (t.has_loc)	/* an unlinked file has no path to repair */
-			rc = intent_begin(fs, TFS_I_ATTR, &t.loc, NULL, NULL, 0, 0, &seq);
+			rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_ATTR }, &t.loc, NULL, NULL, &seq);
 	}
 	if (rc == 0 && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
 		uid_t u = (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
@@ -805,7 +806,8 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 	 * bytes never come back where the tier had newer ones (DESIGN 10.5) */
 	cached = fs->cache && tfs_cache_knows(fs, in);
 	if (tfs_inode_loc(fs, in, &loc) == 0) {
-		rc = intent_begin(fs, TFS_I_TRUNCATE, &loc, NULL, NULL, 0, len, &seq);
+		rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_TRUNCATE, .arg = len, .fid = in->fid },
+				  &loc, NULL, NULL, &seq);
 		tfs_loc_put(fs, &loc);
 		if (rc)
 			return rc;
@@ -870,6 +872,8 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 	if (rc == 0 && cached)
 		rc = tfs_raid_fsync(fs, in, true);
 	intent_end(fs, seq);
+	if (seq)	/* the retirement is durable before the file's next fsync */
+		__atomic_store_n(&in->trunc_gen, tfs_meta_gen(fs->meta), __ATOMIC_RELAXED);
 	pthread_mutex_lock(&in->lock);
 	ofile_put_locked(fs, in);
 	pthread_mutex_unlock(&in->lock);
@@ -961,7 +965,7 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 	if (rc)
 		goto out;
 	sgid = (pst.st_mode & S_ISGID) != 0;
-	rc = intent_begin(fs, TFS_I_CREATE, &loc, NULL, NULL, 0, 0, &seq);
+	rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_CREATE }, &loc, NULL, NULL, &seq);
 	if (rc)
 		goto out;
 	for (uint32_t i = 0; i < nm; i++) {
@@ -1121,7 +1125,7 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	rc = OPS(fs)->fstatat(BE(fs), ord[0], dfd[ord[0]], name, &st);
 	in = rc == 0 ? hold_named(fs, st.st_ino) : NULL;
 	if (rc == 0)
-		rc = intent_begin(fs, TFS_I_REMOVE, &loc, NULL, NULL, 0, 0, &seq);
+		rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_REMOVE }, &loc, NULL, NULL, &seq);
 	for (uint32_t i = 0; i < nm && rc == 0; i++) {
 		uint32_t k = ord[i];
 		int r = dfd[k] < 0 ? 0 : OPS(fs)->unlinkat(BE(fs), k, dfd[k], name,
@@ -1241,7 +1245,8 @@ static int rename_moved(struct tfs_fs *fs, struct tfs_inode *op, const char *ona
 	if (dirmove)
 		pthread_rwlock_wrlock(&fs->rename_lock);
 	if (rc == 0)
-		rc = intent_begin(fs, TFS_I_RENAME, &ol, &nl, NULL, flags, 0, &seq);
+		rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_RENAME, .flags = flags }, &ol, &nl,
+				  NULL, &seq);
 	for (uint32_t i = 0; i < nm && rc == 0; i++) {
 		uint32_t k = ord[i];
 		int r = od[k] < 0 || nd[k] < 0
@@ -1292,7 +1297,7 @@ static int link_moved(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode 
 		return rc;
 	}
 	nm = tfs_members(fs, ord);
-	rc = intent_begin(fs, TFS_I_LINK, &ol, &nl, NULL, 0, 0, &seq);
+	rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_LINK }, &ol, &nl, NULL, &seq);
 	for (uint32_t i = 0; i < nm && rc == 0; i++) {
 		uint32_t k = ord[i];
 		int r = od[k] < 0 || nd[k] < 0
@@ -1454,7 +1459,7 @@ static int xattr_all(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 	if (rc)
 		return rc;
 	if (t.has_loc)
-		rc = intent_begin(fs, TFS_I_XATTR, &t.loc, NULL, name, 0, 0, &seq);
+		rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_XATTR }, &t.loc, NULL, name, &seq);
 	for (uint32_t i = 0; i < nm && rc == 0; i++) {
 		uint32_t k = ord[i];
 		bool owned;

@@ -11,6 +11,15 @@
  *     which member already has the change.
  *  3. Every step is idempotent, so a crash during replay is followed by the
  *     same replay; intents are deleted only after all of them are done.
+ *  4. A truncate is replayed only on the file it was made on (the intent
+ *     holds its fid): another file at the path now is left alone.  That a
+ *     finished truncate is not replayed over what the file got since is
+ *     ns.c's part: an fsync of the file makes the intent's retirement
+ *     durable first (tfs_data_fsync, trunc_gen).
+ *  5. A replayed truncate on a parity level leaves a write-intent mark on
+ *     the new last row before the members are cut (the bytes cut from it
+ *     were under its parity); the resync that follows replay recomputes
+ *     it.  The mark is committed with the intents' deletion.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -256,8 +265,22 @@ static int replay_link(struct tfs_fs *fs, const struct tfs_intent *it)
 	return rc ? rc : reconcile_all(fs, it->path2);
 }
 
-static int replay_truncate(struct tfs_fs *fs, const struct tfs_intent *it)
+/* One pass over the intents (tfs_replay): the marks replayed truncates
+ * leave, put once the pass is over (a visitor must not write to the
+ * journal). */
+#define MARKS_MAX 256
+
+struct replay {
+	struct tfs_fs *fs;
+	unsigned nmark;
+	bool full;		/* a truncate found no room: another pass */
+	uint64_t from;		/* intents before it were replayed by a pass */
+	uint64_t mark[MARKS_MAX][2];
+};
+
+static int replay_truncate(struct replay *rp, const struct tfs_intent *it)
 {
+	struct tfs_fs *fs = rp->fs;
 	char name[NAME_MAX + 1];
 	struct obj o0;
 	int rc = 0;
@@ -265,6 +288,19 @@ static int replay_truncate(struct tfs_fs *fs, const struct tfs_intent *it)
 	obj_read(fs, tfs_primary(fs), it->path, &o0);
 	if (o0.rc || !S_ISREG(o0.st.st_mode))
 		return reconcile_all(fs, it->path);
+	if (o0.fid != it->fid) {	/* invariant 4 */
+		tfs_info("recovery: '%s' is another file now; its truncate is not replayed",
+			 it->path);
+		return reconcile_all(fs, it->path);
+	}
+	/* parity levels: the new last row's parity covered the bytes cut from
+	 * it; a mark has the resync after replay recompute it (invariant 5) */
+	if (fs->stripes && tfs_layout_nparity(&fs->layout) && it->arg % tfs_row_bytes(fs)) {
+		if (rp->nmark == MARKS_MAX)
+			return -EAGAIN;		/* tfs_replay puts them, then comes back */
+		rp->mark[rp->nmark][0] = o0.fid % TFS_MARK_BUCKETS;
+		rp->mark[rp->nmark++][1] = it->arg / tfs_row_bytes(fs) / tfs_mark_rows(fs);
+	}
 	for (uint32_t m = 0; m < fs->n && rc == 0; m++) {
 		if (!tfs_m_writable(fs, m))
 			continue;
@@ -325,10 +361,17 @@ static int replay_xattr(struct tfs_fs *fs, const struct tfs_intent *it)
 
 static int replay_one(void *arg, uint64_t seq, const void *rec, size_t len)
 {
-	struct tfs_fs *fs = arg;
-	char *p1 = malloc(TFS_INTENT_PATH_MAX), *p2 = malloc(TFS_INTENT_PATH_MAX);
+	struct replay *rp = arg;
+	struct tfs_fs *fs = rp->fs;
+	char *p1, *p2;
 	struct tfs_intent it;
-	int rc = p1 && p2 ? tfs_intent_decode(rec, len, &it, p1, p2) : -ENOMEM;
+	int rc;
+
+	if (seq < rp->from)
+		return 0;
+	p1 = malloc(TFS_INTENT_PATH_MAX);
+	p2 = malloc(TFS_INTENT_PATH_MAX);
+	rc = p1 && p2 ? tfs_intent_decode(rec, len, &it, p1, p2) : -ENOMEM;
 
 	if (rc) {
 		free(p1);
@@ -339,9 +382,16 @@ static int replay_one(void *arg, uint64_t seq, const void *rec, size_t len)
 	switch (it.op) {
 	case TFS_I_RENAME:   rc = replay_rename(fs, &it); break;
 	case TFS_I_LINK:     rc = replay_link(fs, &it); break;
-	case TFS_I_TRUNCATE: rc = replay_truncate(fs, &it); break;
+	case TFS_I_TRUNCATE: rc = replay_truncate(rp, &it); break;
 	case TFS_I_XATTR:    rc = replay_xattr(fs, &it); break;
 	default:             rc = reconcile_all(fs, it.path); break;
+	}
+	if (rc == -EAGAIN && rp->nmark == MARKS_MAX) {
+		free(p1);
+		free(p2);
+		rp->full = true;
+		rp->from = seq;
+		return 1;	/* stop: the marks go in, and a pass goes on from here */
 	}
 	tfs_info("recovery: intent %" PRIu64 " (op %u, '%s'%s%s): %s", seq, it.op, it.path,
 		 it.path2[0] ? " -> " : "", it.path2, rc ? strerror(-rc) : "repaired");
@@ -360,6 +410,7 @@ static int delete_one(void *arg, uint64_t seq, const void *rec, size_t len)
 
 int tfs_replay(struct tfs_fs *fs)
 {
+	struct replay *rp;
 	uint64_t count = 0;
 	int rc = tfs_meta_intent_count(fs->meta, &count);
 
@@ -367,7 +418,21 @@ int tfs_replay(struct tfs_fs *fs)
 		return rc;
 	tfs_warn("recovery: %" PRIu64 " namespace change(s) were interrupted; finishing them",
 		 count);
-	rc = tfs_meta_intent_foreach(fs->meta, replay_one, fs);
+	rp = calloc(1, sizeof(*rp));
+	if (!rp)
+		return -ENOMEM;
+	rp->fs = fs;
+	do {
+		rp->nmark = 0;
+		rp->full = false;
+		rc = tfs_meta_intent_foreach(fs->meta, replay_one, rp);
+		if (rc > 0)
+			rc = 0;
+		for (unsigned i = 0; i < rp->nmark && rc == 0; i++)
+			rc = tfs_meta_set_put(fs->meta, TFS_SET_MARK, rp->mark[i][0],
+					      rp->mark[i][1]);
+	} while (rc == 0 && rp->full);
+	free(rp);
 	if (rc)
 		return rc;
 	for (;;) {

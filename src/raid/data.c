@@ -45,6 +45,7 @@
 
 #include "tierfs/cache.h"
 #include "tierfs/log.h"
+#include "tierfs/meta.h"
 #include "tierfs/ns.h"
 #include "tierfs/super.h"
 
@@ -288,6 +289,15 @@ ssize_t tfs_data_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, con
 
 int tfs_data_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 {
+	/* a truncate's retired intent first (ns.h, trunc_gen): if the
+	 * retirement were lost, the next mount would replay the truncate over
+	 * what this fsync makes durable */
+	int rc = fs->meta ? tfs_meta_sync_to(fs->meta, __atomic_load_n(&in->trunc_gen,
+									 __ATOMIC_RELAXED))
+			  : 0;
+
+	if (rc)
+		return rc;
 	return cached(fs) ? tfs_cache_fsync(fs, in, datasync) : tfs_raid_fsync(fs, in, datasync);
 }
 
@@ -585,6 +595,29 @@ int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 		rc = run_batch(fs, in, v, n, false);
 	} while (rc == -EAGAIN);
 	return rc;
+}
+
+int tfs_raid_grow(struct tfs_fs *fs, struct tfs_inode *in, uint64_t size)
+{
+	int rc = tfs_ns_fill(fs, in), grown = 0;
+
+	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {	/* in->of: pinned by the caller */
+		uint64_t share = tfs_layout_share(&fs->layout, in->rot, k, size);
+		struct stat st;
+
+		if (!tfs_m_writable(fs, k) || in->of->fd[k] < 0)
+			continue;
+		rc = OPS(fs)->fstat(BE(fs), k, in->of->fd[k], &st);
+		if (rc == 0 && (uint64_t)st.st_size < share) {
+			rc = OPS(fs)->ftruncate(BE(fs), k, in->of->fd[k], share);
+			grown++;
+		}
+		if (rc && k != tfs_primary(fs) && tfs_member_fail(fs, k, rc, "grow"))
+			rc = 0;
+	}
+	if (rc == 0 && grown)
+		rc = tfs_ns_save_size(fs, in);
+	return rc ? rc : grown;
 }
 
 /* The RAID part of fallocate (mode checked by tfs_data_fallocate). */

@@ -1223,12 +1223,27 @@ static int row_fix(struct req *q, struct row *rw, uint64_t fid, enum tfs_stripe_
 			return 0;
 		if (who >= 0 && who < (int)q->nd) {
 			unsigned miss = (unsigned)who;
+			uint64_t in_row = (uint64_t)who * q->C;
 			void *all[TFS_MAX_MEMBERS];
+			int rc;
 
 			for (uint32_t pos = 0; pos < q->npos; pos++)
 				all[pos] = rw->blk[pos];
 			rw->fix |= 1u << who;
-			return tfs_parity_recover(all, q->nd, q->np, &miss, 1, span);
+			rc = tfs_parity_recover(all, q->nd, q->np, &miss, 1, span);
+			if (rc || rw->rowlen >= in_row + span)
+				return rc;
+			/* the chunk crosses the file's end, past which every byte
+			 * is zero whatever the parity says (a truncate cut them,
+			 * and a replayed one leaves the parity covering them):
+			 * only what is inside the file is recovered, and the
+			 * parity is made to follow */
+			memset((char *)rw->blk[who] + (rw->rowlen > in_row ? rw->rowlen - in_row : 0),
+			       0, span - (rw->rowlen > in_row ? rw->rowlen - in_row : 0));
+			tfs_parity_gen(all, q->nd, q->np, span);
+			for (uint32_t j = 0; j < q->np; j++)
+				rw->fix |= 1u << (q->nd + j);
+			return 0;
 		}
 		for (uint32_t j = 0; j < q->np; j++) {
 			memcpy(rw->blk[q->nd + j], blk[q->nd + j], span);

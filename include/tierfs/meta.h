@@ -31,13 +31,15 @@ int tfs_meta_add(struct tfs_meta *mt, const char *dir, uint32_t tag);
 int tfs_meta_sync(struct tfs_meta *mt);
 /* The journal's commit generation: it grows with every write transaction. */
 uint64_t tfs_meta_gen(struct tfs_meta *mt);
-/* Make every commit up to generation gen durable, and every intent whose
- * deletion failed deleted: a no-op (no lock, no sync) when both are so. */
+/* Make every commit up to generation gen durable, and every retired intent
+ * deleted: a no-op (no lock, no sync) when both are so. */
 int tfs_meta_sync_to(struct tfs_meta *mt, uint64_t gen);
 
 /* Intent log: records of namespace operations that may be half-applied. */
 int tfs_meta_intent_add(struct tfs_meta *mt, const void *rec, size_t len, uint64_t *seq);
 int tfs_meta_intent_del(struct tfs_meta *mt, uint64_t seq);
+/* The change of intent seq is done: the next write transaction deletes it. */
+void tfs_meta_intent_retire(struct tfs_meta *mt, uint64_t seq);
 typedef int (*tfs_meta_intent_cb)(void *arg, uint64_t seq, const void *rec, size_t len);
 /* Visit intents oldest first; stops at the first non-zero return.  Visitors
  * (here and in set_foreach) must not write to the journal. */

@@ -52,6 +52,16 @@
  *  5. A full map is grown (doubled) under wlock and the transaction retried;
  *     callers never see MDB_MAP_FULL.
  *  6. Reads use the first live copy; readers never block the writer (MVCC).
+ *  7. An intent retired (its change is on every member) is deleted by the
+ *     next write transaction, whatever it is for: a namespace change costs
+ *     one commit (its intent's add, carrying the previous changes'
+ *     deletions), not two.  Until then a crash leaves it to be replayed,
+ *     and replaying a finished change is a no-op (replay.c: the members
+ *     already agree with the primary), except a truncate's, which ns.c
+ *     deletes at once (tfs_meta_intent_del) and whose deletion an fsync of
+ *     the file makes durable (tfs_meta_sync_to).  tfs_meta_sync_to and a
+ *     clean close commit the retired ones; beyond RETIRED_MAX a retirement
+ *     commits them first.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -83,18 +93,21 @@ struct store {
 	int headroom_err;		/* the last fallocate refusal, logged once */
 };
 
-#define STALE_MAX 256
+#define RETIRED_MAX 256
 
 struct tfs_meta {
 	pthread_mutex_t wlock;
 	uint64_t next_seq;
 	unsigned n;
 	struct store st[TFS_META_MAX];
-	unsigned nstale;		/* intents to delete (intent_txn), under wlock */
-	uint64_t stale[STALE_MAX];
+	unsigned nretired;		/* intents the next write txn deletes (wlock) */
+	uint64_t retired[RETIRED_MAX];
 	uint64_t gen;			/* write transactions begun, under wlock */
 	uint64_t synced;		/* gen at the last sync of every copy (atomic) */
 };
+
+static int sync_locked(struct tfs_meta *mt);
+static int retired_commit_locked(struct tfs_meta *mt);
 
 int tfs_mdb_errno(int rc)
 {
@@ -368,8 +381,14 @@ int tfs_meta_open(const char *const *dirs, const uint32_t *tags, unsigned n,
 
 void tfs_meta_close(struct tfs_meta *mt)
 {
+	int rc;
+
 	if (!mt)
 		return;
+	/* a clean stop leaves nothing to replay */
+	if (mt->nretired && ((rc = retired_commit_locked(mt)) || (rc = sync_locked(mt))))
+		tfs_warn("journal: %u finished change(s) left in it (replayed, as no-ops, at "
+			 "the next mount): %s", mt->nretired, strerror(-rc));
 	for (unsigned i = 0; i < mt->n; i++)
 		store_close(&mt->st[i]);
 	pthread_mutex_destroy(&mt->wlock);
@@ -459,27 +478,35 @@ int tfs_meta_sync(struct tfs_meta *mt)
 typedef int (*txn_fn)(struct store *s, MDB_txn *txn, void *arg);
 
 struct store_call {
+	const struct tfs_meta *mt;
 	struct store *s;
 	txn_fn fn;
 	void *arg;
 };
 
+static int intent_del_key(struct store *s, MDB_txn *txn, uint64_t seq);
+
+/* The retired intents go with every transaction (invariant 7). */
 static int store_call(MDB_txn *txn, void *arg)
 {
 	struct store_call *c = arg;
+	int rc = 0;
 
-	return c->fn(c->s, txn, c->arg);
+	for (unsigned i = 0; i < c->mt->nretired && rc == 0; i++)
+		rc = intent_del_key(c->s, txn, c->mt->retired[i]);
+	return rc ? rc : c->fn(c->s, txn, c->arg);
 }
 
-static int store_txn(struct store *s, txn_fn fn, void *arg)
+static int store_txn(const struct tfs_meta *mt, struct store *s, txn_fn fn, void *arg)
 {
-	struct store_call c = { s, fn, arg };
+	struct store_call c = { mt, s, fn, arg };
 
 	/* readers hold wlock too (db_foreach): no map lock needed */
 	return tfs_mdb_write(s->env, &s->mapsize, NULL, store_call, &c, "journal");
 }
 
 struct copy_job {
+	const struct tfs_meta *mt;
 	struct store *s;
 	txn_fn fn;
 	void *arg;
@@ -490,7 +517,7 @@ static void *copy_main(void *arg)
 {
 	struct copy_job *j = arg;
 
-	j->rc = store_txn(j->s, j->fn, j->arg);
+	j->rc = store_txn(j->mt, j->s, j->fn, j->arg);
 	if (j->rc == 0)
 		store_headroom(j->s);
 	return NULL;
@@ -511,7 +538,7 @@ static int write_txn_locked(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync
 	/* counted before it starts: a failed one may have committed somewhere */
 	__atomic_store_n(&mt->gen, mt->gen + 1, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < mt->n; i++) {
-		job[i] = (struct copy_job){ &mt->st[i], fn, arg, 0 };
+		job[i] = (struct copy_job){ mt, &mt->st[i], fn, arg, 0 };
 		if (i > 0)
 			started[i] = pthread_create(&th[i], NULL, copy_main, &job[i]) == 0;
 	}
@@ -525,6 +552,8 @@ static int write_txn_locked(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync
 	for (unsigned i = 0; i < mt->n && rc == 0; i++)
 		rc = job[i].rc;
 	rc = tfs_mdb_errno(rc);
+	if (rc == 0)	/* every copy deleted them */
+		__atomic_store_n(&mt->nretired, 0, __ATOMIC_RELAXED);
 	if (rc == 0 && sync)
 		rc = sync_locked(mt);
 	return rc;
@@ -550,11 +579,9 @@ static int read_txn(struct tfs_meta *mt, MDB_txn **txn)
 /* Intent log                                                          */
 /* ------------------------------------------------------------------ */
 
-/* An intent whose add or delete failed (a full member filesystem) may be
- * in some copies: it is deleted with the next intent transaction that
- * works.  Left over it would only replay as a no-op at the next mount (the
- * change it names was finished or never started), but the journal should
- * not keep collecting them. */
+/* Intents whose change is done are retired (tfs_meta_intent_retire): the
+ * next write transaction of any kind deletes them (invariant 7).  So is an
+ * intent whose add or delete failed, which may be in some copies. */
 struct intent_op {
 	struct tfs_meta *mt;
 	uint64_t seq;
@@ -576,17 +603,24 @@ static int intent_del_key(struct store *s, MDB_txn *txn, uint64_t seq)
 static int intent_fn(struct store *s, MDB_txn *txn, void *arg)
 {
 	struct intent_op *op = arg;
-	struct tfs_meta *mt = op->mt;
 	unsigned char key[8];
 	MDB_val k = { 8, key }, v = { op->len, (void *)op->rec };
-	int rc = 0;
 
-	for (unsigned i = 0; i < mt->nstale && rc == 0; i++)
-		rc = intent_del_key(s, txn, mt->stale[i]);
-	if (rc || !op->rec)
-		return rc ? rc : intent_del_key(s, txn, op->seq);
+	if (!op->rec)
+		return intent_del_key(s, txn, op->seq);
 	tfs_be64(op->seq, key);
 	return mdb_put(txn, s->dbi[DB_INTENT], &k, &v, 0);
+}
+
+/* seq goes with the next write transaction; wlock held.  Beyond
+ * RETIRED_MAX it stays in the journal and is replayed, as a no-op, at the
+ * next mount. */
+static void retire_locked(struct tfs_meta *mt, uint64_t seq)
+{
+	if (mt->nretired < RETIRED_MAX) {
+		mt->retired[mt->nretired] = seq;
+		__atomic_store_n(&mt->nretired, mt->nretired + 1, __ATOMIC_RELAXED);
+	}
 }
 
 static int intent_txn(struct tfs_meta *mt, struct intent_op *op)
@@ -595,12 +629,8 @@ static int intent_txn(struct tfs_meta *mt, struct intent_op *op)
 
 	pthread_mutex_lock(&mt->wlock);
 	rc = write_txn_locked(mt, intent_fn, op, false);
-	if (rc == 0) {
-		__atomic_store_n(&mt->nstale, 0, __ATOMIC_RELAXED);
-	} else if (mt->nstale < STALE_MAX) {	/* beyond: replayed at mount */
-		mt->stale[mt->nstale] = op->seq;
-		__atomic_store_n(&mt->nstale, mt->nstale + 1, __ATOMIC_RELAXED);
-	}
+	if (rc)		/* it may be in some copies */
+		retire_locked(mt, op->seq);
 	pthread_mutex_unlock(&mt->wlock);
 	return rc;
 }
@@ -623,6 +653,24 @@ int tfs_meta_intent_del(struct tfs_meta *mt, uint64_t seq)
 	return intent_txn(mt, &op);
 }
 
+void tfs_meta_intent_retire(struct tfs_meta *mt, uint64_t seq)
+{
+	pthread_mutex_lock(&mt->wlock);
+	if (mt->nretired == RETIRED_MAX)	/* make room: commit them */
+		(void)write_txn_locked(mt, intent_fn, &(struct intent_op){ mt, 0, NULL, 0 }, false);
+	retire_locked(mt, seq);
+	pthread_mutex_unlock(&mt->wlock);
+}
+
+/* The retired intents deleted (committed, not synced); wlock held.  Seq 0
+ * is never an intent's: the transaction carries only them. */
+static int retired_commit_locked(struct tfs_meta *mt)
+{
+	if (!mt->nretired)
+		return 0;
+	return write_txn_locked(mt, intent_fn, &(struct intent_op){ mt, 0, NULL, 0 }, false);
+}
+
 uint64_t tfs_meta_gen(struct tfs_meta *mt)
 {
 	return __atomic_load_n(&mt->gen, __ATOMIC_RELAXED);
@@ -633,14 +681,10 @@ int tfs_meta_sync_to(struct tfs_meta *mt, uint64_t gen)
 	int rc = 0;
 
 	if (__atomic_load_n(&mt->synced, __ATOMIC_ACQUIRE) >= gen &&
-	    __atomic_load_n(&mt->nstale, __ATOMIC_RELAXED) == 0)
+	    __atomic_load_n(&mt->nretired, __ATOMIC_RELAXED) == 0)
 		return 0;
 	pthread_mutex_lock(&mt->wlock);
-	if (mt->nstale) {	/* intent_fn deletes them; seq 0 is never used */
-		rc = write_txn_locked(mt, intent_fn, &(struct intent_op){ mt, 0, NULL, 0 }, false);
-		if (rc == 0)
-			__atomic_store_n(&mt->nstale, 0, __ATOMIC_RELAXED);
-	}
+	rc = retired_commit_locked(mt);
 	if (rc == 0 && __atomic_load_n(&mt->synced, __ATOMIC_ACQUIRE) < mt->gen)
 		rc = sync_locked(mt);
 	pthread_mutex_unlock(&mt->wlock);

@@ -125,12 +125,20 @@ out:
 	return len < 0 ? len : 0;
 }
 
-/* Retire the intent of a change every member has now.  If the journal
- * refuses, the change stands (it is done) and the record is deleted with
- * the next intent transaction that works (meta.c), or replayed as a no-op
- * at the next mount: either way nothing is lost, so a full member
- * filesystem is a warning. */
+/* Retire the intent of a change every member has now: the journal's next
+ * write deletes it (meta.c invariant 7).  Replayed after a crash before
+ * that, it is a no-op: the members agree already. */
 static void intent_end(struct tfs_fs *fs, uint64_t seq)
+{
+	if (seq)
+		tfs_meta_intent_retire(fs->meta, seq);
+}
+
+/* A truncate's intent is deleted at once: replayed, it would cut what the
+ * file got since.  If the journal refuses, the record goes with the next
+ * transaction that works (meta.c); meanwhile the file's fsync fails
+ * (tfs_meta_sync_to), so nothing it covers can be cut by a replay. */
+static void truncate_intent_end(struct tfs_fs *fs, uint64_t seq)
 {
 	int rc;
 
@@ -813,7 +821,7 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 			return rc;
 	}
 	if (cached && seq && (rc = tfs_meta_sync(fs->meta)) != 0) {
-		intent_end(fs, seq);
+		truncate_intent_end(fs, seq);
 		return rc;
 	}
 	if (fs->cache)	/* the SSD tier; its flusher stays off the file */
@@ -840,7 +848,7 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 			tfs_rows_unlock(fs, held, nheld);
 		if (fs->cache)
 			tfs_cache_zero_end(fs, in, 0, 0);
-		intent_end(fs, seq);
+		truncate_intent_end(fs, seq);
 		return rc;
 	}
 	/* parity levels: the bytes cut from the new last row are zeroed
@@ -871,7 +879,7 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 	 * drop may already be (any durability point commits it) */
 	if (rc == 0 && cached)
 		rc = tfs_raid_fsync(fs, in, true);
-	intent_end(fs, seq);
+	truncate_intent_end(fs, seq);
 	if (seq)	/* the retirement is durable before the file's next fsync */
 		__atomic_store_n(&in->trunc_gen, tfs_meta_gen(fs->meta), __ATOMIC_RELAXED);
 	pthread_mutex_lock(&in->lock);

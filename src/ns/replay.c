@@ -416,7 +416,7 @@ int tfs_replay(struct tfs_fs *fs)
 
 	if (rc || count == 0)
 		return rc;
-	tfs_warn("recovery: %" PRIu64 " namespace change(s) were interrupted; finishing them",
+	tfs_warn("recovery: %" PRIu64 " namespace change(s) may be unfinished; finishing them",
 		 count);
 	rp = calloc(1, sizeof(*rp));
 	if (!rp)

@@ -224,12 +224,18 @@ int c_journal_drain(struct tfs_cache *c)
 	n = c->njq;
 	c->jq = NULL;
 	c->njq = c->jcap = 0;
-	if (n)
-		c->journal_dirty = true;
 	pthread_mutex_unlock(&c->lock);
 	for (i = 0; i < n && rc == 0; i++)
 		rc = q[i].put ? tfs_meta_set_put(c->fs->meta, TFS_SET_CDIRTY, q[i].fid, 0)
 			      : tfs_meta_set_del(c->fs->meta, TFS_SET_CDIRTY, q[i].fid, 0);
+	if (n) {	/* what the next journal sync must cover (a failed one too) */
+		uint64_t gen = tfs_meta_gen(c->fs->meta);
+
+		pthread_mutex_lock(&c->lock);
+		if (gen > c->jgen)
+			c->jgen = gen;
+		pthread_mutex_unlock(&c->lock);
+	}
 	/* a change that failed is tried again by the next drain (the
 	 * flusher's at the latest), in order; meanwhile writes fail */
 	if (rc && rc != c->journal_err)
@@ -1379,21 +1385,23 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 /* fsync, truncate, unlink                                             */
 /* ------------------------------------------------------------------ */
 
+/* The CDIRTY changes drained so far made durable.  By generation, not by
+ * a flag: an fsync that finds another one's journal sync in flight waits
+ * for it (tfs_meta_sync_to takes the journal's lock) instead of returning
+ * before its file's entry is durable. */
 int c_journal_sync(struct tfs_cache *c)
 {
-	bool need;
+	uint64_t gen;
 	int rc = c_journal_drain(c), r;
 
 	pthread_mutex_lock(&c->lock);
-	need = c->journal_dirty;
-	c->journal_dirty = false;
+	gen = c->jgen;
 	pthread_mutex_unlock(&c->lock);
-	if (!need)
-		return rc;
-	r = tfs_meta_sync(c->fs->meta);
+	r = tfs_meta_sync_to(c->fs->meta, gen);
 	pthread_mutex_lock(&c->lock);
+	if (r == 0 && gen > c->jsynced)
+		c->jsynced = gen;
 	if (r) {
-		c->journal_dirty = true;	/* synced by the next one */
 		if (r != c->jsync_err)
 			tfs_err("cache %s: journal sync failed: %s (the files with dirty data may "
 				"not be named after a power loss; fsync fails until it works)",

@@ -130,7 +130,8 @@ struct tfs_cache {
 	 * ones wait until the detach is decided (cache.c invariant 8) */
 	unsigned writers;
 	bool gate;
-	bool journal_dirty;		/* CDIRTY changes not synced yet */
+	uint64_t jgen;			/* journal generation after the last CDIRTY change */
+	uint64_t jsynced;		/* jgen the last journal sync covered */
 	int journal_err;		/* last drain's error (jlock), logged once */
 	int jsync_err;			/* last journal sync's error, logged once */
 	/* CDIRTY changes decided under c->lock, applied in order outside it

@@ -591,7 +591,7 @@ static void *flusher(void *arg)
 		struct cfile *f;
 		int64_t r;
 
-		if (c->journal_dirty || c->njq) {
+		if (c->jgen > c->jsynced || c->njq) {
 			pthread_mutex_unlock(&c->lock);
 			(void)c_journal_sync(c);	/* logged once; stays queued */
 			pthread_mutex_lock(&c->lock);

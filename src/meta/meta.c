@@ -59,9 +59,10 @@
  *     and replaying a finished change is a no-op (replay.c: the members
  *     already agree with the primary), except a truncate's, which ns.c
  *     deletes at once (tfs_meta_intent_del) and whose deletion an fsync of
- *     the file makes durable (tfs_meta_sync_to).  tfs_meta_sync_to and a
- *     clean close commit the retired ones; beyond RETIRED_MAX a retirement
- *     commits them first.
+ *     the file makes durable (tfs_meta_sync_to; if that deletion failed,
+ *     tfs_meta_sync_to commits the retired ones first, or fails).  A clean
+ *     close commits them; beyond RETIRED_MAX a retirement commits them
+ *     first.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -101,6 +102,7 @@ struct tfs_meta {
 	unsigned n;
 	struct store st[TFS_META_MAX];
 	unsigned nretired;		/* intents the next write txn deletes (wlock) */
+	bool refused;			/* one of them is a deletion that failed (atomic) */
 	uint64_t retired[RETIRED_MAX];
 	uint64_t gen;			/* write transactions begun, under wlock */
 	uint64_t synced;		/* gen at the last sync of every copy (atomic) */
@@ -552,8 +554,10 @@ static int write_txn_locked(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync
 	for (unsigned i = 0; i < mt->n && rc == 0; i++)
 		rc = job[i].rc;
 	rc = tfs_mdb_errno(rc);
-	if (rc == 0)	/* every copy deleted them */
+	if (rc == 0) {	/* every copy deleted them */
 		__atomic_store_n(&mt->nretired, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&mt->refused, false, __ATOMIC_RELAXED);
+	}
 	if (rc == 0 && sync)
 		rc = sync_locked(mt);
 	return rc;
@@ -629,8 +633,11 @@ static int intent_txn(struct tfs_meta *mt, struct intent_op *op)
 
 	pthread_mutex_lock(&mt->wlock);
 	rc = write_txn_locked(mt, intent_fn, op, false);
-	if (rc)		/* it may be in some copies */
+	if (rc) {	/* it may be in some copies */
 		retire_locked(mt, op->seq);
+		if (!op->rec)
+			__atomic_store_n(&mt->refused, true, __ATOMIC_RELAXED);
+	}
 	pthread_mutex_unlock(&mt->wlock);
 	return rc;
 }
@@ -681,10 +688,11 @@ int tfs_meta_sync_to(struct tfs_meta *mt, uint64_t gen)
 	int rc = 0;
 
 	if (__atomic_load_n(&mt->synced, __ATOMIC_ACQUIRE) >= gen &&
-	    __atomic_load_n(&mt->nretired, __ATOMIC_RELAXED) == 0)
+	    !__atomic_load_n(&mt->refused, __ATOMIC_RELAXED))
 		return 0;
 	pthread_mutex_lock(&mt->wlock);
-	rc = retired_commit_locked(mt);
+	if (mt->refused)	/* a truncate's, maybe: it must go first */
+		rc = retired_commit_locked(mt);
 	if (rc == 0 && __atomic_load_n(&mt->synced, __ATOMIC_ACQUIRE) < mt->gen)
 		rc = sync_locked(mt);
 	pthread_mutex_unlock(&mt->wlock);

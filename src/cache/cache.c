@@ -64,6 +64,7 @@
 #include <unistd.h>
 
 #include "tierfs/cache.h"
+#include "tierfs/hash.h"
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
 #include "tierfs/ns.h"
@@ -93,19 +94,9 @@ uint32_t c_now(void)
 	return (uint32_t)(ts.tv_sec * 16 + ts.tv_nsec / (1000000000 / 16));
 }
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
-}
-
 uint64_t c_ekey(uint64_t fid, uint64_t idx)
 {
-	return mix64(fid * 0x9e3779b97f4a7c15ull ^ mix64(idx + 1));
+	return tfs_mix64(fid * TFS_GOLDEN64 ^ tfs_mix64(idx + 1));
 }
 
 /* Per-thread 4K-aligned scratch, separate from data.c's tfs_iobuf (the
@@ -259,7 +250,7 @@ int c_journal_drain(struct tfs_cache *c)
 
 struct cfile *c_file_find(struct tfs_cache *c, uint64_t fid)
 {
-	struct cfile *f = c->ftab[mix64(fid) & c->fmask];
+	struct cfile *f = c->ftab[tfs_mix64(fid) & c->fmask];
 
 	while (f && f->fid != fid)
 		f = f->next;
@@ -279,7 +270,7 @@ struct cfile *c_file_get(struct tfs_cache *c, uint64_t fid)
 	f->fid = fid;
 	f->head = f->fcur = C_NONE;
 	pthread_mutex_init(&f->flock, NULL);
-	h = (uint32_t)(mix64(fid) & c->fmask);
+	h = (uint32_t)(tfs_mix64(fid) & c->fmask);
 	f->next = c->ftab[h];
 	c->ftab[h] = f;
 	c->nfiles++;
@@ -299,7 +290,7 @@ void c_file_maybe_free(struct tfs_cache *c, struct cfile *f)
 	}
 	if (f->journaled)
 		journal_queue(c, f->fid, false);
-	for (pp = &c->ftab[mix64(f->fid) & c->fmask]; *pp != f; pp = &(*pp)->next)
+	for (pp = &c->ftab[tfs_mix64(f->fid) & c->fmask]; *pp != f; pp = &(*pp)->next)
 		;
 	*pp = f->next;
 	c->nfiles--;

@@ -37,6 +37,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "tierfs/hash.h"
 #include "tierfs/policy.h"
 
 #define NIL UINT32_MAX
@@ -119,10 +120,7 @@ static void list_move_head(struct tfs_policy *p, uint8_t q, uint32_t s)
 
 static uint32_t ghost_hash(const struct tfs_policy *p, uint64_t key)
 {
-	key ^= key >> 33;
-	key *= 0xff51afd7ed558ccdull;
-	key ^= key >> 33;
-	return (uint32_t)key & p->gmask;
+	return (uint32_t)tfs_mix64(key) & p->gmask;
 }
 
 /* Table index of key, or NIL. */

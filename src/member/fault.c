@@ -73,6 +73,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tierfs/hash.h"
 #include "tierfs/layout.h"
 #include "tierfs/log.h"
 #include "tierfs/member.h"
@@ -135,12 +136,7 @@ static void injected(struct fault *f, uint32_t m, const char *op, const char *wh
 /* splitmix64 over a shared counter (invariant 2): a draw in [0, 1). */
 static double draw(struct fault *f)
 {
-	uint64_t z = atomic_fetch_add(&f->rng, 0x9E3779B97F4A7C15ull) + 0x9E3779B97F4A7C15ull;
-
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	z ^= z >> 31;
-	return (double)(z >> 11) * 0x1.0p-53;
+	return tfs_unit(tfs_splitmix64(atomic_fetch_add(&f->rng, TFS_GOLDEN64) + TFS_GOLDEN64));
 }
 
 static bool chance(struct fault *f, double p)

@@ -44,6 +44,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "tierfs/hash.h"
 #include "tierfs/log.h"
 #include "tierfs/powercut.h"
 
@@ -340,13 +341,9 @@ void tfs_pcut_tick(void)
 /* splitmix64 of (seed, key, block): kept with probability keep (inv. 4). */
 static bool kept(uint64_t seed, uint64_t key, uint64_t block, double keep)
 {
-	uint64_t z = seed ^ (key * 0x9E3779B97F4A7C15ull) ^ (block * 0xC2B2AE3D27D4EB4Full);
+	uint64_t z = seed ^ (key * TFS_GOLDEN64) ^ (block * 0xC2B2AE3D27D4EB4Full);
 
-	z += 0x9E3779B97F4A7C15ull;
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	z ^= z >> 31;
-	return (double)(z >> 11) * 0x1.0p-53 < keep;
+	return tfs_unit(tfs_splitmix64(z + TFS_GOLDEN64)) < keep;
 }
 
 static uint64_t path_key(const char *p)

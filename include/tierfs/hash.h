@@ -1,0 +1,39 @@
+/* hash.h - 64-bit integer mixers, for hash tables and seeded draws.
+ *
+ * tfs_mix64: MurmurHash3's 64-bit finalizer (every input bit flips each
+ * output bit with probability about 1/2): hash-table indexes.
+ * tfs_splitmix64: the finalizer of Vigna's splitmix64; fed a counter
+ * advanced by TFS_GOLDEN64, a PRNG whose draws are reproducible from a
+ * seed (fault injection, the power-cut model).
+ */
+#ifndef TIERFS_HASH_H
+#define TIERFS_HASH_H
+
+#include <stdint.h>
+
+#define TFS_GOLDEN64 0x9E3779B97F4A7C15ull	/* 2^64 / golden ratio, odd */
+
+static inline uint64_t tfs_mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
+}
+
+static inline uint64_t tfs_splitmix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+/* A draw in [0, 1) from a mixed value. */
+static inline double tfs_unit(uint64_t z)
+{
+	return (double)(z >> 11) * 0x1.0p-53;
+}
+
+#endif

@@ -198,3 +198,26 @@ def test_crash_without_drop_unsynced_keeps_everything(make_array):
         os.mkdir(m.path / "d")
     m.wait_dead()
     assert (mount(a).path / "f").read_bytes() == data
+
+
+def test_identity_read_error_is_not_taken_for_no_identity(make_array):
+    """ns.c target_stat: the lookup's open of a file failing (EIO, once)
+    gave the file identity 0 for as long as its inode lived, so on RAID0 its
+    chunks were read (and would have been written) at another file's
+    rotation: wrong bytes, no error.  Now the lookup fails with the error
+    and the next one reads the identity.  Three files cover every rotation."""
+    a = make_array("raid0", 3, "4K")
+    m = mount(a)
+    files = {f"f{i}": os.urandom(48 * KIB) for i in range(3)}
+    for n, b in files.items():
+        (m.path / n).write_bytes(b)
+    m.stop()
+    for n, b in files.items():
+        m = mount(a, env={"TIERFS_FAULT": f"eio_at=openat:{n}:1"}, expect_errors=True)
+        try:
+            os.stat(m.path / n)
+        except OSError as e:
+            assert e.errno == errno.EIO, e
+        assert (m.path / n).read_bytes() == b, f"{n}: wrong bytes after a failed lookup"
+        assert "fault: EIO on member" in m.log(), "the fault was not injected"
+        m.stop()

@@ -573,6 +573,15 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 		}
 		if (fd >= 0 && !t->pinned)
 			close(fd);
+		if (rc && rc != -ENODATA) {
+			/* not read (EIO, EMFILE, ...): no identity is taken, or
+			 * the file's data would be placed by another's rotation;
+			 * the next lookup tries again */
+			pthread_mutex_unlock(&in->lock);
+			tfs_warn("file '%s': its identity on member %u cannot be read: %s",
+				 t->loc.name, p, strerror(-rc));
+			return rc;
+		}
 		if (rc)
 			tfs_warn("file '%s' (inode %llu) has no identity on member %u (%s); using 0",
 				 t->loc.name, (unsigned long long)in->ino, p, strerror(-rc));

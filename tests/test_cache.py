@@ -1865,9 +1865,12 @@ def test_restart_walk_retries_a_file_it_could_not_identify(make_array, tmp_path)
     for k in range(3):
         os.unlink(member_path(a, k, "gone"))
     m.env = {"TIERFS_FAULT": "eio_at=openat:f1:1"}
+    m.expect_errors = True          # the walk that met the EIO says so (checked below)
     m.start()
     wait_stat(a.mnt, "unresolved_files", 0)
     assert "fault: EIO on member" in m.log(), "the fault was not injected"
+    errors = [l for l in m.log().splitlines() if ": error:" in l]
+    assert all("not found yet: Input/output error" in l for l in errors), errors
     said = [l for l in m.log().splitlines() if "no longer exists" in l]
     assert len(said) == 1, said
     assert not os.path.exists(os.path.join(a.mnt, "gone"))

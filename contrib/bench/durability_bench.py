@@ -31,6 +31,10 @@ the next cell's syncs):
   create      --files (3000) files of 4 KiB, each open(O_CREAT|O_EXCL) +
               write + close, in one new directory: files per second.
   create_fsync  the same with an fsync of each file before its close.
+  create_par, create_fsync_par  the same from --threads (8) threads, each
+              in a directory of its own (creates in one directory are
+              serialised by the kernel's directory lock): what concurrent
+              namespace changes share (the journal's group commit).
 
 Every cell also records the daemon's user+system CPU per request
 (/proc/PID/stat, all threads; a request is a fio I/O, a write+sync pair, or
@@ -62,6 +66,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import types
 
@@ -98,6 +103,10 @@ METRICS = [
     ("create_cpu_us", "daemon CPU us/file"),
     ("create_fsync_per_s", "files/s, higher is better"),
     ("create_fsync_cpu_us", "daemon CPU us/file"),
+    ("create_par_per_s", "files/s, higher is better"),
+    ("create_par_cpu_us", "daemon CPU us/file"),
+    ("create_fsync_par_per_s", "files/s, higher is better"),
+    ("create_fsync_par_cpu_us", "daemon CPU us/file"),
 ]
 
 
@@ -272,27 +281,43 @@ def plain_syncs(args):
     return "plain file in %s (no tierfs): %s" % (args.tmpdir, "; ".join(out))
 
 
-def cell_create(args, arr, row, name, fsync):
+def cell_create(args, arr, row, name, fsync, threads=1):
     top = os.path.join(arr.mnt, name)
-    os.mkdir(top)
+    dirs = [os.path.join(top, "t%d" % t) for t in range(threads)]
+    for d in [top] + dirs:
+        os.mkdir(d)
     payload = (b"tierfs-durability-" * (BS // 18 + 1))[:BS]
     flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC
+    failed = []
+
+    def creator(t):
+        try:
+            for i in range(t, args.files, threads):
+                fd = os.open(os.path.join(dirs[t], "f%05d" % i), flags, 0o644)
+                try:
+                    if os.write(fd, payload) != BS:
+                        raise RuntimeError("%s: short write" % name)
+                    if fsync:
+                        os.fsync(fd)
+                finally:
+                    os.close(fd)
+        except Exception as e:      # reported below, after the others end
+            failed.append(e)
+
     clean(args, arr, name)
     with Cell(arr, row, name) as c:
         t0 = time.monotonic()
-        for i in range(args.files):
-            fd = os.open(os.path.join(top, "f%05d" % i), flags, 0o644)
-            try:
-                if os.write(fd, payload) != BS:
-                    raise RuntimeError("%s: short write" % name)
-                if fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
+        ts = [threading.Thread(target=creator, args=(t,)) for t in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
         dt = time.monotonic() - t0
         c.done(args.files)
+    if failed:
+        raise failed[0]
     row[name + "_per_s"] = round(args.files / dt, 1)
-    got = len(os.listdir(top))
+    got = sum(len(os.listdir(d)) for d in dirs)
     if got != args.files:
         raise RuntimeError("%s: %d files listed, %d created" % (name, got, args.files))
 
@@ -315,6 +340,8 @@ def one(args, label, build, rnd):
         cell_sync(args, arr, row, "fdatasync", os.fdatasync)
         cell_create(args, arr, row, "create", False)
         cell_create(args, arr, row, "create_fsync", True)
+        cell_create(args, arr, row, "create_par", False, args.threads)
+        cell_create(args, arr, row, "create_fsync_par", True, args.threads)
         errs = arr.errors()
         row["daemon_errors"] = len(errs)
         if errs:
@@ -402,6 +429,7 @@ def main():
                          "watermark (70%%) without an eviction")
     ap.add_argument("--syncs", type=int, default=500, help="write+sync pairs per sync cell")
     ap.add_argument("--files", type=int, default=3000, help="files per create cell")
+    ap.add_argument("--threads", type=int, default=8, help="creators in the _par cells")
     ap.add_argument("--drain-timeout", type=float, default=300)
     ap.add_argument("--tmpdir", default=None, help="where the arrays go ($TMPDIR or /tmp)")
     ap.add_argument("--out", default=os.path.join(HERE, "durability_results"))

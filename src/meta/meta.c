@@ -63,6 +63,13 @@
  *     tfs_meta_sync_to commits the retired ones first, or fails).  A clean
  *     close commits them; beyond RETIRED_MAX a retirement commits them
  *     first.
+ *  8. Group commit: write_txn queues the caller's transaction; the first
+ *     caller to find no group committing commits every queued one as one
+ *     LMDB transaction on each copy (in queue order) and wakes their
+ *     callers, each of which returns only once its own transaction is
+ *     committed.  If the group's commit fails, each is committed alone, so
+ *     each caller gets its own result.  Transactions that need wlock for
+ *     more than their commit (the fid counter, a sync) take it directly.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -105,6 +112,12 @@ struct tfs_meta {
 	bool refused;			/* one of them is a deletion that failed (atomic) */
 	uint64_t retired[RETIRED_MAX];
 	uint64_t gen;			/* write transactions begun, under wlock */
+	/* group commit (invariant 8): callers of write_txn queue here; one of
+	 * them at a time commits everything queued, as one transaction */
+	pthread_mutex_t glock;
+	pthread_cond_t gdone;
+	struct gop *gq;			/* queued, newest first */
+	bool gleader;			/* a caller is committing a group */
 	uint64_t synced;		/* gen at the last sync of every copy (atomic) */
 };
 
@@ -364,6 +377,8 @@ int tfs_meta_open(const char *const *dirs, const uint32_t *tags, unsigned n,
 		return -EINVAL;
 	}
 	pthread_mutex_init(&mt->wlock, NULL);
+	pthread_mutex_init(&mt->glock, NULL);
+	pthread_cond_init(&mt->gdone, NULL);
 	for (unsigned i = 0; i < n && rc == 0; i++) {
 		rc = store_open(&mt->st[i], dirs[i], tags[i]);
 		if (rc == 0)
@@ -394,6 +409,8 @@ void tfs_meta_close(struct tfs_meta *mt)
 	for (unsigned i = 0; i < mt->n; i++)
 		store_close(&mt->st[i]);
 	pthread_mutex_destroy(&mt->wlock);
+	pthread_mutex_destroy(&mt->glock);
+	pthread_cond_destroy(&mt->gdone);
 	free(mt);
 }
 
@@ -563,14 +580,69 @@ static int write_txn_locked(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync
 	return rc;
 }
 
-static int write_txn(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync)
+/* One caller's transaction in a group (write_txn). */
+struct gop {
+	txn_fn fn;
+	void *arg;
+	int rc;
+	bool done;
+	struct gop *next;
+};
+
+/* The group's transactions in the order they were queued. */
+static int group_fn(struct store *s, MDB_txn *txn, void *arg)
 {
+	struct gop *g = arg;	/* oldest first */
+	int rc = 0;
+
+	for (; g && rc == 0; g = g->next)
+		rc = g->fn(s, txn, g->arg);
+	return rc;
+}
+
+/* fn on every copy, committed (not synced) with whatever other callers
+ * queued meanwhile (invariant 8): while one group commits, the next one
+ * gathers, so N concurrent namespace changes cost about one commit's
+ * fdatasync, not N. */
+static int write_txn(struct tfs_meta *mt, txn_fn fn, void *arg)
+{
+	struct gop me = { fn, arg, 0, false, NULL }, *g, *old = NULL;
+	unsigned n = 0;
 	int rc;
 
+	pthread_mutex_lock(&mt->glock);
+	me.next = mt->gq;
+	mt->gq = &me;
+	while (!me.done && mt->gleader)
+		pthread_cond_wait(&mt->gdone, &mt->glock);
+	if (me.done) {
+		pthread_mutex_unlock(&mt->glock);
+		return me.rc;
+	}
+	mt->gleader = true;	/* this caller commits everything queued */
+	for (g = mt->gq; g; n++) {	/* reversed: oldest first */
+		struct gop *next = g->next;
+
+		g->next = old;
+		old = g;
+		g = next;
+	}
+	mt->gq = NULL;
+	pthread_mutex_unlock(&mt->glock);
+
 	pthread_mutex_lock(&mt->wlock);
-	rc = write_txn_locked(mt, fn, arg, sync);
+	rc = write_txn_locked(mt, group_fn, old, false);
+	for (g = old; g; g = g->next)	/* a failed group: each alone, for its own error */
+		g->rc = rc == 0 || n == 1 ? rc : write_txn_locked(mt, g->fn, g->arg, false);
 	pthread_mutex_unlock(&mt->wlock);
-	return rc;
+
+	pthread_mutex_lock(&mt->glock);
+	for (g = old; g; g = g->next)
+		g->done = true;
+	mt->gleader = false;
+	pthread_cond_broadcast(&mt->gdone);
+	pthread_mutex_unlock(&mt->glock);
+	return me.rc;
 }
 
 /* Read-only transaction on the first copy. */
@@ -629,16 +701,15 @@ static void retire_locked(struct tfs_meta *mt, uint64_t seq)
 
 static int intent_txn(struct tfs_meta *mt, struct intent_op *op)
 {
-	int rc;
+	int rc = write_txn(mt, intent_fn, op);
 
-	pthread_mutex_lock(&mt->wlock);
-	rc = write_txn_locked(mt, intent_fn, op, false);
 	if (rc) {	/* it may be in some copies */
+		pthread_mutex_lock(&mt->wlock);
 		retire_locked(mt, op->seq);
 		if (!op->rec)
 			__atomic_store_n(&mt->refused, true, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&mt->wlock);
 	}
-	pthread_mutex_unlock(&mt->wlock);
 	return rc;
 }
 
@@ -860,7 +931,7 @@ static int set_change(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, ui
 
 	tfs_be64(a, sa.key);
 	tfs_be64(b, sa.key + 8);
-	return write_txn(mt, set_fn, &sa, false);
+	return write_txn(mt, set_fn, &sa);
 }
 
 int tfs_meta_set_put(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b)
@@ -902,7 +973,7 @@ int tfs_meta_set_del_many(struct tfs_meta *mt, enum tfs_meta_set set, const uint
 {
 	struct del_many dm = { set_db(set), keys, n };
 
-	return n ? write_txn(mt, del_many_fn, &dm, false) : 0;
+	return n ? write_txn(mt, del_many_fn, &dm) : 0;
 }
 
 static int clear_fn(struct store *s, MDB_txn *txn, void *arg)
@@ -914,7 +985,7 @@ int tfs_meta_set_clear(struct tfs_meta *mt, enum tfs_meta_set set)
 {
 	int db = set_db(set);
 
-	return write_txn(mt, clear_fn, &db, false);
+	return write_txn(mt, clear_fn, &db);
 }
 
 int tfs_meta_set_has(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b)

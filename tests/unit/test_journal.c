@@ -1,6 +1,7 @@
 /* test_journal: the array journal (src/meta/meta.c) on a full filesystem: every commit that does not fit fails with ENOSPC (never a SIGBUS), what was committed stays, and commits work again once space is freed; opening on a full filesystem is an error too.  Runs on its own small tmpfs in a private mount namespace (root only; 77 otherwise). */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,7 +14,7 @@
 #include "tierfs/meta.h"
 #include "unit.h"
 
-enum { G_FILL, G_KEPT, G_FREED, G_REOPEN, G_OPENFULL, G_COUNT };
+enum { G_FILL, G_KEPT, G_FREED, G_REOPEN, G_OPENFULL, G_GROUP, G_COUNT };
 
 static struct unit_group groups[G_COUNT] = {
 	[G_FILL] = { .name = "commits on a full fs: ENOSPC, no signal" },
@@ -21,6 +22,7 @@ static struct unit_group groups[G_COUNT] = {
 	[G_FREED] = { .name = "commits work again once space is freed" },
 	[G_REOPEN] = { .name = "reopen keeps everything" },
 	[G_OPENFULL] = { .name = "open on a full fs: an error, no signal" },
+	[G_GROUP] = { .name = "group commit: every caller's record, fewer commits" },
 };
 
 static char root[64];
@@ -126,6 +128,73 @@ static void journal(void)
 	unlink(filler);
 }
 
+#define GROUP_THREADS 8
+#define GROUP_PUTS 100
+
+struct putter {
+	struct tfs_meta *mt;
+	unsigned id;
+	int rc;
+};
+
+static void *putter_main(void *arg)
+{
+	struct putter *p = arg;
+
+	for (unsigned i = 0; i < GROUP_PUTS && p->rc == 0; i++)
+		p->rc = tfs_meta_set_put(p->mt, TFS_SET_CDIRTY, p->id * GROUP_PUTS + i, 0);
+	return NULL;
+}
+
+/* meta.c invariant 8: concurrent callers share commits, and each returns
+ * with its own record committed.  On the disk under /var/tmp (a commit
+ * waits for a real fdatasync, as on the members), two copies. */
+static void group(void)
+{
+	char base[] = "/var/tmp/tfs-group-XXXXXX", d0[64], d1[64];
+	const char *dirs[2] = { d0, d1 };
+	const uint32_t tags[2] = { 0, 1 };
+	struct putter p[GROUP_THREADS];
+	pthread_t th[GROUP_THREADS];
+	struct tfs_meta *mt;
+	uint64_t gen0, count = 0;
+	int rc;
+
+	snprintf(ctx, sizeof(ctx), "%d threads x %d set puts, two copies", GROUP_THREADS,
+		 GROUP_PUTS);
+	if (!mkdtemp(base)) {
+		CHECK(G_GROUP, 0, "mkdtemp: %s", strerror(errno));
+		return;
+	}
+	snprintf(d0, sizeof(d0), "%s/j0", base);
+	snprintf(d1, sizeof(d1), "%s/j1", base);
+	rc = tfs_meta_open(dirs, tags, 2, &mt);
+	CHECK(G_GROUP, rc == 0, "open: %s", strerror(-rc));
+	if (rc)
+		return;
+	gen0 = tfs_meta_gen(mt);
+	for (unsigned i = 0; i < GROUP_THREADS; i++) {
+		p[i] = (struct putter){ mt, i, 0 };
+		pthread_create(&th[i], NULL, putter_main, &p[i]);
+	}
+	for (unsigned i = 0; i < GROUP_THREADS; i++) {
+		pthread_join(th[i], NULL);
+		CHECK(G_GROUP, p[i].rc == 0, "thread %u: %s", i, strerror(-p[i].rc));
+	}
+	rc = tfs_meta_set_count(mt, TFS_SET_CDIRTY, &count);
+	CHECK(G_GROUP, rc == 0 && count == GROUP_THREADS * GROUP_PUTS,
+	      "%" PRIu64 " records, not %d", count, GROUP_THREADS * GROUP_PUTS);
+	CHECK(G_GROUP, tfs_meta_gen(mt) - gen0 < GROUP_THREADS * GROUP_PUTS,
+	      "%" PRIu64 " commits for %d puts: none grouped", tfs_meta_gen(mt) - gen0,
+	      GROUP_THREADS * GROUP_PUTS);
+	printf("group commit: %d puts from %d threads in %" PRIu64 " commits\n",
+	       GROUP_THREADS * GROUP_PUTS, GROUP_THREADS, tfs_meta_gen(mt) - gen0);
+	tfs_meta_close(mt);
+	snprintf(ctx, sizeof(ctx), "rm -rf %s", base);
+	if (system(ctx) != 0)
+		printf("could not remove %s\n", base);
+}
+
 int main(void)
 {
 	if (geteuid() != 0 || unshare(CLONE_NEWNS) ||
@@ -140,6 +209,7 @@ int main(void)
 		return 1;
 	}
 	journal();
+	group();
 	umount(root);
 	rmdir(root);
 	return unit_summary(groups, G_COUNT) ? 1 : 0;

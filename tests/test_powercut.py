@@ -416,6 +416,8 @@ def check_one_state(w, base, dump, tmp, sidx, keep, level, n, cached, seed):
         shutil.copytree(state, tmp / "failed", symlinks=True,
                         ignore=shutil.ignore_patterns("mnt*"))
         shutil.copy(dump, tmp / "failed" / "dump")
+        shutil.copytree(base, tmp / "failed" / "before", symlinks=True,     # the cut, unapplied
+                        ignore=shutil.ignore_patterns("mnt*"))
         (tmp / "failed" / "mount.log").write_text(m.log())
         (tmp / "failed" / "where").write_text(where + "\n" + "\n".join(bad) + "\n")
     return bad

@@ -59,9 +59,8 @@
  *     and replaying a finished change is a no-op (replay.c: the members
  *     already agree with the primary), except a truncate's, which ns.c
  *     deletes at once (tfs_meta_intent_del) and whose deletion an fsync of
- *     the file makes durable (tfs_meta_sync_to; if that deletion failed,
- *     tfs_meta_sync_to commits the retired ones first, or fails).  A clean
- *     close commits them; beyond RETIRED_MAX a retirement commits them
+ *     the file makes durable (tfs_meta_sync_to, which commits the retired
+ *     ones too, and syncs).  A clean close commits them; beyond RETIRED_MAX a retirement commits them
  *     first.
  *  8. Group commit: write_txn queues the caller's transaction; the first
  *     caller to find no group committing commits every queued one as one
@@ -109,7 +108,6 @@ struct tfs_meta {
 	unsigned n;
 	struct store st[TFS_META_MAX];
 	unsigned nretired;		/* intents the next write txn deletes (wlock) */
-	bool refused;			/* one of them is a deletion that failed (atomic) */
 	uint64_t retired[RETIRED_MAX];
 	uint64_t gen;			/* write transactions begun, under wlock */
 	/* group commit (invariant 8): callers of write_txn queue here; one of
@@ -573,7 +571,6 @@ static int write_txn_locked(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync
 	rc = tfs_mdb_errno(rc);
 	if (rc == 0) {	/* every copy deleted them */
 		__atomic_store_n(&mt->nretired, 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&mt->refused, false, __ATOMIC_RELAXED);
 	}
 	if (rc == 0 && sync)
 		rc = sync_locked(mt);
@@ -706,8 +703,6 @@ static int intent_txn(struct tfs_meta *mt, struct intent_op *op)
 	if (rc) {	/* it may be in some copies */
 		pthread_mutex_lock(&mt->wlock);
 		retire_locked(mt, op->seq);
-		if (!op->rec)
-			__atomic_store_n(&mt->refused, true, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&mt->wlock);
 	}
 	return rc;
@@ -759,11 +754,10 @@ int tfs_meta_sync_to(struct tfs_meta *mt, uint64_t gen)
 	int rc = 0;
 
 	if (__atomic_load_n(&mt->synced, __ATOMIC_ACQUIRE) >= gen &&
-	    !__atomic_load_n(&mt->refused, __ATOMIC_RELAXED))
+	    __atomic_load_n(&mt->nretired, __ATOMIC_RELAXED) == 0)
 		return 0;
 	pthread_mutex_lock(&mt->wlock);
-	if (mt->refused)	/* a truncate's, maybe: it must go first */
-		rc = retired_commit_locked(mt);
+	rc = retired_commit_locked(mt);
 	if (rc == 0 && __atomic_load_n(&mt->synced, __ATOMIC_ACQUIRE) < mt->gen)
 		rc = sync_locked(mt);
 	pthread_mutex_unlock(&mt->wlock);

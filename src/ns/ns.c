@@ -884,9 +884,12 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 	if (rc == 0)
 		size_save_locked(fs, in);
 	pthread_mutex_unlock(&in->lock);
-	/* the members' cut is durable before the intent goes: the tier's
-	 * drop may already be (any durability point commits it) */
-	if (rc == 0 && cached)
+	/* the members' cut is durable before the intent goes: with the
+	 * intent gone, a power cut could keep the cut on some members and
+	 * lose it on others (a size nobody wrote: the exploration on RAID5
+	 * x3), and the tier's drop may already be durable (any durability
+	 * point commits it) */
+	if (rc == 0 && seq)
 		rc = tfs_raid_fsync(fs, in, true);
 	truncate_intent_end(fs, seq);
 	if (seq)	/* the retirement is durable before the file's next fsync */

@@ -581,7 +581,7 @@ int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 	if (rc == 0)
 		rc = tfs_ns_fill(fs, in);	/* every member may hold dirty data */
 	if (rc == 0)
-		rc = tfs_ns_save_size(fs, in);
+		rc = tfs_ns_save_size(fs, in, false);
 	if (rc)
 		return rc;
 	do {
@@ -616,7 +616,7 @@ int tfs_raid_grow(struct tfs_fs *fs, struct tfs_inode *in, uint64_t size)
 			rc = 0;
 	}
 	if (rc == 0 && grown)
-		rc = tfs_ns_save_size(fs, in);
+		rc = tfs_ns_save_size(fs, in, false);
 	return rc ? rc : grown;
 }
 

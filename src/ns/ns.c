@@ -30,6 +30,14 @@
  *     member for every file (maint.c), since the namespace copy may copy a
  *     record that a close is about to change.  A file with no name left
  *     writes it only where it is open: nobody reads that record again.
+ *  6. A change of names updates the inode table (aliases, binding by the
+ *     primary's inode number, unhashing) before it lets go of the
+ *     directory fds, i.e. of ns_lock shared.  A failover re-keys the
+ *     table under ns_lock exclusive by looking every alias's path up on
+ *     the new primary: in between, a renamed directory's old path was not
+ *     there any more, the directory kept the old primary's inode number,
+ *     and every later open of it failed with ENOENT (a rename into it,
+ *     in the concurrent fail/replace test).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1176,8 +1184,6 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 			member_diverged(fs, k, "remove", &loc, r);
 	}
 	intent_end(fs, seq);
-	dirs_close(fs, &loc);
-	tfs_loc_put(fs, &loc);
 	if (rc == 0 && in) {
 		tfs_inode_alias_drop(fs, in, parent, name);
 		if (dir || st.st_nlink <= 1)
@@ -1187,6 +1193,8 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		forget = !dir && st.st_nlink <= 1 && fs->cache && !in->of && in->fid_valid;
 		fid = in->fid;
 	}
+	dirs_close(fs, &loc);	/* after the aliases (invariant 6) */
+	tfs_loc_put(fs, &loc);
 	release_named(fs, in);
 	if (forget)	/* without in->lock: a promotion may need it */
 		tfs_cache_forget(fs, fid);
@@ -1297,7 +1305,6 @@ static int rename_moved(struct tfs_fs *fs, struct tfs_inode *op, const char *ona
 			member_diverged(fs, k, "rename", &ol, r);
 	}
 	intent_end(fs, seq);
-	pair_close(fs, &ol, &nl, true);
 	if (rc == 0 && (flags & RENAME_EXCHANGE)) {
 		if (oin)
 			tfs_inode_alias_move(fs, oin, op, oname, np, "\x01tierfs-xchg");
@@ -1314,6 +1321,7 @@ static int rename_moved(struct tfs_fs *fs, struct tfs_inode *op, const char *ona
 		if (oin)
 			tfs_inode_alias_move(fs, oin, op, oname, np, nname);
 	}
+	pair_close(fs, &ol, &nl, true);	/* after the aliases (invariant 6) */
 	if (dirmove)
 		pthread_rwlock_unlock(&fs->rename_lock);
 	release_named(fs, nin);
@@ -1350,12 +1358,13 @@ static int link_moved(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode 
 	intent_end(fs, seq);
 	if (rc == 0)
 		rc = OPS(fs)->fstatat(BE(fs), ord[0], nd[ord[0]], nname, &e->st);
+	/* bound by the primary's inode number before the directory fds go
+	 * (invariant 6) */
+	if (rc == 0 && !(e->in = tfs_inode_bind(fs, np, nname, &e->st)))
+		rc = -ENOMEM;
 	pair_close(fs, &ol, &nl, true);
 	if (rc)
 		return rc;
-	e->in = tfs_inode_bind(fs, np, nname, &e->st);
-	if (!e->in)
-		return -ENOMEM;
 	return tfs_ns_getattr(fs, e->in, &e->st);
 }
 

@@ -60,6 +60,7 @@ class Files:
         self.rng = random.Random(seed)
         self.max_size = max_size
         self.data = {f"f{i}": bytearray() for i in range(nfiles)}
+        self.hist = {name: [] for name in self.data}    # the last changes, for messages
         for name in self.data:
             open(self.path(name), "wb").close()
 
@@ -73,6 +74,7 @@ class Files:
         off = rng.randint(0, self.max_size)
         ln = rng.randint(1, 96 * K)
         r = rng.random()
+        hist = self.hist[name]
         with open(self.path(name), "r+b") as f:
             if r < 0.55:
                 b = rng.randbytes(ln)
@@ -81,16 +83,27 @@ class Files:
                 if len(d) < off + ln:
                     d.extend(bytes(off + ln - len(d)))
                 d[off:off + ln] = b
+                hist.append(f"write [{off}, +{ln})")
             elif r < 0.62:
                 f.truncate(off)
                 if off < len(d):
                     del d[off:]
                 else:
                     d.extend(bytes(off - len(d)))
+                hist.append(f"truncate {off}")
             else:
                 f.seek(off)
                 got = f.read(ln)
-                assert got == bytes(d[off:off + ln]), f"{name} [{off}, +{ln}) differs"
+                if got != bytes(d[off:off + ln]):
+                    want = bytes(d[off:off + ln])
+                    i = next((i for i in range(min(len(got), len(want)))
+                              if got[i] != want[i]), min(len(got), len(want)))
+                    raise AssertionError(
+                        f"{self.mnt}/{name} [{off}, +{ln}) differs: {len(got)} bytes, want "
+                        f"{len(want)}, first difference at {off + i} (got "
+                        f"{got[i:i + 16].hex()}, want {want[i:i + 16].hex()}); size {len(d)}; "
+                        "last changes: " + "; ".join(hist[-12:]))
+        del hist[:-12]
 
     def run(self, n):
         for _ in range(n):
@@ -226,6 +239,124 @@ def test_member_missing_at_mount(make_array, level, n):
         assert "stale" in m3.log()
         assert status(a2.mnt)["state"][missing] == "_"
         m3.stop()
+
+
+@pytest.mark.parametrize("level,n", [("raid5", 4), ("raid6", 6)])
+def test_degraded_size_after_a_write_that_skipped_the_primary(make_array, level, n):
+    """A file grown by a write that reached only some members (one data
+    chunk and the parity: read-modify-write) reads back whole once the
+    member holding its new end is missing.  A degraded mount takes the
+    primary's size record as the floor of the size, so the record must be
+    current on every member, not only on those the write opened (it was:
+    100 bytes short)."""
+    from test_model import PyLayout
+    lay = PyLayout(level, n, 4 * K)
+    a = make_array(level, n, "4K")
+    m = a.mount(expect_errors=True)
+    p = a.mnt / "f"
+    fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+    fid = int(os.getxattr(a.members[0] / "root" / "f", "user.tierfs.fid"))
+    # a row whose parity is not on member 0, and a data chunk of it not on
+    # 0, past the first (the parity, as long as the first, tells the size)
+    r = next(r for r in range(1, n + 1) if 0 not in lay.row_members(r, fid)[1])
+    data = lay.row_members(r, fid)[0]
+    i = next(i for i, k in enumerate(data) if k != 0 and i > 0)
+    end = r * lay.rowbytes + i * 4 * K
+    base, tail = os.urandom(end), os.urandom(100)
+    try:
+        os.pwrite(fd, base, 0)      # every member file open since the create
+    finally:
+        os.close(fd)
+    fd = os.open(p, os.O_WRONLY)
+    try:
+        os.pwrite(fd, tail, end)    # the new end: data[i] and the parity only
+    finally:
+        os.close(fd)
+    tierctl("fail", a.mnt, data[i])
+    m.remount()
+    assert status(a.mnt)["primary"] == "0"
+    got = p.read_bytes()
+    assert len(got) == end + 100, f"{len(got)} bytes, want {end + 100}"
+    assert got == base + tail
+
+
+def test_rebuild_records_the_size_a_close_during_the_copy_missed(make_array):
+    """RAID5 x4, member 0 failed: a file open across the namespace copy of
+    the replace is grown and closed while the copy still runs (it has
+    copied the file, the new member takes no changes yet: the close
+    records the size on the others only).  Once the member holding the
+    file's end fails too, the file reads back whole: the rebuild wrote the
+    size record on the new member (it had none: 100 bytes short)."""
+    from test_model import PyLayout
+    lay = PyLayout("raid5", 4, 4 * K)
+    a = make_array("raid5", 4, "4K")
+    # each copied entry's times are set 300 ms late: the copy is slow
+    m = a.mount(env={"TIERFS_FAULT": "delay=utimensat:300"}, expect_errors=True)
+    tierctl("fail", a.mnt, 0)
+    p = a.mnt / "f"
+    fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fid = int(os.getxattr(a.members[1] / "root" / "f", "user.tierfs.fid"))
+        # a data chunk of row 0 past the first (the parity, as long as the
+        # first, would tell the size) not on member 0: the file ends 100
+        # bytes into it
+        c = next(i for i, k in enumerate(lay.row_members(0, fid)[0]) if k != 0 and i > 0)
+        last = lay.row_members(0, fid)[0][c]
+        data = os.urandom(c * 4 * K + 100)
+        os.pwrite(fd, data, 0)
+        new = new_dir(a, "new0")
+        tierctl("replace", a.mnt, 0, new)
+        copied = new / "root" / "f"
+        deadline = time.time() + 10
+        while True:
+            try:
+                os.getxattr(copied, "user.tierfs.fid")
+                break
+            except OSError:
+                assert time.time() < deadline, "the copy never reached the file"
+                time.sleep(0.005)
+    finally:
+        os.close(fd)                # while the copy sets the file's times
+    m.members[0] = str(new)
+    wait_idle(a.mnt)
+    assert status(a.mnt)["state"] == "UUUU"
+    tierctl("fail", a.mnt, last)
+    m.remount()
+    assert status(a.mnt)["primary"] == "0"
+    got = p.read_bytes()
+    assert len(got) == len(data), f"{len(got)} bytes, want {len(data)}"
+    assert got == data
+
+
+def test_degraded_read_across_the_end_of_a_rebuild(make_array):
+    """RAID5 x4: a read planned while member 0 is being rebuilt reads the
+    rest of each row and recovers member 0's chunks.  Here every member
+    read batch takes 1 s (delay=read:1000): the read waits for the row
+    locks of the rebuild's own 1 s read, plans, and the rebuild finishes
+    (member 0 in sync) while the read's member reads are in flight.  The
+    read must keep the view it planned with: it looked at the member
+    states again after the reads, found member 0 in sync, recovered
+    nothing and returned member 0's chunks as whatever its buffer held
+    (zeros or another file's bytes, found by the concurrent fail/replace
+    test)."""
+    a = make_array("raid5", 4, "4K")
+    m = a.mount(env={"TIERFS_FAULT": "delay=read:1000"}, expect_errors=True)
+    data = random.Random(7).randbytes(144 * K)
+    fd = os.open(a.mnt / "f", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for off in range(0, len(data), 48 * K):   # whole rows: no member reads
+            os.pwrite(fd, data[off:off + 48 * K], off)
+    finally:
+        os.close(fd)
+    tierctl("fail", a.mnt, 0)
+    new = new_dir(a, "new0")
+    tierctl("replace", a.mnt, 0, new)
+    m.members[0] = str(new)
+    time.sleep(0.3)                 # the rebuild holds the file's rows, reading
+    assert status(a.mnt)["state"] == "RUUU"
+    got = (a.mnt / "f").read_bytes()
+    assert status(a.mnt)["state"] == "UUUU", "the rebuild did not end during the read"
+    assert got == data, "a read across the end of the rebuild returned other bytes"
 
 
 @pytest.mark.parametrize("level,n,given,why", [
@@ -664,19 +795,25 @@ def test_concurrent_io_and_namespace_through_fail_replace_scrub(make_array, leve
     fails the primary, replaces it, scrubs and fails another member.  Nothing
     hangs (every step has a deadline), nothing is lost."""
     import threading
+    import traceback
     a = make_array(level, n, "4K")
     m = a.mount(opts=["maint_mbps=20", "max_threads=32"], expect_errors=True)
     stop = threading.Event()
     errors = []
+    phase = ["whole"]                             # what the main thread did last
     workers = [Files(a.mnt / f"w{i}", seed=100 + i, nfiles=3, max_size=300 * K)
                if os.makedirs(a.mnt / f"w{i}") is None else None for i in range(4)]
+
+    def failed():
+        st = status(a.mnt).get("state")
+        errors.append(f"while {phase[0]} (state {st}): {traceback.format_exc()}")
 
     def io(w):
         try:
             while not stop.is_set():
                 w.run(5)
-        except Exception as e:                    # noqa: BLE001 - reported below
-            errors.append(repr(e))
+        except Exception:                         # noqa: BLE001 - reported below
+            failed()
 
     def names():
         rng = random.Random(5)
@@ -693,8 +830,8 @@ def test_concurrent_io_and_namespace_through_fail_replace_scrub(make_array, leve
                 if i % 7 == 0:
                     os.rename(a.mnt / "ns/a", a.mnt / "ns/b")
                     os.rename(a.mnt / "ns/b", a.mnt / "ns/a")
-        except Exception as e:                    # noqa: BLE001
-            errors.append(repr(e))
+        except Exception:                         # noqa: BLE001
+            failed()
 
     threads = [threading.Thread(target=io, args=(w,)) for w in workers]
     threads.append(threading.Thread(target=names))
@@ -703,21 +840,26 @@ def test_concurrent_io_and_namespace_through_fail_replace_scrub(make_array, leve
     try:
         time.sleep(1)
         tierctl("fail", a.mnt, 0)                 # the primary
+        phase[0] = "member 0 failed"
         time.sleep(1)
         new = new_dir(a, "new0")
         tierctl("replace", a.mnt, 0, new)
+        phase[0] = "member 0 rebuilding"
         m.members[0] = str(new)
         wait_idle(a.mnt, timeout=120)
         assert status(a.mnt)["state"] == "U" * n
+        phase[0] = "member 0 rebuilt"
         time.sleep(0.5)
         tierctl("fail", a.mnt, n - 1)
+        phase[0] = f"member {n - 1} failed"
         time.sleep(1)
     finally:
         stop.set()
         for t in threads:
             t.join(timeout=60)
         assert not any(t.is_alive() for t in threads), "a worker hung"
-    assert not errors, errors
+    if errors:
+        pytest.fail("\n".join(errors), pytrace=False)
     for w in workers:
         w.verify()
     m.remount()

@@ -306,9 +306,10 @@ int tfs_ns_fill(struct tfs_fs *fs, struct tfs_inode *in);
 bool tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in);
 /* Load fid and logical size of a regular file if not known yet. */
 int tfs_ns_load_file(struct tfs_fs *fs, struct tfs_inode *in);
-/* Parity levels: record the logical size on the members (TFS_XATTR_SIZE)
- * if it changed; the caller holds a handle. */
-int tfs_ns_save_size(struct tfs_fs *fs, struct tfs_inode *in);
+/* Parity levels: record the logical size on every member that takes
+ * changes (TFS_XATTR_SIZE) if it changed, or always when force; the caller
+ * holds a handle. */
+int tfs_ns_save_size(struct tfs_fs *fs, struct tfs_inode *in, bool force);
 /* Set every member of a regular file to its share of len. */
 int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len);
 

@@ -41,7 +41,9 @@
  *  9. The store forgets a file's size (DEL_SIZE: "the members hold it")
  *     only after the members were grown to it and synced: a punch can
  *     leave the size past the last dirty byte, so destaging every dirty
- *     sector does not by itself carry the size to the members.
+ *     sector does not by itself carry the size to the members.  A file
+ *     with nothing dirty is never visited: a punch that takes its last
+ *     dirty byte carries the size itself (data.c invariant 7).
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -20,6 +20,24 @@
  *     kernel's own filesystems own new files.
  *  4. Regular files and directories carry their file identity in the
  *     TFS_XATTR_FID xattr on every member; it never changes (rename keeps it).
+ *  5. Parity levels: the size record (TFS_XATTR_SIZE) is saved (close of
+ *     the last handle, fsync, truncate, grow) on every member that takes
+ *     changes, not only on the member files the file's I/O opened so far
+ *     (size_save_locked opens the others, and reopens those of a member
+ *     replaced since): a degraded mount reads the record from the primary
+ *     alone, and a write that reached one data chunk and the parity left
+ *     the primary's record behind the size.  A rebuild writes it on the new
+ *     member for every file (maint.c), since the namespace copy may copy a
+ *     record that a close is about to change.  A file with no name left
+ *     writes it only where it is open: nobody reads that record again.
+ *  6. A change of names updates the inode table (aliases, binding by the
+ *     primary's inode number, unhashing) before it lets go of the
+ *     directory fds, i.e. of ns_lock shared.  A failover re-keys the
+ *     table under ns_lock exclusive by looking every alias's path up on
+ *     the new primary: in between, a renamed directory's old path was not
+ *     there any more, the directory kept the old primary's inode number,
+ *     and every later open of it failed with ENOENT (a rename into it,
+ *     in the concurrent fail/replace test).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -396,21 +414,38 @@ int tfs_ns_open(struct tfs_fs *fs, struct tfs_inode *in)
 	return rc;
 }
 
-/* Parity levels: write the logical size to every member file that is
- * open, if it changed since it was last written.  Caller holds in->lock. */
-static int size_save_locked(struct tfs_fs *fs, struct tfs_inode *in)
+/* Does the inode still have a name?  Under in->lock a name does not go
+ * away (whoever removes one holds in->lock, see hold()). */
+static bool has_name(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	bool named;
+
+	pthread_mutex_lock(&fs->ilock);
+	named = in->aliases != NULL;
+	pthread_mutex_unlock(&fs->ilock);
+	return named;
+}
+
+/* Parity levels: write the logical size to every member that takes
+ * changes (invariant 5), if it changed since it was last written or when
+ * forced.  Caller holds in->lock. */
+static int size_save_locked(struct tfs_fs *fs, struct tfs_inode *in, bool force)
 {
 	char v[24];
 	int l, rc = 0;
 
 	if (!tfs_layout_nparity(&fs->layout) || !in->size_valid || !in->of ||
-	    in->size == in->size_saved || fs->readonly)
+	    (in->size == in->size_saved && !force) || fs->readonly)
 		return 0;
+	/* the member files this file's I/O never opened (or opened on a
+	 * member since replaced) get the record too */
+	if (has_name(fs, in) && (rc = ofile_fill_locked(fs, in)))
+		return rc;
 	l = snprintf(v, sizeof(v), "%" PRIu64, in->size);
 	for (uint32_t k = 0; k < fs->n; k++) {
 		int r;
 
-		if (!tfs_m_writable(fs, k) || in->of->fd[k] < 0)
+		if (!tfs_m_writable(fs, k) || in->of->fd[k] < 0 || !ofile_current(fs, in->of, k))
 			continue;
 		r = OPS(fs)->setxattr(BE(fs), k, in->of->fd[k], TFS_XATTR_SIZE, v, (size_t)l, 0);
 		if (r && !rc)
@@ -421,12 +456,24 @@ static int size_save_locked(struct tfs_fs *fs, struct tfs_inode *in)
 	return rc;
 }
 
-int tfs_ns_save_size(struct tfs_fs *fs, struct tfs_inode *in)
+/* size_save_locked where the caller cannot fail for it (close, the end of
+ * a truncate): the failure is logged. */
+static void size_save_or_warn(struct tfs_fs *fs, struct tfs_inode *in, const char *when)
+{
+	int rc = size_save_locked(fs, in, false);
+
+	if (rc)
+		tfs_warn("file %" PRIu64 ": recording its size (%" PRIu64 ") on the members "
+			 "at %s: %s; a degraded mount may see it shorter", in->fid, in->size,
+			 when, strerror(-rc));
+}
+
+int tfs_ns_save_size(struct tfs_fs *fs, struct tfs_inode *in, bool force)
 {
 	int rc;
 
 	pthread_mutex_lock(&in->lock);
-	rc = size_save_locked(fs, in);
+	rc = size_save_locked(fs, in, force);
 	pthread_mutex_unlock(&in->lock);
 	return rc;
 }
@@ -437,7 +484,7 @@ bool tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in)
 
 	pthread_mutex_lock(&in->lock);
 	if (in->of && in->of->users == 1)
-		size_save_locked(fs, in);
+		size_save_or_warn(fs, in, "close");
 	ofile_put_locked(fs, in);
 	gone = !in->of && !in->hashed && in->fid_valid;
 	pthread_mutex_unlock(&in->lock);
@@ -882,7 +929,7 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 	if (rc == 0)
 		in->size = len;
 	if (rc == 0)
-		size_save_locked(fs, in);
+		size_save_or_warn(fs, in, "truncate");
 	pthread_mutex_unlock(&in->lock);
 	/* the members' cut is durable before the intent goes: with the
 	 * intent gone, a power cut could keep the cut on some members and
@@ -1157,8 +1204,6 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 			member_diverged(fs, k, "remove", &loc, r);
 	}
 	intent_end(fs, seq);
-	dirs_close(fs, &loc);
-	tfs_loc_put(fs, &loc);
 	if (rc == 0 && in) {
 		tfs_inode_alias_drop(fs, in, parent, name);
 		if (dir || st.st_nlink <= 1)
@@ -1168,6 +1213,8 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		forget = !dir && st.st_nlink <= 1 && fs->cache && !in->of && in->fid_valid;
 		fid = in->fid;
 	}
+	dirs_close(fs, &loc);	/* after the aliases (invariant 6) */
+	tfs_loc_put(fs, &loc);
 	release_named(fs, in);
 	if (forget)	/* without in->lock: a promotion may need it */
 		tfs_cache_forget(fs, fid);
@@ -1278,7 +1325,6 @@ static int rename_moved(struct tfs_fs *fs, struct tfs_inode *op, const char *ona
 			member_diverged(fs, k, "rename", &ol, r);
 	}
 	intent_end(fs, seq);
-	pair_close(fs, &ol, &nl, true);
 	if (rc == 0 && (flags & RENAME_EXCHANGE)) {
 		if (oin)
 			tfs_inode_alias_move(fs, oin, op, oname, np, "\x01tierfs-xchg");
@@ -1295,6 +1341,7 @@ static int rename_moved(struct tfs_fs *fs, struct tfs_inode *op, const char *ona
 		if (oin)
 			tfs_inode_alias_move(fs, oin, op, oname, np, nname);
 	}
+	pair_close(fs, &ol, &nl, true);	/* after the aliases (invariant 6) */
 	if (dirmove)
 		pthread_rwlock_unlock(&fs->rename_lock);
 	release_named(fs, nin);
@@ -1331,12 +1378,13 @@ static int link_moved(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode 
 	intent_end(fs, seq);
 	if (rc == 0)
 		rc = OPS(fs)->fstatat(BE(fs), ord[0], nd[ord[0]], nname, &e->st);
+	/* bound by the primary's inode number before the directory fds go
+	 * (invariant 6) */
+	if (rc == 0 && !(e->in = tfs_inode_bind(fs, np, nname, &e->st)))
+		rc = -ENOMEM;
 	pair_close(fs, &ol, &nl, true);
 	if (rc)
 		return rc;
-	e->in = tfs_inode_bind(fs, np, nname, &e->st);
-	if (!e->in)
-		return -ENOMEM;
 	return tfs_ns_getattr(fs, e->in, &e->st);
 }
 

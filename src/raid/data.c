@@ -33,6 +33,14 @@
  *     copies made equal to what it holds (mirror_refused; stripe.c does
  *     the parity levels); if even that fails, the write-intent marks stay
  *     and the next mount resyncs the chunks.
+ *  7. With an SSD tier, a punch or zero range grows the members to the
+ *     size the tier holds past them (its size record) before the tier
+ *     drops the range, and syncs them: with KEEP_SIZE the zeros can take
+ *     every dirty byte of a file whose size only the tier knew, and the
+ *     flusher, which carries sizes to the members (flush.c invariant 9),
+ *     never visits a file with nothing dirty.  On the mirror levels a
+ *     punch past a member file's end does not extend it (the parity
+ *     levels write zeros up to the size, which does).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -581,7 +589,7 @@ int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 	if (rc == 0)
 		rc = tfs_ns_fill(fs, in);	/* every member may hold dirty data */
 	if (rc == 0)
-		rc = tfs_ns_save_size(fs, in);
+		rc = tfs_ns_save_size(fs, in, false);
 	if (rc)
 		return rc;
 	do {
@@ -616,7 +624,7 @@ int tfs_raid_grow(struct tfs_fs *fs, struct tfs_inode *in, uint64_t size)
 			rc = 0;
 	}
 	if (rc == 0 && grown)
-		rc = tfs_ns_save_size(fs, in);
+		rc = tfs_ns_save_size(fs, in, false);
 	return rc ? rc : grown;
 }
 
@@ -678,7 +686,8 @@ int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64
 		       uint64_t len)
 {
 	const int supported = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
-	int rc;
+	uint64_t tsize;
+	int rc, grown;
 
 	if (mode & ~supported)
 		return -EOPNOTSUPP;
@@ -697,6 +706,12 @@ int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64
 		return rc;
 	tfs_cache_zero_begin(fs, in, off, 0);
 	rc = raid_fallocate(fs, in, mode, off, len);
+	/* a size the tier holds past the members goes to them too (invariant
+	 * 7): the zeros may take the last dirty byte, and a file with nothing
+	 * dirty is never flushed, so nothing else would carry the size */
+	if (rc == 0 && (tsize = tfs_cache_size(fs, in->fid)) != 0 &&
+	    (grown = tfs_raid_grow(fs, in, tsize)) < 0)
+		rc = grown;
 	if (rc == 0 && tfs_cache_knows(fs, in))
 		rc = tfs_raid_fsync(fs, in, true);
 	tfs_cache_zero_end(fs, in, off, rc ? 0 : len);

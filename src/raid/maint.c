@@ -15,8 +15,9 @@
  *     every change (state R, recorded on all members) while its data is
  *     rebuilt file by file; each finished file is recorded in the journal
  *     (TFS_SET_REBUILT), so a rebuild interrupted by an unmount or crash
- *     resumes where it was.  Only when every file is done does the member
- *     become in sync (U, recorded).
+ *     resumes where it was.  A file is done once its data and its size
+ *     record (ns.c invariant 5) are on the member.  Only when every file
+ *     is done does the member become in sync (U, recorded).
  *  3. Resync after a crash (tfs_maint_resync) recomputes the parity of
  *     every row of every region marked in the journal before the array
  *     serves a request.
@@ -210,6 +211,11 @@ static int visit(void *arg, struct tfs_inode *in, const struct stat *st)
 	pthread_mutex_unlock(&M(fs)->lock);
 	if (rc == 0)
 		rc = file_op(fs, in, wa->op, &fj);
+	/* the size record too (ns.c invariant 5): the namespace copy took the
+	 * primary's, which a close between the copy and state R may have
+	 * changed without reaching this member */
+	if (rc == 0 && wa->op == TFS_STRIPE_REBUILD)
+		rc = tfs_ns_save_size(fs, in, true);
 	if (rc == 0 && wa->op == TFS_STRIPE_REBUILD) {
 		rc = tfs_meta_set_put(fs->meta, TFS_SET_REBUILT, fid, 0);
 		wa->redone++;

@@ -48,6 +48,13 @@
  *     error before any member is written.  A mark is deleted from the
  *     journal only after syncfs of every member, while no write holds it:
  *     a writer of a mark being deleted waits, then marks the region again.
+ *  7. A planning pass (read_rows, write_rows, rows_read_all) takes one view
+ *     of which members are in sync (req_view) and every decision of the
+ *     pass, from what to read to what to recover, uses it: a member coming
+ *     into sync meanwhile (a rebuild ending) is used from the next pass
+ *     on.  Looking at the live states after the reads once found member 0
+ *     in sync, recovered nothing, and returned what the scratch held.
+ *     A member failing meanwhile fails a read, which plans again.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -520,6 +527,7 @@ struct req {
 	char *mem;
 	size_t memcap, memused;
 	int *fd;			/* per member, -1 unopened */
+	uint32_t insync;		/* members in sync when this pass was planned (invariant 7) */
 };
 
 static __thread struct {
@@ -703,9 +711,19 @@ static void row_init(struct req *q, struct row *rw, uint64_t r, uint64_t off, ui
 	}
 }
 
+/* Take the view of the members a planning pass uses from its first
+ * decision to its last (invariant 7). */
+static void req_view(struct req *q)
+{
+	q->insync = 0;
+	for (uint32_t k = 0; k < q->fs->n; k++)
+		if (tfs_m_readable(q->fs, k))
+			q->insync |= 1u << k;
+}
+
 static bool readable(struct req *q, struct row *rw, uint32_t pos)
 {
-	return tfs_m_readable(q->fs, rw->member[pos]);
+	return (q->insync >> rw->member[pos]) & 1u;
 }
 
 static bool writable(struct req *q, struct row *rw, uint32_t pos)
@@ -945,6 +963,7 @@ static int write_rows(struct req *q, const char *src, size_t len, uint64_t off,
 	int rc;
 
 	for (int tries = 0;; tries++) {
+		req_view(q);
 		rc = req_setup(q, nrows, nrows * q->npos * 2, 0);
 		for (unsigned k = 0; k < nrows && rc == 0; k++)
 			row_init(q, &q->rows[k], r0 + k, off, off + len, src);
@@ -1047,6 +1066,7 @@ static int read_rows(struct req *q, char *dst, size_t len, uint64_t off, uint64_
 	int rc;
 
 	/* per row: the data pieces, and for a degraded row every position */
+	req_view(q);
 	rc = req_setup(q, nrows, nrows * (q->nd + q->npos), 0);
 	for (unsigned k = 0; k < nrows && rc == 0; k++)
 		row_init(q, &q->rows[k], r0 + k, off, off + len, NULL);
@@ -1147,9 +1167,12 @@ static int rows_read_all(struct req *q, uint64_t r0, uint64_t r1, uint64_t size)
 {
 	unsigned nrows = (unsigned)(r1 - r0 + 1);
 	uint64_t rowbytes = q->nd * q->C;
+	int rc;
+
+	req_view(q);
 	/* whole chunks of every position, and the recomputed parity */
-	int rc = req_setup(q, nrows, nrows * q->npos,
-			   (size_t)nrows * (q->npos + q->np) * ((size_t)q->C + BLK_ALIGN));
+	rc = req_setup(q, nrows, nrows * q->npos,
+		       (size_t)nrows * (q->npos + q->np) * ((size_t)q->C + BLK_ALIGN));
 
 	for (unsigned k = 0; k < nrows && rc == 0; k++) {
 		struct row *rw = &q->rows[k];
@@ -1202,8 +1225,9 @@ static int row_fix(struct req *q, struct row *rw, uint64_t fid, enum tfs_stripe_
 				rw->fix |= 1u << pos;
 		return rc;
 	}
-	if (any_unreadable(q->fs))
-		return -EBUSY;	/* no redundancy to compare against */
+	for (uint32_t k = 0; k < q->fs->n; k++)
+		if (!((q->insync >> k) & 1u))
+			return -EBUSY;	/* no redundancy to compare against */
 	for (uint32_t pos = 0; pos < q->npos; pos++)
 		blk[pos] = pos < q->nd ? rw->blk[pos] : req_buf(q, span);
 	tfs_parity_gen(blk, q->nd, q->np, span);

@@ -611,6 +611,21 @@ def test_cut_after_an_extending_truncate_keeps_fsynced_data(cut):
     assert got[:20 * K] == a, f"{len(got)} bytes: the fsynced 20K are gone"
 
 
+def test_cut_after_an_overwrite_of_dirty_sectors_keeps_it(cut):
+    """An fsync makes the SSD's slot bytes durable even when the store has
+    nothing to commit: an overwrite of sectors already dirty changes no
+    record, and tfs_cstore_sync skipped the data file's fdatasync when no
+    record was pending, so after a cut the tier served the previous
+    (fsynced) bytes.  The long exploration found it: write 58 where 62 had
+    been fsynced, RAID1 x2 + tier."""
+    a, b = os.urandom(64 * K), os.urandom(64 * K)
+    pwrite(cut.mnt / "f", 0, a, sync=True)      # dirty in one slot, durable
+    pwrite(cut.mnt / "f", 0, b, sync=True)      # the same sectors: no new record
+    m = cut.cut()
+    got = (pathlib.Path(m.mnt) / "f").read_bytes()
+    assert got == b, "the fsynced overwrite is gone" if got == a else "neither version"
+
+
 def test_cut_after_a_truncate_keeps_the_regrown_file(tmp_path):
     """The long exploration's uncached RAID1 loss: a file truncated, grown
     again and fsynced came back cut to the truncate's size.  The truncate's

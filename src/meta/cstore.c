@@ -36,7 +36,9 @@
  *     LMDB in seq order, at durability points only: take the pending
  *     entries (up to seq S), run the barrier (the cache syncs its data
  *     file, so every slot byte an entry names is durable before the entry
- *     is), commit them with info "logseq" = S in one transaction.
+ *     is), commit them with info "logseq" = S in one transaction.  The
+ *     barrier runs with no entry pending too: a durability point makes
+ *     every slot byte written before it durable, recorded anew or not.
  *  8. Open reads the log back into pending (the entries of the store's
  *     epoch, in seq order from logseq + 1, up to the first bad or missing
  *     one): after a kill they are all in the page cache.  After a power
@@ -718,12 +720,16 @@ int tfs_cstore_sync(struct tfs_cstore *cs)
 	cs->pend = NULL;
 	cs->plen = cs->pcap = 0;
 	pthread_mutex_unlock(&cs->llock);
-	if (aa.len == 0)
-		goto out;
 	/* every slot byte the entries name is durable before they are
-	 * (invariant 7) */
+	 * (invariant 7); with no entry too: an overwrite of dirty sectors
+	 * changes no record, and its bytes must be durable all the same */
 	if (cs->barrier)
 		rc = cs->barrier(cs->barg);
+	if (aa.len == 0) {
+		if (rc)
+			tfs_err("cache store %s: sync failed: %s", cs->dir, strerror(-rc));
+		goto out;
+	}
 	if (rc == 0)
 		rc = write_txn(cs, apply_fn, &aa);
 	pthread_mutex_lock(&cs->llock);

@@ -265,17 +265,13 @@ static int replay_link(struct tfs_fs *fs, const struct tfs_intent *it)
 	return rc ? rc : reconcile_all(fs, it->path2);
 }
 
-/* One pass over the intents (tfs_replay): the marks replayed truncates
- * leave, put once the pass is over (a visitor must not write to the
+/* The pass over the intents (tfs_replay), and the marks replayed
+ * truncates leave, put once it is over (a visitor must not write to the
  * journal). */
-#define MARKS_MAX 256
-
 struct replay {
 	struct tfs_fs *fs;
-	unsigned nmark;
-	bool full;		/* a truncate found no room: another pass */
-	uint64_t from;		/* intents before it were replayed by a pass */
-	uint64_t mark[MARKS_MAX][2];
+	unsigned nmark, cap;
+	uint64_t (*mark)[2];
 };
 
 static int replay_truncate(struct replay *rp, const struct tfs_intent *it)
@@ -296,8 +292,15 @@ static int replay_truncate(struct replay *rp, const struct tfs_intent *it)
 	/* parity levels: the new last row's parity covered the bytes cut from
 	 * it; a mark has the resync after replay recompute it (invariant 5) */
 	if (fs->stripes && tfs_layout_nparity(&fs->layout) && it->arg % tfs_row_bytes(fs)) {
-		if (rp->nmark == MARKS_MAX)
-			return -EAGAIN;		/* tfs_replay puts them, then comes back */
+		if (rp->nmark == rp->cap) {
+			unsigned cap = rp->cap ? 2 * rp->cap : 16;
+			void *p = realloc(rp->mark, cap * sizeof(*rp->mark));
+
+			if (!p)
+				return -ENOMEM;
+			rp->mark = p;
+			rp->cap = cap;
+		}
 		rp->mark[rp->nmark][0] = o0.fid % TFS_MARK_BUCKETS;
 		rp->mark[rp->nmark++][1] = it->arg / tfs_row_bytes(fs) / tfs_mark_rows(fs);
 	}
@@ -363,15 +366,9 @@ static int replay_one(void *arg, uint64_t seq, const void *rec, size_t len)
 {
 	struct replay *rp = arg;
 	struct tfs_fs *fs = rp->fs;
-	char *p1, *p2;
+	char *p1 = malloc(TFS_INTENT_PATH_MAX), *p2 = malloc(TFS_INTENT_PATH_MAX);
 	struct tfs_intent it;
-	int rc;
-
-	if (seq < rp->from)
-		return 0;
-	p1 = malloc(TFS_INTENT_PATH_MAX);
-	p2 = malloc(TFS_INTENT_PATH_MAX);
-	rc = p1 && p2 ? tfs_intent_decode(rec, len, &it, p1, p2) : -ENOMEM;
+	int rc = p1 && p2 ? tfs_intent_decode(rec, len, &it, p1, p2) : -ENOMEM;
 
 	if (rc) {
 		free(p1);
@@ -385,13 +382,6 @@ static int replay_one(void *arg, uint64_t seq, const void *rec, size_t len)
 	case TFS_I_TRUNCATE: rc = replay_truncate(rp, &it); break;
 	case TFS_I_XATTR:    rc = replay_xattr(fs, &it); break;
 	default:             rc = reconcile_all(fs, it.path); break;
-	}
-	if (rc == -EAGAIN && rp->nmark == MARKS_MAX) {
-		free(p1);
-		free(p2);
-		rp->full = true;
-		rp->from = seq;
-		return 1;	/* stop: the marks go in, and a pass goes on from here */
 	}
 	tfs_info("recovery: intent %" PRIu64 " (op %u, '%s'%s%s): %s", seq, it.op, it.path,
 		 it.path2[0] ? " -> " : "", it.path2, rc ? strerror(-rc) : "repaired");
@@ -410,7 +400,7 @@ static int delete_one(void *arg, uint64_t seq, const void *rec, size_t len)
 
 int tfs_replay(struct tfs_fs *fs)
 {
-	struct replay *rp;
+	struct replay rp = { fs, 0, 0, NULL };
 	uint64_t count = 0;
 	int rc = tfs_meta_intent_count(fs->meta, &count);
 
@@ -418,21 +408,10 @@ int tfs_replay(struct tfs_fs *fs)
 		return rc;
 	tfs_warn("recovery: %" PRIu64 " namespace change(s) may be unfinished; finishing them",
 		 count);
-	rp = calloc(1, sizeof(*rp));
-	if (!rp)
-		return -ENOMEM;
-	rp->fs = fs;
-	do {
-		rp->nmark = 0;
-		rp->full = false;
-		rc = tfs_meta_intent_foreach(fs->meta, replay_one, rp);
-		if (rc > 0)
-			rc = 0;
-		for (unsigned i = 0; i < rp->nmark && rc == 0; i++)
-			rc = tfs_meta_set_put(fs->meta, TFS_SET_MARK, rp->mark[i][0],
-					      rp->mark[i][1]);
-	} while (rc == 0 && rp->full);
-	free(rp);
+	rc = tfs_meta_intent_foreach(fs->meta, replay_one, &rp);
+	for (unsigned i = 0; i < rp.nmark && rc == 0; i++)
+		rc = tfs_meta_set_put(fs->meta, TFS_SET_MARK, rp.mark[i][0], rp.mark[i][1]);
+	free(rp.mark);
 	if (rc)
 		return rc;
 	for (;;) {

@@ -31,6 +31,8 @@ int tfs_meta_add(struct tfs_meta *mt, const char *dir, uint32_t tag);
 int tfs_meta_sync(struct tfs_meta *mt);
 /* The journal's commit generation: it grows with every write transaction. */
 uint64_t tfs_meta_gen(struct tfs_meta *mt);
+/* Is every commit up to generation gen durable? */
+bool tfs_meta_synced(struct tfs_meta *mt, uint64_t gen);
 /* Make every commit up to generation gen durable and every retired intent
  * deleted (durably): a no-op (no lock, no sync) when both are so. */
 int tfs_meta_sync_to(struct tfs_meta *mt, uint64_t gen);

@@ -1390,8 +1390,6 @@ int c_journal_sync(struct tfs_cache *c)
 	pthread_mutex_unlock(&c->lock);
 	r = tfs_meta_sync_to(c->fs->meta, gen);
 	pthread_mutex_lock(&c->lock);
-	if (r == 0 && gen > c->jsynced)
-		c->jsynced = gen;
 	if (r) {
 		if (r != c->jsync_err)
 			tfs_err("cache %s: journal sync failed: %s (the files with dirty data may "

@@ -131,7 +131,6 @@ struct tfs_cache {
 	unsigned writers;
 	bool gate;
 	uint64_t jgen;			/* journal generation after the last CDIRTY change */
-	uint64_t jsynced;		/* jgen the last journal sync covered */
 	int journal_err;		/* last drain's error (jlock), logged once */
 	int jsync_err;			/* last journal sync's error, logged once */
 	/* CDIRTY changes decided under c->lock, applied in order outside it

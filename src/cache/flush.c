@@ -593,7 +593,7 @@ static void *flusher(void *arg)
 		struct cfile *f;
 		int64_t r;
 
-		if (c->jgen > c->jsynced || c->njq) {
+		if (c->njq || !tfs_meta_synced(c->fs->meta, c->jgen)) {
 			pthread_mutex_unlock(&c->lock);
 			(void)c_journal_sync(c);	/* logged once; stays queued */
 			pthread_mutex_lock(&c->lock);

@@ -60,8 +60,8 @@
  *     already agree with the primary), except a truncate's, which ns.c
  *     deletes at once (tfs_meta_intent_del) and whose deletion an fsync of
  *     the file makes durable (tfs_meta_sync_to, which commits the retired
- *     ones too, and syncs).  A clean close commits them; beyond RETIRED_MAX a retirement commits them
- *     first.
+ *     ones too, and syncs).  A clean close commits them; beyond
+ *     RETIRED_MAX a retirement commits them first.
  *  8. Group commit: write_txn queues the caller's transaction; the first
  *     caller to find no group committing commits every queued one as one
  *     LMDB transaction on each copy (in queue order) and wakes their
@@ -401,9 +401,11 @@ void tfs_meta_close(struct tfs_meta *mt)
 	if (!mt)
 		return;
 	/* a clean stop leaves nothing to replay */
+	pthread_mutex_lock(&mt->wlock);
 	if (mt->nretired && ((rc = retired_commit_locked(mt)) || (rc = sync_locked(mt))))
 		tfs_warn("journal: %u finished change(s) left in it (replayed, as no-ops, at "
 			 "the next mount): %s", mt->nretired, strerror(-rc));
+	pthread_mutex_unlock(&mt->wlock);
 	for (unsigned i = 0; i < mt->n; i++)
 		store_close(&mt->st[i]);
 	pthread_mutex_destroy(&mt->wlock);
@@ -656,7 +658,6 @@ static int read_txn(struct tfs_meta *mt, MDB_txn **txn)
  * next write transaction of any kind deletes them (invariant 7).  So is an
  * intent whose add or delete failed, which may be in some copies. */
 struct intent_op {
-	struct tfs_meta *mt;
 	uint64_t seq;
 	const void *rec;	/* NULL: delete seq */
 	size_t len;
@@ -710,7 +711,7 @@ static int intent_txn(struct tfs_meta *mt, struct intent_op *op)
 
 int tfs_meta_intent_add(struct tfs_meta *mt, const void *rec, size_t len, uint64_t *seq)
 {
-	struct intent_op op = { mt, 0, rec, len };
+	struct intent_op op = { 0, rec, len };
 	int rc;
 
 	op.seq = __atomic_fetch_add(&mt->next_seq, 1, __ATOMIC_RELAXED);
@@ -721,27 +722,31 @@ int tfs_meta_intent_add(struct tfs_meta *mt, const void *rec, size_t len, uint64
 
 int tfs_meta_intent_del(struct tfs_meta *mt, uint64_t seq)
 {
-	struct intent_op op = { mt, seq, NULL, 0 };
+	struct intent_op op = { seq, NULL, 0 };
 
 	return intent_txn(mt, &op);
+}
+
+/* A transaction of nothing but the retired intents (store_call adds them). */
+static int nothing_fn(struct store *s, MDB_txn *txn, void *arg)
+{
+	(void)s, (void)txn, (void)arg;
+	return 0;
+}
+
+/* The retired intents deleted (committed, not synced); wlock held. */
+static int retired_commit_locked(struct tfs_meta *mt)
+{
+	return mt->nretired ? write_txn_locked(mt, nothing_fn, NULL, false) : 0;
 }
 
 void tfs_meta_intent_retire(struct tfs_meta *mt, uint64_t seq)
 {
 	pthread_mutex_lock(&mt->wlock);
-	if (mt->nretired == RETIRED_MAX)	/* make room: commit them */
-		(void)write_txn_locked(mt, intent_fn, &(struct intent_op){ mt, 0, NULL, 0 }, false);
+	if (mt->nretired == RETIRED_MAX)	/* make room (a failure: the next txn retries) */
+		(void)retired_commit_locked(mt);
 	retire_locked(mt, seq);
 	pthread_mutex_unlock(&mt->wlock);
-}
-
-/* The retired intents deleted (committed, not synced); wlock held.  Seq 0
- * is never an intent's: the transaction carries only them. */
-static int retired_commit_locked(struct tfs_meta *mt)
-{
-	if (!mt->nretired)
-		return 0;
-	return write_txn_locked(mt, intent_fn, &(struct intent_op){ mt, 0, NULL, 0 }, false);
 }
 
 uint64_t tfs_meta_gen(struct tfs_meta *mt)
@@ -749,12 +754,16 @@ uint64_t tfs_meta_gen(struct tfs_meta *mt)
 	return __atomic_load_n(&mt->gen, __ATOMIC_RELAXED);
 }
 
+bool tfs_meta_synced(struct tfs_meta *mt, uint64_t gen)
+{
+	return __atomic_load_n(&mt->synced, __ATOMIC_ACQUIRE) >= gen;
+}
+
 int tfs_meta_sync_to(struct tfs_meta *mt, uint64_t gen)
 {
 	int rc = 0;
 
-	if (__atomic_load_n(&mt->synced, __ATOMIC_ACQUIRE) >= gen &&
-	    __atomic_load_n(&mt->nretired, __ATOMIC_RELAXED) == 0)
+	if (tfs_meta_synced(mt, gen) && __atomic_load_n(&mt->nretired, __ATOMIC_RELAXED) == 0)
 		return 0;
 	pthread_mutex_lock(&mt->wlock);
 	rc = retired_commit_locked(mt);

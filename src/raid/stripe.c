@@ -1247,7 +1247,7 @@ static int row_fix(struct req *q, struct row *rw, uint64_t fid, enum tfs_stripe_
 			return 0;
 		if (who >= 0 && who < (int)q->nd) {
 			unsigned miss = (unsigned)who;
-			uint64_t in_row = (uint64_t)who * q->C;
+			uint64_t in_row = (uint64_t)who * q->C, inside;
 			void *all[TFS_MAX_MEMBERS];
 			int rc;
 
@@ -1262,8 +1262,8 @@ static int row_fix(struct req *q, struct row *rw, uint64_t fid, enum tfs_stripe_
 			 * and a replayed one leaves the parity covering them):
 			 * only what is inside the file is recovered, and the
 			 * parity is made to follow */
-			memset((char *)rw->blk[who] + (rw->rowlen > in_row ? rw->rowlen - in_row : 0),
-			       0, span - (rw->rowlen > in_row ? rw->rowlen - in_row : 0));
+			inside = rw->rowlen > in_row ? rw->rowlen - in_row : 0;
+			memset((char *)rw->blk[who] + inside, 0, span - inside);
 			tfs_parity_gen(all, q->nd, q->np, span);
 			for (uint32_t j = 0; j < q->np; j++)
 				rw->fix |= 1u << (q->nd + j);

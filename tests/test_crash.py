@@ -198,3 +198,28 @@ def guarded(fn, *args):
         return 0
     except OSError as e:
         return e.errno
+
+
+@pytest.mark.parametrize("level,n", [("raid1", 3), ("raid5", 4)])
+@pytest.mark.parametrize("name,call,op,check", [c for c in CASES if c[0] != "truncate"],
+                         ids=[c[0] for c in CASES if c[0] != "truncate"])
+def test_finished_change_replayed_after_a_kill_is_a_no_op(make_array, level, n, name, call, op,
+                                                          check):
+    """meta.c invariant 7: a finished change's intent is only retired (the
+    next journal transaction deletes it), so a daemon killed right after it
+    leaves the intent to the next mount, which replays a change every
+    member already has.  That must change nothing: the change stays
+    visible, the data intact, the members' trees equal.  (A truncate's
+    intent is deleted at once, so it has no case here.)"""
+    a = make_array(level, n, "4K")
+    m = a.mount(expect_errors=True)
+    prepare(a.mnt)
+    data = (a.mnt / "d1" / "f").read_bytes()
+    op(a.mnt)
+    m.proc.kill()                   # no journal transaction after the change
+    m.wait_dead()
+    m2 = a.mount()
+    assert "recovery:" in m2.log(), "no intent was left to replay"
+    assert check(a.mnt, data)
+    m2.stop()
+    assert_members_agree(a)

@@ -581,6 +581,24 @@ def test_cut_after_a_punch_shows_no_older_bytes(cut):
     assert got in (new, bytes(64 * K)), f"{got[:8]!r}...: neither B nor the punch"
 
 
+def test_cut_after_a_detach_keeps_the_size_a_punch_left(cut):
+    """data.c invariant 7: a punch (KEEP_SIZE) over every byte of a file
+    only the tier held grows the members to the file's size and syncs
+    them: nothing is dirty any more, so no flush carries the size, and a
+    detach then leaves it with the members alone.  A cut after the detach
+    must find the fsynced size there."""
+    pwrite(cut.mnt / "f", 0, os.urandom(64 * K), sync=True)     # only in the tier
+    fd = os.open(str(cut.mnt / "f"), os.O_RDWR)
+    try:
+        assert _libc.fallocate(fd, PUNCH, 0, 64 * K) == 0
+    finally:
+        os.close(fd)
+    os.setxattr(str(cut.mnt), "user.tierfs.ctl", b"detach")
+    m = cut.cut()
+    got = (pathlib.Path(m.mnt) / "f").read_bytes()
+    assert got == bytes(64 * K), f"{len(got)} bytes, not 64 KiB of zeros"
+
+
 def test_cut_after_a_shrinking_truncate_shows_no_older_bytes(cut):
     """Item 4: a truncate drops the tier's dirty data beyond the new end
     only behind a durable intent; without it the cut kept the drop and lost

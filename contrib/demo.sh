@@ -44,7 +44,7 @@ say "each member holds the whole tree and its share of every file"
 for i in 0 1 2 3; do
     printf 'member %d: big.bin holds %8d bytes, hello.txt %2d bytes, fid %s\n' "$i" \
         "$(stat -c %s "$demo/m$i/root/big.bin")" "$(stat -c %s "$demo/m$i/root/hello.txt")" \
-        "$(getfattr --only-values -n user.tierfs.fid "$demo/m$i/root/big.bin" 2>/dev/null)"
+        "$(getfattr --only-values -n trusted.tierfs.fid "$demo/m$i/root/big.bin" 2>/dev/null)"
 done
 echo "(10 MiB / 4 members = 2.5 MiB each; hello.txt lives on one member: its chunk 0)"
 

@@ -2,7 +2,8 @@
  *
  * Start-up order (each step can refuse with a one-line reason and exit 1,
  * and nothing is mounted until all of them passed):
- *   parse args -> assemble members (super.c) -> open the journal (meta.c)
+ *   parse args -> assemble members (super.c) -> upgrade an array made by
+ *   an older tierfs (upgrade.c) -> open the journal (meta.c)
  *   -> replay interrupted namespace changes (replay.c) -> mount
  *   -> daemonize (unless -f) -> reopen the journal in the daemon (LMDB
  *   environments must not cross fork) -> serve on the multi-threaded loop
@@ -27,6 +28,7 @@
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
 #include "tierfs/super.h"
+#include "tierfs/upgrade.h"
 
 struct opts {
 	char *members;		/* "DIR:DIR:..." */
@@ -226,6 +228,9 @@ static int fs_setup(struct tfs_fs *fs, struct tfs_array *array, const struct opt
 	if (fstat(rootfd[fs->primary], &rst))
 		return -errno;
 	fs->root.ino = rst.st_ino;
+	rc = tfs_upgrade(fs);	/* before anything reads a record */
+	if (rc)
+		return rc;
 	rc = journal_open(array, &fs->meta);
 	if (rc)
 		return rc;

@@ -17,6 +17,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 BUILD = pathlib.Path(os.environ.get("TIERFS_BUILD", ROOT / "build"))
 TIERFS = BUILD / "tierfs"
 MKFS = BUILD / "mkfs.tierfs"
+# the records tierfs keeps on member files (super.h): root alone may set them
+FID_XATTR = "trusted.tierfs.fid"
+SIZE_XATTR = "trusted.tierfs.size"
 
 
 def mounted(path):

@@ -28,7 +28,7 @@ import zlib
 
 import pytest
 
-from conftest import mounted
+from conftest import FID_XATTR, mounted
 from test_model import PyLayout
 
 K = 1024
@@ -36,7 +36,6 @@ M = 1024 * K
 CTL = "user.tierfs.ctl"
 STATUS = "user.tierfs.status"
 FILE_XATTR = "user.tierfs.cache"
-FID_XATTR = "user.tierfs.fid"
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 _libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]

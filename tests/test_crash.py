@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from conftest import Mount
+from conftest import FID_XATTR, Mount
 
 libc = ctypes.CDLL(None, use_errno=True)
 RENAME_EXCHANGE = 2
@@ -30,7 +30,7 @@ def tree(member):
                 target = os.readlink(p)
             elif stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
                 try:
-                    fid = os.getxattr(p, "user.tierfs.fid", follow_symlinks=False)
+                    fid = os.getxattr(p, FID_XATTR, follow_symlinks=False)
                 except OSError as e:   # a crash may leave it unset on a member
                     assert e.errno == errno.ENODATA
                     fid = "missing"

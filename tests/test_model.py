@@ -42,8 +42,8 @@ import time
 import zlib
 
 import pytest
+from conftest import FID_XATTR
 
-FID_XATTR = "user.tierfs.fid"
 NOPS = int(os.environ.get("TIERFS_MODEL_OPS", "2000"))
 
 K = 1024

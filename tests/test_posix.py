@@ -18,6 +18,8 @@ import threading
 
 import pytest
 
+from conftest import FID_XATTR
+
 LEVELS = [("raid0", 4, "4K"), ("raid1", 2, None), ("raid10", 4, "4K"), ("jbod", 2, None)]
 LEVEL_IDS = [f"{l}-{n}" for l, n, _ in LEVELS]
 
@@ -610,6 +612,7 @@ def test_xattrs(fs, ref):
             res.append(outcome(os.getxattr, p, "user.a"))
             res.append(outcome(os.removexattr, p, "user.a"))
             res.append(outcome(os.getxattr, p, "user.tierfs.fid"))
+            res.append(outcome(os.getxattr, p, FID_XATTR))
             res.append(sorted(os.listxattr(p)))
         os.link(d / "f", d / "g")
         res.append(os.getxattr(d / "g", "user.empty"))
@@ -624,32 +627,38 @@ def test_xattrs(fs, ref):
 
 
 def test_tierfs_xattrs_hidden_and_protected(fs):
+    """tierfs's own names never pass through the mount: neither the records
+    on the member files (trusted.tierfs.*) nor the user.tierfs.* names
+    the daemon answers itself, even for root."""
     d = fs.mnt
     (d / "f").write_bytes(b"data")
     os.mkdir(d / "dir")
-    fids0 = {rel: [os.getxattr(p, "user.tierfs.fid") for p in member_paths(fs, rel)]
+    fids0 = {rel: [os.getxattr(p, FID_XATTR) for p in member_paths(fs, rel)]
              for rel in ["f", "dir"]}
     for rel, v in fids0.items():
         assert len(set(v)) == 1, (rel, v)
     fd = os.open(d / "f", os.O_RDONLY)    # an open file takes the pinned-fd path
     for p in [d / "f", d / "dir", d]:
-        assert not [n for n in os.listxattr(p) if n.startswith("user.tierfs.")]
-        with pytest.raises(OSError) as e:
-            os.getxattr(p, "user.tierfs.fid")
-        assert e.value.errno == errno.ENODATA
-        with pytest.raises(OSError):
-            os.setxattr(p, "user.tierfs.fid", b"999")
-        with pytest.raises(OSError):
-            os.removexattr(p, "user.tierfs.fid")
+        assert not [n for n in os.listxattr(p) if ".tierfs." in n]
+        for name in ["user.tierfs.fid", FID_XATTR, "trusted.tierfs.size"]:
+            with pytest.raises(OSError) as e:
+                os.getxattr(p, name)
+            assert e.value.errno == errno.ENODATA, name
+            with pytest.raises(OSError):
+                os.setxattr(p, name, b"999")
+            with pytest.raises(OSError):
+                os.removexattr(p, name)
         with pytest.raises(OSError):
             os.setxattr(p, "user.tierfs.other", b"1")
-    assert not [n for n in os.listxattr(fd) if n.startswith("user.tierfs.")]
+        with pytest.raises(OSError):
+            os.setxattr(p, "trusted.tierfs.other", b"1")
+    assert not [n for n in os.listxattr(fd) if ".tierfs." in n]
     os.close(fd)
     # the identity on the members is untouched
     for rel in ["f", "dir"]:
-        assert [os.getxattr(p, "user.tierfs.fid") for p in member_paths(fs, rel)] == fids0[rel]
+        assert [os.getxattr(p, FID_XATTR) for p in member_paths(fs, rel)] == fids0[rel]
         assert not [n for n in os.listxattr(member_paths(fs, rel)[0])
-                    if n.startswith("user.tierfs.") and n != "user.tierfs.fid"]
+                    if ".tierfs." in n and n not in (FID_XATTR, "trusted.tierfs.size")]
     assert (d / "f").read_bytes() == b"data"
 
 

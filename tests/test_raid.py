@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, Mount
+from conftest import BUILD, FID_XATTR, Mount
 
 TIERCTL = BUILD / "tierctl"
 K = 1024
@@ -255,7 +255,7 @@ def test_degraded_size_after_a_write_that_skipped_the_primary(make_array, level,
     m = a.mount(expect_errors=True)
     p = a.mnt / "f"
     fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
-    fid = int(os.getxattr(a.members[0] / "root" / "f", "user.tierfs.fid"))
+    fid = int(os.getxattr(a.members[0] / "root" / "f", FID_XATTR))
     # a row whose parity is not on member 0, and a data chunk of it not on
     # 0, past the first (the parity, as long as the first, tells the size)
     r = next(r for r in range(1, n + 1) if 0 not in lay.row_members(r, fid)[1])
@@ -296,7 +296,7 @@ def test_rebuild_records_the_size_a_close_during_the_copy_missed(make_array):
     p = a.mnt / "f"
     fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fid = int(os.getxattr(a.members[1] / "root" / "f", "user.tierfs.fid"))
+        fid = int(os.getxattr(a.members[1] / "root" / "f", FID_XATTR))
         # a data chunk of row 0 past the first (the parity, as long as the
         # first, would tell the size) not on member 0: the file ends 100
         # bytes into it
@@ -310,7 +310,7 @@ def test_rebuild_records_the_size_a_close_during_the_copy_missed(make_array):
         deadline = time.time() + 10
         while True:
             try:
-                os.getxattr(copied, "user.tierfs.fid")
+                os.getxattr(copied, FID_XATTR)
                 break
             except OSError:
                 assert time.time() < deadline, "the copy never reached the file"
@@ -423,7 +423,7 @@ def row_positions(n, np_, row, rot):
 
 
 def fid_of(a, name):
-    return int(os.getxattr(a.members[0] / "root" / name, "user.tierfs.fid"))
+    return int(os.getxattr(a.members[0] / "root" / name, FID_XATTR))
 
 
 def corrupt(path, off, ln=16):

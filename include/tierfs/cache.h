@@ -119,7 +119,7 @@ uint64_t tfs_cache_dirty_bytes(struct tfs_fs *fs, uint64_t fid);
 int tfs_cache_ctl(struct tfs_fs *fs, const char *cmd, const char *arg, char *err,
 		  size_t errlen);
 /* cache.* lines of user.tierfs.status into buf; returns their length. */
-int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len);
+int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths);
 /* Per-file user.tierfs.cache: cached and dirty bytes of in. */
 int tfs_cache_file_stats(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len);
 

@@ -52,6 +52,8 @@ struct tfs_inode {
 	uint32_t refs;			/* child aliases + open handles */
 	struct tfs_alias *aliases;
 	struct tfs_inode *hnext;
+	struct tfs_inode *fnext;	/* fid index chain, under fs->ilock */
+	bool fid_claimed;		/* in the fid index */
 
 	/* directory fd cache (directories only), under fs->ilock */
 	int *dfd;			/* O_PATH fd per member, or NULL */
@@ -60,7 +62,13 @@ struct tfs_inode {
 
 	pthread_mutex_t lock;		/* protects everything below */
 	bool fid_valid, size_valid;
+	/* Two files in the table have this file's identity (inode.c
+	 * invariant 5): neither opens until one is gone.  The one that came
+	 * second has fid 0 (nothing keyed by fid sees it) and its identity
+	 * in fid_disk.  Atomic: the other file sets it on the first. */
+	bool fid_dup;
 	uint64_t fid;			/* file identity (xattr on the members) */
+	uint64_t fid_disk;		/* the identity its member files carry */
 	uint32_t rot;			/* tfs_layout_rot(fid) */
 	uint64_t size;			/* logical size of a regular file */
 	uint64_t size_saved;		/* parity levels: TFS_XATTR_SIZE as last written */
@@ -106,6 +114,9 @@ struct tfs_fs {
 
 	pthread_mutex_t ilock;		/* inode table, aliases, nlookup, refs, dir fds */
 	struct tfs_inode **htab;
+	struct tfs_inode **ftab;	/* fid index, hsize slots (inode.c inv. 5) */
+	uint64_t *contested;		/* identities two files were seen with */
+	size_t ncontested;
 	size_t hsize, icount;
 	struct tfs_inode lru;		/* list head of directories with cached fds */
 	/* Resolving a directory by name (fd cache miss) holds this shared; a
@@ -190,6 +201,17 @@ uint32_t tfs_members(struct tfs_fs *fs, uint32_t *order);
  * it, in which case it stays and the error is only logged.  Returns true if
  * the member is now failed. */
 bool tfs_member_fail(struct tfs_fs *fs, uint32_t k, int err, const char *what);
+/* Does err say that a name on a member is not the kind of object the
+ * array expects there (something else was put in its place)? */
+static inline bool tfs_member_misnamed(int err)
+{
+	return err == -ELOOP || err == -ENOTDIR || err == -EISDIR;
+}
+/* A namespace call on member k (not the primary) answered *err.  A
+ * misnamed object is logged and the member stays in use: *err becomes
+ * -EUCLEAN for the request, and false is returned.  Anything else fails the
+ * member as tfs_member_fail does (true: go on without it). */
+bool tfs_member_diverged(struct tfs_fs *fs, uint32_t k, int *err, const char *what);
 /* Is err a member failure (as opposed to an answer like ENOENT)? */
 static inline bool tfs_member_error(int err)
 {
@@ -197,7 +219,7 @@ static inline bool tfs_member_error(int err)
 	       err == -EUCLEAN;
 }
 /* A text report of the array (tierctl status), malloc'ed. */
-char *tfs_health_report(struct tfs_fs *fs);
+char *tfs_health_report(struct tfs_fs *fs, bool paths);
 
 /* Is [p, p+n) all zero bytes? */
 static inline bool tfs_all_zero(const void *p, size_t n)
@@ -243,6 +265,11 @@ void tfs_inode_alias_move(struct tfs_fs *fs, struct tfs_inode *in,
 			  struct tfs_inode *oparent, const char *oname,
 			  struct tfs_inode *nparent, const char *nname);
 void tfs_inode_unhash(struct tfs_fs *fs, struct tfs_inode *in);
+/* Enter in (a regular file) into the fid index under fid (inode.c
+ * invariant 5): 0, or -EEXIST if another file in the table has it (its
+ * path, malloc'ed, in *other when other is not NULL; that file is
+ * marked fid_dup too). */
+int tfs_inode_claim_fid(struct tfs_fs *fs, struct tfs_inode *in, uint64_t fid, char **other);
 /* Location of an inode (-ENOENT when it has no name left) or of a child. */
 int tfs_inode_loc(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_loc *loc);
 int tfs_inode_child_loc(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
@@ -358,6 +385,12 @@ static inline bool tfs_space_error(int err)
  * a non-zero return stops the walk and is returned. */
 typedef int (*tfs_walk_fn)(void *arg, struct tfs_inode *in, const struct stat *st);
 int tfs_walk_files(struct tfs_fs *fs, tfs_walk_fn fn, void *arg);
+/* The same, but a name that cannot be looked up because it is damaged
+ * (-EUCLEAN: health.c invariant 5) is handed to damaged(arg, path) and
+ * the walk goes on past it. */
+typedef void (*tfs_damaged_fn)(void *arg, const char *path);
+int tfs_walk_files_past_damage(struct tfs_fs *fs, tfs_walk_fn fn, tfs_damaged_fn damaged,
+			       void *arg);
 
 /* ---- stripe.c: file data on the parity levels ---- */
 struct tfs_stripes;
@@ -424,7 +457,7 @@ int tfs_maint_ctl(struct tfs_fs *fs, const char *val, size_t len, char *err, siz
 /* Why the last command failed ("" after one that worked): in the status. */
 void tfs_maint_set_error(struct tfs_fs *fs, const char *err);
 /* The text of user.tierfs.status, malloc'ed. */
-char *tfs_maint_status(struct tfs_fs *fs);
+char *tfs_maint_status(struct tfs_fs *fs, bool paths);
 
 /* Intent records (encoded by ns.c, replayed by replay.c). */
 enum tfs_intent_op {

@@ -20,13 +20,19 @@
 #define TFS_JOURNAL_DIR  ".tierfs/journal"
 #define TFS_TREE_DIR     "root"
 #define TFS_SUPER_MAGIC  "tierfs-superblock"
-#define TFS_SUPER_VERSION 2	/* 1: no events/state (all in sync) */
-#define TFS_XATTR_FID    "user.tierfs.fid"	/* on member files and dirs */
+/* 1: no events/state (all in sync); 2: identity and size records in
+ * user.tierfs.*, which a member file's owner could set; 3: in trusted.*,
+ * which only root can (upgrade.c moves a version 2 tree at mount). */
+#define TFS_SUPER_VERSION 3
+#define TFS_XATTR_FID    "trusted.tierfs.fid"	/* on member files and dirs */
 /* Parity levels: the logical size as of the last close, fsync or truncate,
  * on every member file.  Member file sizes give the size exactly while
  * every member is there; with one missing, the size may have ended on it,
  * and this is the lower bound that survives (ns.c size_save_locked). */
-#define TFS_XATTR_SIZE   "user.tierfs.size"
+#define TFS_XATTR_SIZE   "trusted.tierfs.size"
+/* Their names up to version 2 */
+#define TFS_XATTR_FID_V2  "user.tierfs.fid"
+#define TFS_XATTR_SIZE_V2 "user.tierfs.size"
 
 /* Member states, one character each in tfs_super.state ("UU_R"). */
 enum tfs_mstate {
@@ -49,14 +55,15 @@ struct tfs_super {
 	char state[TFS_MAX_MEMBERS + 1];
 };
 
-/* Text form; returns bytes written (< len) or -ENOSPC. */
+/* Text form (of sb->version); returns bytes written (< len) or -ENOSPC. */
 int tfs_super_format(const struct tfs_super *sb, char *buf, unsigned len);
 /* Returns 0, or -EINVAL with a reason. */
 int tfs_super_parse(const char *buf, struct tfs_super *sb, const char **why);
 
 /* Read MEMBER/.tierfs/superblock: 0, -ENOENT (not a member) or -errno/-EINVAL. */
 int tfs_super_read(int memberfd, struct tfs_super *sb, const char **why);
-/* Write it atomically (temp file, fsync, rename, fsync dir). */
+/* Write it atomically (temp file, fsync, rename, fsync dir), as version
+ * sb->version. */
 int tfs_super_write(int memberfd, const struct tfs_super *sb);
 
 void tfs_uuid_generate(char out[37]);
@@ -69,7 +76,8 @@ int tfs_member_wipe(const char *dir);
 /* An assembled array: members in index order.  A failed member has no
  * dirfd; sb.state says which members are usable. */
 struct tfs_array {
-	struct tfs_super sb;		/* freshest view; index is meaningless */
+	struct tfs_super sb;		/* freshest view; index is meaningless;
+					 * version is the oldest any member has */
 	uint32_t n;
 	char *path[TFS_MAX_MEMBERS];	/* member directory, absolute */
 	int dirfd[TFS_MAX_MEMBERS];	/* MEMBER, O_PATH, held for the mount */
@@ -85,6 +93,10 @@ int tfs_array_assemble(char **paths, unsigned npaths, struct tfs_array *a,
 /* Bump the event count and write a->sb to every member that is not failed.
  * Returns the number of members written, or -errno if none could be. */
 int tfs_array_record(struct tfs_array *a);
+/* Write a->sb with version v to every member that is not failed, events
+ * unchanged (a torn write leaves members of both versions, none stale).
+ * Returns 0 or the first error. */
+int tfs_array_set_version(struct tfs_array *a, unsigned v);
 /* Members in state st. */
 uint32_t tfs_array_count(const struct tfs_array *a, char st);
 void tfs_array_release(struct tfs_array *a);

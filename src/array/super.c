@@ -14,6 +14,10 @@
  *     member is used only if that view does not call it failed and its own
  *     events are the freshest: a member that missed an event is stale (it
  *     was away while the array changed) and is treated as failed.
+ *  5. An assembled member directory is root's, mode 0700 (repaired with a
+ *     warning), and no directory above it lets a user swap it (refused):
+ *     secure.h.  A.sb.version is the oldest version any member has, so an
+ *     upgrade torn by a crash is finished at the next mount (upgrade.c).
  *
  * Member states (one character per member in sb.state):
  *   U --fails (I/O error, tierctl fail, missing at mount)--> _
@@ -34,6 +38,7 @@
 #include <unistd.h>
 
 #include "tierfs/log.h"
+#include "tierfs/secure.h"
 #include "tierfs/super.h"
 
 int tfs_super_format(const struct tfs_super *sb, char *buf, unsigned len)
@@ -42,7 +47,7 @@ int tfs_super_format(const struct tfs_super *sb, char *buf, unsigned len)
 			 "%s %u\nuuid=%s\nlevel=%s\nchunk=%" PRIu32 "\nmembers=%" PRIu32
 			 "\nindex=%" PRIu32 "\ncreated=%" PRId64 "\nevents=%" PRIu64
 			 "\nstate=%s\n",
-			 TFS_SUPER_MAGIC, TFS_SUPER_VERSION, sb->uuid,
+			 TFS_SUPER_MAGIC, sb->version, sb->uuid,
 			 tfs_level_name(sb->layout.level), sb->layout.chunk,
 			 sb->layout.nmembers, sb->index, sb->created, sb->events, sb->state);
 	return n < 0 || (unsigned)n >= len ? -ENOSPC : n;
@@ -319,6 +324,11 @@ int tfs_array_assemble(char **paths, unsigned npaths, struct tfs_array *a,
 			close(fd);
 			FAIL(rc, "member %s: %s", paths[i], why);
 		}
+		rc = tfs_dir_secure(fd, real, "member", err, errlen);	/* invariant 5 */
+		if (rc) {
+			close(fd);
+			goto out_fail;
+		}
 		if (i == 0) {
 			a->sb = sb;
 		} else if (strcmp(sb.uuid, a->sb.uuid)) {
@@ -353,6 +363,8 @@ int tfs_array_assemble(char **paths, unsigned npaths, struct tfs_array *a,
 		a->lockfd[sb.index] = lfd;
 		a->path[sb.index] = strdup(real);
 		events[sb.index] = sb.events;
+		if (sb.version < a->sb.version)	/* upgrade.c finishes an upgrade */
+			a->sb.version = sb.version;
 		if (sb.events > a->sb.events)	/* the freshest view wins */
 			memcpy(a->sb.state, sb.state, sizeof(sb.state)), a->sb.events = sb.events;
 	}
@@ -396,6 +408,31 @@ int tfs_array_assemble(char **paths, unsigned npaths, struct tfs_array *a,
 
 out_fail:
 	tfs_array_release(a);
+	return rc;
+}
+
+int tfs_array_set_version(struct tfs_array *a, unsigned v)
+{
+	struct tfs_super sb = a->sb;
+	int rc = 0;
+
+	sb.version = v;
+	for (uint32_t i = 0; i < a->n; i++) {
+		int r;
+
+		if (a->sb.state[i] == TFS_M_FAILED || a->dirfd[i] < 0)
+			continue;
+		sb.index = i;
+		r = tfs_super_write(a->dirfd[i], &sb);
+		if (r) {
+			tfs_err("member %s: cannot write the superblock: %s", a->path[i],
+				strerror(-r));
+			if (!rc)
+				rc = r;
+		}
+	}
+	if (rc == 0)
+		a->sb.version = v;
 	return rc;
 }
 

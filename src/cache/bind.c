@@ -15,6 +15,8 @@
  *     would lose their data, unless cache_discard says so (and names them).
  *  3. After a stop that was not clean under another boot id, only dirty
  *     sectors are trusted (DESIGN §10.5).
+ *  4. The cache directory is root's, mode 0700, before anything in it is
+ *     read or written, and no directory above it lets a user swap it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +33,7 @@
 #include "tierfs/meta.h"
 #include "tierfs/ns.h"
 #include "tierfs/parse.h"
+#include "tierfs/secure.h"
 #include "tierfs/super.h"
 #include "cache_i.h"
 
@@ -156,6 +159,20 @@ static int discard_lost(struct tfs_fs *fs, uint64_t ndirty)
 static int path_of(char *out, size_t len, const char *dir, const char *name)
 {
 	return snprintf(out, len, "%s/%s", dir, name) >= (int)len ? -ENAMETOOLONG : 0;
+}
+
+/* Invariant 4: the directory is root's (secure.h). */
+static int cache_private(const char *dir, char *err, size_t errlen)
+{
+	int fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), rc;
+
+	if (fd < 0) {
+		snprintf(err, errlen, "cache %s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	rc = tfs_dir_secure(fd, dir, "cache", err, errlen);
+	close(fd);
+	return rc;
 }
 
 /* Remove what tierfs keeps in a cache directory (only its own names). */
@@ -419,7 +436,9 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 		rc = -errno;
 		goto fail;
 	}
-	rc = cache_config(c, o, &size, err, errlen);
+	rc = cache_private(c->dir, err, errlen);
+	if (rc == 0)
+		rc = cache_config(c, o, &size, err, errlen);
 	if (rc)
 		goto fail;
 	pr = cache_probe(c, array, sizeof(array), why, sizeof(why));
@@ -789,7 +808,7 @@ void tfs_cache_stop(struct tfs_fs *fs)
 /* Statistics and control                                              */
 /* ------------------------------------------------------------------ */
 
-int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len)
+int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 {
 	struct tfs_cache *c = fs->cache;
 	unsigned hot = 0, warm = 0, cold = 0;
@@ -851,7 +870,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len)
 		     "cache.unresolved_files=%u\ncache.promote_threshold=%u\n"
 		     "cache.seq_cutoff=%" PRIu64 "\ncache.dirty_low=%u\ncache.dirty_high=%u\n"
 		     "cache.flush_error=%s\n",
-		     c->dir, c->uuid, tfs_cache_mode_name(mode), tfs_policy_name(c->policy_kind),
+		     paths ? c->dir : "-", c->uuid, tfs_cache_mode_name(mode), tfs_policy_name(c->policy_kind),
 		     c->extent, c->nslots, (uint64_t)c->nslots * c->extent,
 		     used, ndirty, dirty, hot, warm, cold,
 		     st.read_hits, st.read_misses, st.read_hit_bytes, st.read_miss_bytes,

@@ -44,6 +44,11 @@
  *     sector does not by itself carry the size to the members.  A file
  *     with nothing dirty is never visited: a punch that takes its last
  *     dirty byte carries the size itself (data.c invariant 7).
+ * 10. Dirty data is never bound to, flushed to or dropped for a file
+ *     whose identity another file has too (inode.c invariant 5): a walk
+ *     meets it as not identified (so proves nothing gone), and a binding
+ *     made before the second file was seen is undone, so the data waits
+ *     in the tier until one of them is removed and then goes to the other.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -209,6 +214,14 @@ static void *destage_thread(void *arg)
  * that is mostly clean, or mostly being rewritten, does not hold c->lock
  * for a walk of all of it.  Returns bytes written, 0 if nothing was to do,
  * or -errno. */
+static void fl_unflag_locked(struct tfs_cache *c, struct fl *fl, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		c->e[fl[i].slot].flushing = false;
+		c_unpin(c, fl[i].slot);
+	}
+}
+
 static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint32_t min_age)
 {
 	struct tfs_fs *fs = c->fs;
@@ -257,13 +270,27 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 	if (rc == -ENOENT) {
 		/* no name left and nobody has it open: the file is gone */
 		pthread_mutex_lock(&c->lock);
-		for (unsigned i = 0; i < n; i++) {
-			c->e[fl[i].slot].flushing = false;
-			c_unpin(c, fl[i].slot);
-		}
+		fl_unflag_locked(c, fl, n);
 		pthread_mutex_unlock(&c->lock);
 		(void)c_zero_file(c, f, 0, UINT64_MAX, true);	/* logged; slots kept owned */
 		tfs_info("cache: file %" PRIu64 " is gone; its dirty extents were dropped", f->fid);
+		goto out_unref;
+	}
+	if (rc == -EUCLEAN) {
+		/* another file has this identity too (inode.c invariant 5):
+		 * the dirty data is neither's until one of them is removed, so
+		 * the file it goes to is looked for again (invariant 10) */
+		pthread_mutex_lock(&c->lock);
+		fl_unflag_locked(c, fl, n);
+		if (f->in == in) {
+			tfs_inode_unref(fs, in);
+			f->in = NULL;
+			if (!f->unresolved) {
+				f->unresolved = true;
+				c->unresolved++;
+			}
+		}
+		pthread_mutex_unlock(&c->lock);
 		goto out_unref;
 	}
 	if (rc)
@@ -432,6 +459,8 @@ static int found(struct tfs_cache *c, struct tfs_inode *in)
 	pthread_mutex_unlock(&in->lock);
 	if (!known)
 		return -EIO;
+	if (__atomic_load_n(&in->fid_dup, __ATOMIC_ACQUIRE))
+		return -EUCLEAN;	/* neither of two is bound: flush_file */
 	pthread_mutex_lock(&c->lock);
 	f = c_file_find(c, fid);
 	if (f && f->unresolved && !f->in) {

@@ -655,7 +655,9 @@ static void tfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 	int rc;
 
 	if (ino == FUSE_ROOT_ID && strcmp(name, XATTR_STATUS) == 0) {
-		char *st = tfs_maint_status(FS(req));
+		/* paths (members, the tier, files being scrubbed) are root's
+		 * business; the counters are everybody's (DESIGN §11) */
+		char *st = tfs_maint_status(FS(req), fuse_req_ctx(req)->uid == 0);
 		size_t l = st ? strlen(st) : 0;
 
 		rc = !st ? -ENOMEM : size == 0 ? (int)l : l > size ? -ERANGE : (int)l;

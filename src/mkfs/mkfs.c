@@ -4,7 +4,8 @@
  * or cannot work: a member that is not an empty directory or already belongs
  * to an array (unless --force), a member of a mounted array (even with
  * --force), the same directory twice, a member count or chunk size the level
- * cannot use, a filesystem without user xattrs.
+ * cannot use, a filesystem without trusted xattrs, a member a user could
+ * swap (secure.h).  Every member directory it formats is root's, mode 0700.
  */
 #include <stdarg.h>
 #include <errno.h>
@@ -23,6 +24,7 @@
 
 #include "tierfs/layout.h"
 #include "tierfs/parse.h"
+#include "tierfs/secure.h"
 #include "tierfs/super.h"
 
 static void usage(FILE *f)
@@ -150,10 +152,18 @@ int main(int argc, char **argv)
 					   "refusing to overwrite them", p, TFS_TREE_DIR, TFS_META_DIR);
 		}
 		close(fd);
-		if (setxattr(real[i], "user.tierfs.probe", "1", 1, 0) && errno != EEXIST)
-			return die("member %s: the filesystem does not support user xattrs (%s)", p,
-				   strerror(errno));
-		removexattr(real[i], "user.tierfs.probe");
+		{
+			char unsafe[PATH_MAX + 200];
+
+			if (tfs_path_check_ancestors(real[i], unsafe, sizeof(unsafe)))
+				return die("member %s: %s", p, unsafe);
+		}
+		/* the identity and size records live in trusted.* (super.h) */
+		if (setxattr(real[i], "trusted.tierfs.probe", "1", 1, 0) && errno != EEXIST)
+			return die("member %s: cannot set trusted xattrs (%s)%s", p, strerror(errno),
+				   errno == EPERM ? ": run mkfs.tierfs as root"
+						  : ": the filesystem does not support them");
+		removexattr(real[i], "trusted.tierfs.probe");
 		if (statvfs(real[i], &sv) == 0) {
 			uint64_t avail = (uint64_t)sv.f_blocks * sv.f_frsize;
 
@@ -173,9 +183,15 @@ int main(int argc, char **argv)
 		if (was_member[i]) {	/* --force: the old array's metadata and tree go */
 			tfs_member_wipe(real[i]);
 		}
+		unsigned ouid, omode;
+
 		fd = open(real[i], O_PATH | O_DIRECTORY);
 		if (fd < 0)
 			return die("member %s: %s", real[i], strerror(errno));
+		rc = tfs_dir_make_private(fd, &ouid, &omode);
+		if (rc < 0)
+			return die("member %s: cannot make it root's (0700): %s", real[i],
+				   strerror(-rc));
 		if (mkdirat(fd, TFS_TREE_DIR, 0755) && errno != EEXIST)
 			return die("member %s: cannot create %s/: %s", real[i], TFS_TREE_DIR,
 				   strerror(errno));

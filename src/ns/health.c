@@ -15,6 +15,12 @@
  *  4. The primary is always in sync.  When it fails, another in-sync member
  *     takes over: under ns_lock exclusive (no thread holds directory fds),
  *     the inode table is re-keyed by the new primary's inode numbers.
+ *  5. A member fails on errors of the member (EIO, a change it refuses
+ *     that the primary made), never because one name on it is not the
+ *     kind of object the array expects there (tfs_member_diverged): that
+ *     is damage to one name, which an unprivileged user could once cause
+ *     (DESIGN §11); the request is refused with EUCLEAN, as ext4 refuses a
+ *     damaged inode, and scrub finds it.
  *
  * States of a member (super.h):
  *   U --tfs_member_fail--> _ --tfs_rebuild_start--> R --rebuild_done--> U
@@ -162,7 +168,18 @@ bool tfs_member_fail(struct tfs_fs *fs, uint32_t k, int err, const char *what)
 	return true;
 }
 
-char *tfs_health_report(struct tfs_fs *fs)
+bool tfs_member_diverged(struct tfs_fs *fs, uint32_t k, int *err, const char *what)
+{
+	if (!tfs_member_misnamed(*err))
+		return tfs_member_fail(fs, k, *err, what);
+	tfs_err("member %u (%s): %s: %s: the name there is not what the array expects; the "
+		"request fails and the member stays in use (invariant 5; tierctl scrub lists "
+		"such names)", k, fs->array->path[k], what, strerror(-*err));
+	*err = -EUCLEAN;
+	return false;
+}
+
+char *tfs_health_report(struct tfs_fs *fs, bool paths)
 {
 	const struct tfs_level_ops *lo = tfs_level_ops(fs->layout.level);
 	size_t cap = 1024 + (size_t)fs->n * (PATH_MAX + 48);
@@ -185,7 +202,7 @@ char *tfs_health_report(struct tfs_fs *fs)
 
 		len += snprintf(buf + len, cap - (size_t)len, "member.%u=%s %s\n", k,
 				st == TFS_M_UP ? "in_sync" : st == TFS_M_FAILED ? "failed"
-				: "rebuilding", fs->array->path[k] ? fs->array->path[k] : "-");
+				: "rebuilding", paths && fs->array->path[k] ? fs->array->path[k] : "-");
 	}
 	return buf;
 }

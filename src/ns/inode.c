@@ -17,6 +17,20 @@
  *     object, so renames never make it stale; at most dmax directories keep
  *     fds (least recently used ones are closed when dusers == 0), so
  *     descriptors stay bounded however many inodes the kernel knows.
+ *  5. One identity, one file: every regular file in the table (hashed or
+ *     orphaned, until freed) is in the fid index under the identity its
+ *     member files carry (fid_disk), and two of them with one identity
+ *     are both refused.  A file whose
+ *     fid another inode already claims is not the same object (the same
+ *     object is the same inode, invariant 1, hard links included): it is
+ *     refused, and so is the first from then on (both fid_dup: which is
+ *     the original cannot be told), because the SSD tier, the row locks
+ *     and the placement all key by fid, and either would read and write
+ *     the other's data.  The identity stays contested (fs->contested)
+ *     while either is out of the table, and ends only when one of them is
+ *     removed (unhashed: its object is gone); the other then claims it
+ *     again on its next open (ns.c fid_check_locked) and keeps the
+ *     tier's extents of that identity (the removal leaves them).
  *
  * Lifetime:
  *   (new) --tfs_inode_bind--> live --forget/unref to 0/0--> freed
@@ -49,7 +63,8 @@ int tfs_fs_init(struct tfs_fs *fs)
 	pthread_mutex_init(&fs->health_lock, NULL);
 	fs->hsize = 1 << 16;
 	fs->htab = calloc(fs->hsize, sizeof(*fs->htab));
-	if (!fs->htab)
+	fs->ftab = calloc(fs->hsize, sizeof(*fs->ftab));
+	if (!fs->htab || !fs->ftab)
 		return -ENOMEM;
 	memset(&fs->root, 0, sizeof(fs->root));
 	pthread_mutex_init(&fs->root.lock, NULL);
@@ -111,9 +126,78 @@ static void dfd_drop_locked(struct tfs_fs *fs, struct tfs_inode *in)
 	fs->dcount--;
 }
 
+static void unclaim_locked(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	struct tfs_inode **pp;
+
+	if (!in->fid_claimed)
+		return;
+	for (pp = &fs->ftab[hslot(fs, in->fid_disk)]; *pp; pp = &(*pp)->fnext) {
+		if (*pp == in) {
+			*pp = in->fnext;
+			break;
+		}
+	}
+	in->fid_claimed = false;
+}
+
+static char *path_locked(struct tfs_fs *fs, struct tfs_inode *in, const char *leaf);
+
+static size_t contested_find_locked(struct tfs_fs *fs, uint64_t fid)
+{
+	size_t i = 0;
+
+	while (i < fs->ncontested && fs->contested[i] != fid)
+		i++;
+	return i;
+}
+
+int tfs_inode_claim_fid(struct tfs_fs *fs, struct tfs_inode *in, uint64_t fid, char **other)
+{
+	struct tfs_inode *o;
+	size_t s = hslot(fs, fid);
+	int rc = 0;
+
+	if (other)
+		*other = NULL;
+	if (fid == 0)
+		return 0;
+	pthread_mutex_lock(&fs->ilock);
+	if (!in->fid_claimed) {
+		in->fid_disk = fid;
+		in->fnext = fs->ftab[s];
+		fs->ftab[s] = in;
+		in->fid_claimed = true;
+	}
+	for (o = fs->ftab[s]; o && rc == 0; o = o->fnext) {
+		if (o == in || o->fid_disk != fid || !o->hashed)
+			continue;	/* an unhashed one's object is gone */
+		__atomic_store_n(&o->fid_dup, true, __ATOMIC_RELEASE);
+		if (other)
+			*other = o->aliases ? path_locked(fs, o->aliases->parent, o->aliases->name)
+					    : strdup("(a file with no name left)");
+		rc = -EEXIST;
+	}
+	if (rc == 0 && contested_find_locked(fs, fid) < fs->ncontested) {
+		rc = -EEXIST;	/* the other is out of the table, not gone */
+		if (other)
+			*other = strdup("(another file, seen before)");
+	} else if (rc && contested_find_locked(fs, fid) == fs->ncontested) {
+		uint64_t *c = realloc(fs->contested, (fs->ncontested + 1) * sizeof(*c));
+
+		if (c) {	/* without memory: refused while both are known */
+			fs->contested = c;
+			c[fs->ncontested++] = fid;
+		}
+	}
+	pthread_mutex_unlock(&fs->ilock);
+	return rc;
+}
+
 static void inode_free(struct tfs_fs *fs, struct tfs_inode *in)
 {
 	dfd_drop_locked(fs, in);
+	unclaim_locked(fs, in);
 	unhash_locked(fs, in);
 	alias_free_all(fs, in);
 	if (in->of)
@@ -142,7 +226,10 @@ void tfs_fs_destroy(struct tfs_fs *fs)
 	}
 	dfd_drop_locked(fs, &fs->root);
 	free(fs->htab);
+	free(fs->ftab);
+	free(fs->contested);
 	fs->htab = NULL;
+	fs->ftab = NULL;
 }
 
 struct tfs_inode *tfs_inode_get(struct tfs_fs *fs, uint64_t nodeid)
@@ -331,8 +418,13 @@ void tfs_inode_alias_move(struct tfs_fs *fs, struct tfs_inode *in,
 
 void tfs_inode_unhash(struct tfs_fs *fs, struct tfs_inode *in)
 {
+	size_t i;
+
 	pthread_mutex_lock(&fs->ilock);
 	unhash_locked(fs, in);
+	/* invariant 5: one of two files with one identity is gone */
+	if (in->fid_disk && (i = contested_find_locked(fs, in->fid_disk)) < fs->ncontested)
+		fs->contested[i] = fs->contested[--fs->ncontested];
 	pthread_mutex_unlock(&fs->ilock);
 }
 
@@ -526,7 +618,7 @@ static int dir_fds(struct tfs_fs *fs, struct tfs_inode *dir, int *fds)
 		mine[k] = fs->be->ops->open_dir(fs->be, k, parent ? pfd[k] : -1, parent ? name : "");
 		if (mine[k] >= 0)
 			continue;
-		if (k != tfs_primary(fs) && tfs_member_fail(fs, k, mine[k], "open directory")) {
+		if (k != tfs_primary(fs) && tfs_member_diverged(fs, k, &mine[k], "open directory")) {
 			mine[k] = -1;
 			continue;
 		}

@@ -20,6 +20,11 @@
  *     kernel's own filesystems own new files.
  *  4. Regular files and directories carry their file identity in the
  *     TFS_XATTR_FID xattr on every member; it never changes (rename keeps it).
+ *     A regular file's identity is claimed in the inode table when it is
+ *     first read (fid_take_locked): when two files claim one identity,
+ *     neither gets a data path (EUCLEAN) until one is gone, and the second
+ *     has fid 0, so it can be listed, renamed and removed but nothing
+ *     keyed by fid (the tier) ever sees it.
  *  5. Parity levels: the size record (TFS_XATTR_SIZE) is saved (close of
  *     the last handle, fsync, truncate, grow) on every member that takes
  *     changes, not only on the member files the file's I/O opened so far
@@ -178,7 +183,7 @@ static void member_diverged(struct tfs_fs *fs, uint32_t m, const char *what,
 	char msg[160];
 
 	snprintf(msg, sizeof(msg), "%s of '%.100s'", what, p ? p : l->name);
-	if (!tfs_member_fail(fs, m, rc, msg))
+	if (!tfs_member_diverged(fs, m, &rc, msg))
 		tfs_err("member %u: %s failed: %s; the member now differs from the primary",
 			m, msg, strerror(-rc));
 	free(p);
@@ -228,6 +233,54 @@ static int fid_get(struct tfs_fs *fs, uint32_t m, int fd, uint64_t *fid)
 	v[l] = 0;
 	*fid = strtoull(v, NULL, 10);
 	return 0;
+}
+
+/* The file in (in->lock held) is fid; refused if another file in the
+ * table has it (inode.c invariant 5): its data is never reached then,
+ * and nothing keyed by fid (the SSD tier, row locks) sees it. */
+static void fid_take_locked(struct tfs_fs *fs, struct tfs_inode *in, uint64_t fid,
+			    const struct tfs_loc *l)
+{
+	char *other = NULL;
+	bool dup = tfs_inode_claim_fid(fs, in, fid, &other) == -EEXIST;
+
+	if (dup) {
+		char *p = tfs_loc_path(fs, l);
+
+		tfs_err("file '%s' has identity %" PRIu64 ", which file '%s' has too: the data of "
+			"both is refused (%s) until one of them is removed", p ? p : l->name, fid,
+			other ? other : "?", strerror(EUCLEAN));
+		free(p);
+		free(other);
+		__atomic_store_n(&in->fid_dup, true, __ATOMIC_RELEASE);
+	}
+	/* the member files are placed by the identity they carry, so the
+	 * size reads right; nothing keyed by fid may see the second file */
+	in->rot = tfs_layout_rot(&fs->layout, fid);
+	in->fid = dup ? 0 : fid;
+	in->fid_valid = true;
+}
+
+/* May in's data be reached?  A refused file claims its identity again:
+ * the other file may be gone since (inode.c invariant 5). */
+static int fid_check_locked(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	if (!__atomic_load_n(&in->fid_dup, __ATOMIC_ACQUIRE))
+		return 0;
+	if (tfs_inode_claim_fid(fs, in, in->fid_disk, NULL))
+		return -EUCLEAN;
+	__atomic_store_n(&in->fid_dup, false, __ATOMIC_RELEASE);
+	in->fid = in->fid_disk;
+	in->size_valid = false;	/* the tier's part of it may count now */
+	tfs_warn("file with identity %" PRIu64 " (inode %llu): the other file with it is gone; "
+		 "its data is reached again", in->fid, (unsigned long long)in->ino);
+	return 0;
+}
+
+/* The second of two files with one identity: fid 0, keyed by nothing. */
+static bool fid_refused(const struct tfs_inode *in)
+{
+	return in->fid == 0 && in->fid_disk != 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -344,7 +397,7 @@ static int ofile_fill_locked(struct tfs_fs *fs, struct tfs_inode *in)
 		/* a member being rebuilt lacks files unlinked before it joined */
 		if (rc == -ENOENT && tfs_mstate(fs, k) == TFS_M_REBUILD)
 			rc = 0;
-		if (rc && k != tfs_primary(fs) && tfs_member_fail(fs, k, rc, "open file"))
+		if (rc && k != tfs_primary(fs) && tfs_member_diverged(fs, k, &rc, "open file"))
 			rc = 0;
 	}
 	return rc;
@@ -360,6 +413,8 @@ int tfs_ns_member_fd(struct tfs_fs *fs, struct tfs_inode *in, uint32_t k, bool d
 		return fd;
 	pthread_mutex_lock(&in->lock);
 	rc = ofile_open_locked(fs, in, k, direct);
+	if (rc && k != tfs_primary(fs) && tfs_member_misnamed(rc))
+		tfs_member_diverged(fs, k, &rc, "open file");
 	fd = rc ? rc : (direct ? of->dfd[k] : of->fd[k]);
 	pthread_mutex_unlock(&in->lock);
 	return fd;
@@ -379,10 +434,14 @@ int tfs_ns_fill(struct tfs_fs *fs, struct tfs_inode *in)
  * must still have a name.  Caller holds in->lock. */
 static int ofile_get_locked(struct tfs_fs *fs, struct tfs_inode *in)
 {
+	int rc = fid_check_locked(fs, in);
+
+	if (rc)
+		return rc;
 	if (!in->of) {
 		struct tfs_loc loc;
-		int rc = tfs_inode_loc(fs, in, &loc);
 
+		rc = tfs_inode_loc(fs, in, &loc);
 		if (rc)
 			return rc;
 		tfs_loc_put(fs, &loc);
@@ -632,9 +691,7 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 		if (rc)
 			tfs_warn("file '%s' (inode %llu) has no identity on member %u (%s); using 0",
 				 t->loc.name, (unsigned long long)in->ino, p, strerror(-rc));
-		in->fid = fid;
-		in->rot = tfs_layout_rot(&fs->layout, fid);
-		in->fid_valid = true;
+		fid_take_locked(fs, in, fid, &t->loc);
 		rc = 0;
 	}
 	for (uint32_t k = 0; k < fs->n; k++) {
@@ -664,7 +721,7 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 		 * size recorded at the last close is the floor then */
 		if (nblk < fs->n && in->size_saved > size)
 			size = in->size_saved;
-		if (!in->size_valid && fs->cache) {
+		if (!in->size_valid && fs->cache && !fid_refused(in)) {
 			/* writes the SSD tier holds may end past the members */
 			uint64_t cs = tfs_cache_size(fs, in->fid);
 
@@ -680,7 +737,7 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 		 * least the writes only the SSD tier holds yet (as ext4
 		 * counts delayed allocations), so du sees write-back data */
 		blocks = blocks * fs->n / (nblk ? nblk : 1) / tfs_layout_copies(&fs->layout);
-		if (fs->cache && S_ISREG(st->st_mode)) {
+		if (fs->cache && S_ISREG(st->st_mode) && !fid_refused(in)) {
 			uint64_t d = tfs_cache_dirty_bytes(fs, in->fid) / 512;
 
 			if (d > blocks)
@@ -923,7 +980,7 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 		if (!tfs_m_writable(fs, k) || in->of->fd[k] < 0)
 			continue;
 		rc = OPS(fs)->ftruncate(BE(fs), k, in->of->fd[k], share);
-		if (rc && k != tfs_primary(fs) && tfs_member_fail(fs, k, rc, "truncate"))
+		if (rc && k != tfs_primary(fs) && tfs_member_diverged(fs, k, &rc, "truncate"))
 			rc = 0;
 	}
 	if (rc == 0)
@@ -1072,9 +1129,7 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 	}
 	if (S_ISREG(mode)) {
 		pthread_mutex_lock(&e->in->lock);
-		e->in->fid = fid;
-		e->in->rot = tfs_layout_rot(&fs->layout, fid);
-		e->in->fid_valid = true;
+		fid_take_locked(fs, e->in, fid, &loc);
 		e->in->size = 0;
 		e->in->size_valid = true;
 		pthread_mutex_unlock(&e->in->lock);
@@ -1210,7 +1265,11 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 			tfs_inode_unhash(fs, in);
 		/* its cached extents go with it, unless it is still open (then
 		 * with the last release, fs.c); hold() holds in->lock */
-		forget = !dir && st.st_nlink <= 1 && fs->cache && !in->of && in->fid_valid;
+		/* not while another file has its identity: which of the two
+		 * the tier's extents belong to cannot be told, and the one
+		 * left takes them (inode.c invariant 5) */
+		forget = !dir && st.st_nlink <= 1 && fs->cache && !in->of && in->fid_valid &&
+			 !__atomic_load_n(&in->fid_dup, __ATOMIC_ACQUIRE);
 		fid = in->fid;
 	}
 	dirs_close(fs, &loc);	/* after the aliases (invariant 6) */
@@ -1435,7 +1494,7 @@ int tfs_ns_fsyncdir(struct tfs_fs *fs, struct tfs_inode *in)
 					   O_RDONLY | O_DIRECTORY, 0);
 
 		if (fd < 0) {
-			if (i > 0 && tfs_member_fail(fs, ord[i], fd, "open directory"))
+			if (i > 0 && tfs_member_diverged(fs, ord[i], &fd, "open directory"))
 				continue;
 			rc = fd;
 			break;
@@ -1501,10 +1560,11 @@ int tfs_ns_statfs(struct tfs_fs *fs, struct statvfs *out)
 /* Extended attributes                                                 */
 /* ------------------------------------------------------------------ */
 
-/* tierfs's own names never pass through */
+/* tierfs's own names never pass through: the records on the members
+ * (trusted.tierfs.*) and the names fs.c answers (user.tierfs.*) */
 static bool xattr_reserved(const char *name)
 {
-	return strncmp(name, "user.tierfs.", 12) == 0;
+	return strncmp(name, "user.tierfs.", 12) == 0 || strncmp(name, "trusted.tierfs.", 15) == 0;
 }
 
 /* O_PATH fd of the object on member k (or the pinned open file). */

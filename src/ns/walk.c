@@ -9,6 +9,8 @@
  *  1. A directory's names are read completely before any of them is
  *     visited, so at most one directory stream per level is open.
  *  2. Every lookup the walk makes is forgotten before it returns.
+ *  3. A walk stops at the first error, except a walk past damage, which
+ *     reports a damaged name (EUCLEAN, health.c invariant 5) and goes on.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -65,7 +67,27 @@ static int read_names(struct tfs_fs *fs, struct tfs_inode *dir, struct names *nm
 	return rc;
 }
 
-static int walk_dir(struct tfs_fs *fs, struct tfs_inode *dir, tfs_walk_fn fn, void *arg)
+struct walk {
+	tfs_walk_fn fn;
+	tfs_damaged_fn damaged;
+	void *arg;
+};
+
+static void damaged(struct tfs_fs *fs, const struct walk *w, struct tfs_inode *dir,
+		    const char *name)
+{
+	struct tfs_loc loc;
+	char *p = NULL;
+
+	if (tfs_inode_child_loc(fs, dir, name, &loc) == 0) {
+		p = tfs_loc_path(fs, &loc);
+		tfs_loc_put(fs, &loc);
+	}
+	w->damaged(w->arg, p ? p : name);
+	free(p);
+}
+
+static int walk_dir(struct tfs_fs *fs, struct tfs_inode *dir, const struct walk *w)
 {
 	struct names nm = { 0 };
 	int rc = read_names(fs, dir, &nm);
@@ -81,14 +103,22 @@ static int walk_dir(struct tfs_fs *fs, struct tfs_inode *dir, tfs_walk_fn fn, vo
 
 		if (r == -ENOENT)
 			continue;	/* gone meanwhile */
+		if (r == -EUCLEAN && w->damaged) {
+			damaged(fs, w, dir, nm.buf + pos);
+			continue;
+		}
 		if (r) {
 			rc = r;
 			break;
 		}
 		if (S_ISDIR(e.st.st_mode))
-			rc = walk_dir(fs, e.in, fn, arg);
+			rc = walk_dir(fs, e.in, w);
 		else if (S_ISREG(e.st.st_mode))
-			rc = fn(arg, e.in, &e.st);
+			rc = w->fn(w->arg, e.in, &e.st);
+		if (rc == -EUCLEAN && w->damaged && S_ISDIR(e.st.st_mode)) {
+			damaged(fs, w, dir, nm.buf + pos);	/* cannot be listed */
+			rc = 0;
+		}
 		tfs_inode_forget(fs, e.in, 1);
 	}
 	free(nm.buf);
@@ -97,5 +127,15 @@ static int walk_dir(struct tfs_fs *fs, struct tfs_inode *dir, tfs_walk_fn fn, vo
 
 int tfs_walk_files(struct tfs_fs *fs, tfs_walk_fn fn, void *arg)
 {
-	return walk_dir(fs, &fs->root, fn, arg);
+	struct walk w = { fn, NULL, arg };
+
+	return walk_dir(fs, &fs->root, &w);
+}
+
+int tfs_walk_files_past_damage(struct tfs_fs *fs, tfs_walk_fn fn, tfs_damaged_fn dmg,
+			       void *arg)
+{
+	struct walk w = { fn, dmg, arg };
+
+	return walk_dir(fs, &fs->root, &w);
 }

@@ -620,7 +620,7 @@ int tfs_raid_grow(struct tfs_fs *fs, struct tfs_inode *in, uint64_t size)
 			rc = OPS(fs)->ftruncate(BE(fs), k, in->of->fd[k], share);
 			grown++;
 		}
-		if (rc && k != tfs_primary(fs) && tfs_member_fail(fs, k, rc, "grow"))
+		if (rc && k != tfs_primary(fs) && tfs_member_diverged(fs, k, &rc, "grow"))
 			rc = 0;
 	}
 	if (rc == 0 && grown)

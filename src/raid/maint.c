@@ -21,6 +21,12 @@
  *  3. Resync after a crash (tfs_maint_resync) recomputes the parity of
  *     every row of every region marked in the journal before the array
  *     serves a request.
+ *  4. Scrub goes on past damage and lists it: a name that is not what the
+ *     array expects on a member (health.c invariant 5) and two files with
+ *     one identity (inode.c invariant 5; it keeps a set of the identities
+ *     seen).  A rebuild stops at such a file instead: it cannot place
+ *     the file's data without its identity.
+ *  5. The status names paths (members, the tier, files) to root only.
  *
  * Rebuild of member k:
  *   _ --replace: superblock R, journal copy--> (namespace copy, ns_lock)
@@ -40,6 +46,7 @@
 #include <unistd.h>
 
 #include "tierfs/cache.h"
+#include "tierfs/hash.h"
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
 #include "tierfs/ns.h"
@@ -93,17 +100,9 @@ struct file_job {
 	char path[256];
 };
 
-static void report(void *arg, uint64_t fid, uint64_t off, int bad)
+/* One line of the scrub's findings (the status shows the first ones). */
+static void found(struct tfs_maint *mt, const char *line, int l)
 {
-	struct file_job *fj = arg;
-	struct tfs_maint *mt = M(fj->fs);
-	char line[400];
-	int l;
-
-	l = snprintf(line, sizeof(line), "%s %" PRIu64 "%s%d\n", fj->path, off,
-		     bad >= 0 ? " member " : " member ", bad);
-	tfs_warn("scrub: file '%s' (fid %" PRIu64 ") offset %" PRIu64 ": copies or parity "
-		 "disagree%s", fj->path, fid, off, bad >= 0 ? " (one member at fault)" : "");
 	pthread_mutex_lock(&mt->lock);
 	mt->mismatches++;
 	if (mt->mismatches <= MAX_REPORTED && l > 0) {
@@ -116,6 +115,29 @@ static void report(void *arg, uint64_t fid, uint64_t off, int bad)
 		}
 	}
 	pthread_mutex_unlock(&mt->lock);
+}
+
+static void report(void *arg, uint64_t fid, uint64_t off, int bad)
+{
+	struct file_job *fj = arg;
+	char line[400];
+	int l;
+
+	l = snprintf(line, sizeof(line), "%s %" PRIu64 "%s%d\n", fj->path, off,
+		     bad >= 0 ? " member " : " member ", bad);
+	tfs_warn("scrub: file '%s' (fid %" PRIu64 ") offset %" PRIu64 ": copies or parity "
+		 "disagree%s", fj->path, fid, off, bad >= 0 ? " (one member at fault)" : "");
+	found(M(fj->fs), line, l);
+}
+
+/* A name scrub could not check: "PATH damaged: why". */
+static void report_damaged(struct tfs_fs *fs, const char *path, const char *why)
+{
+	char line[400];
+	int l = snprintf(line, sizeof(line), "%s damaged: %s\n", path, why);
+
+	tfs_warn("scrub: '%s' is damaged: %s", path, why);
+	found(M(fs), line, l);
 }
 
 /* Account len bytes done; sleep to keep under the rate cap. */
@@ -175,36 +197,99 @@ struct walk_arg {
 	enum tfs_stripe_op op;
 	uint64_t redone;	/* rebuild: files done in this walk */
 	int err;
+	/* scrub: the identities seen (open addressing, 0 = empty), so that
+	 * two files with one identity are found even when the inode table
+	 * no longer holds the first (inode.c invariant 5): 16 bytes per file
+	 * at most, for the length of a scrub */
+	uint64_t *seen;
+	size_t nseen, cap;
 };
+
+/* Add fid to the set: 1 if it was there already, 0 if added, -ENOMEM. */
+static int seen_add(struct walk_arg *wa, uint64_t fid)
+{
+	size_t i;
+
+	if (2 * (wa->nseen + 1) > wa->cap) {
+		size_t cap = wa->cap ? wa->cap * 2 : 1024;
+		uint64_t *t = calloc(cap, sizeof(*t)), *old = wa->seen;
+
+		if (!t)
+			return -ENOMEM;
+		for (size_t j = 0; j < wa->cap; j++) {
+			if (!old[j])
+				continue;
+			for (i = tfs_mix64(old[j]) & (cap - 1); t[i]; i = (i + 1) & (cap - 1))
+				;
+			t[i] = old[j];
+		}
+		free(old);
+		wa->seen = t;
+		wa->cap = cap;
+	}
+	for (i = tfs_mix64(fid) & (wa->cap - 1); wa->seen[i]; i = (i + 1) & (wa->cap - 1))
+		if (wa->seen[i] == fid)
+			return 1;
+	wa->seen[i] = fid;
+	wa->nseen++;
+	return 0;
+}
+
+static void walk_damaged(void *arg, const char *path)
+{
+	struct walk_arg *wa = arg;
+
+	report_damaged(wa->fs, path, "a name on a member is not what the array expects "
+		       "(see the log)");
+}
+
+static void file_path(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len)
+{
+	struct tfs_loc loc;
+
+	if (tfs_inode_loc(fs, in, &loc) == 0) {
+		char *p = tfs_loc_path(fs, &loc);
+
+		snprintf(buf, len, "%s", p ? p : loc.name);
+		free(p);
+		tfs_loc_put(fs, &loc);
+	}
+}
 
 static int visit(void *arg, struct tfs_inode *in, const struct stat *st)
 {
 	struct walk_arg *wa = arg;
 	struct tfs_fs *fs = wa->fs;
 	struct file_job fj = { fs, in, "" };
-	struct tfs_loc loc;
 	uint64_t fid;
 	int rc;
 
 	if (M(fs)->cancel)
 		return -ECANCELED;
 	rc = tfs_ns_open(fs, in);
+	if (rc == -EUCLEAN && wa->op != TFS_STRIPE_REBUILD) {
+		file_path(fs, in, fj.path, sizeof(fj.path));
+		report_damaged(fs, fj.path, in->fid_dup ? "another file has its identity"
+							: "a member's copy is not a file");
+		return 0;
+	}
 	if (rc)
 		return rc == -ENOENT ? 0 : rc;
 	rc = tfs_ns_load_file(fs, in);
 	fid = in->fid;
+	if (rc == 0 && wa->op != TFS_STRIPE_REBUILD && fid &&
+	    (rc = seen_add(wa, fid)) == 1) {
+		file_path(fs, in, fj.path, sizeof(fj.path));
+		report_damaged(fs, fj.path, "another file has its identity");
+		tfs_ns_release(fs, in);
+		return 0;
+	}
 	if (rc == 0 && wa->op == TFS_STRIPE_REBUILD &&
 	    tfs_meta_set_has(fs->meta, TFS_SET_REBUILT, fid, 0) == 1) {
 		tfs_ns_release(fs, in);
 		return 0;
 	}
-	if (tfs_inode_loc(fs, in, &loc) == 0) {
-		char *p = tfs_loc_path(fs, &loc);
-
-		snprintf(fj.path, sizeof(fj.path), "%s", p ? p : loc.name);
-		free(p);
-		tfs_loc_put(fs, &loc);
-	}
+	file_path(fs, in, fj.path, sizeof(fj.path));
 	pthread_mutex_lock(&M(fs)->lock);
 	snprintf(M(fs)->cur_path, sizeof(M(fs)->cur_path), "%s", fj.path);
 	M(fs)->files++;
@@ -221,6 +306,10 @@ static int visit(void *arg, struct tfs_inode *in, const struct stat *st)
 		wa->redone++;
 	}
 	tfs_ns_release(fs, in);
+	if (rc == -EUCLEAN && wa->op != TFS_STRIPE_REBUILD) {
+		report_damaged(fs, fj.path, "a member's copy is not a file");
+		return 0;
+	}
 	if (rc && rc != -ECANCELED)
 		tfs_err("%s of file '%s': %s", wa->op == TFS_STRIPE_REBUILD ? "rebuild" : "scrub",
 			fj.path, strerror(-rc));
@@ -530,7 +619,7 @@ static void write_barrier(struct tfs_fs *fs)
 
 static int rebuild(struct tfs_fs *fs, uint32_t k)
 {
-	struct walk_arg wa = { fs, TFS_STRIPE_REBUILD, 0, 0 };
+	struct walk_arg wa = { fs, TFS_STRIPE_REBUILD, 0, 0, NULL, 0, 0 };
 	int rc = 0;
 
 	if (tfs_mstate(fs, k) != TFS_M_REBUILD) {
@@ -586,9 +675,10 @@ static void *maint_thread(void *arg)
 	if (mt->job == JOB_REBUILD) {
 		rc = rebuild(fs, mt->target);
 	} else {
-		struct walk_arg wa = { fs, mt->op, 0, 0 };
+		struct walk_arg wa = { fs, mt->op, 0, 0, NULL, 0, 0 };
 
-		rc = tfs_walk_files(fs, visit, &wa);
+		rc = tfs_walk_files_past_damage(fs, visit, walk_damaged, &wa);
+		free(wa.seen);
 	}
 	pthread_mutex_lock(&mt->lock);
 	snprintf(mt->last, sizeof(mt->last), "%s %s: %s, %" PRIu64 " files, %" PRIu64
@@ -865,10 +955,10 @@ void tfs_maint_set_error(struct tfs_fs *fs, const char *err)
 	pthread_mutex_unlock(&M(fs)->lock);
 }
 
-char *tfs_maint_status(struct tfs_fs *fs)
+char *tfs_maint_status(struct tfs_fs *fs, bool paths)
 {
 	struct tfs_maint *mt = M(fs);
-	char *h = tfs_health_report(fs), *out;
+	char *h = tfs_health_report(fs, paths), *out;
 	double t;
 	size_t cap;
 	int l;
@@ -897,7 +987,7 @@ char *tfs_maint_status(struct tfs_fs *fs)
 				      ? "repair" : "check", pct, mt->done, mt->total, rate / 1e6,
 				      rate > 0 && mt->total > mt->done
 				      ? (double)(mt->total - mt->done) / rate : 0,
-				      mt->files, mt->mismatches, mt->cur_path);
+				      mt->files, mt->mismatches, paths ? mt->cur_path : "-");
 		} else {
 			l += snprintf(out + l, cap - (size_t)l, "job=none\n");
 		}
@@ -907,10 +997,10 @@ char *tfs_maint_status(struct tfs_fs *fs)
 			l += snprintf(out + l, cap - (size_t)l, "last=%s\n", mt->last);
 		l += snprintf(out + l, cap - (size_t)l, "marks=%" PRIu64 "\n", tfs_stripe_marks(fs));
 		l += tfs_stripe_stats(fs, out + l, cap - (size_t)l);
-		l += tfs_cache_stats(fs, out + l, cap - (size_t)l);
-		if (mt->ctl_error[0])
+		l += tfs_cache_stats(fs, out + l, cap - (size_t)l, paths);
+		if (mt->ctl_error[0] && paths)
 			l += snprintf(out + l, cap - (size_t)l, "ctl_error=%s\n", mt->ctl_error);
-		if (mt->found_len && (size_t)l + mt->found_len + 16 < cap) {
+		if (paths && mt->found_len && (size_t)l + mt->found_len + 16 < cap) {
 			for (char *p = mt->found, *e; p && *p; p = e + 1) {
 				e = strchr(p, '\n');
 				if (!e)

@@ -348,13 +348,15 @@ def member_records(members):
     return out
 
 
-@pytest.mark.parametrize("crash", [None, "setxattr:7", "removexattr:7"])
+@pytest.mark.parametrize("crash", [None, "crash_after=setxattr:7", "crash_after=removexattr:7",
+                                   "drop_unsynced,cut_after=1", "drop_unsynced,cut_after=3"])
 def test_an_array_made_before_is_upgraded_in_place(tmp_path, crash):
     """tests/data/v2-arrays.tar.xz: a RAID5 x3 array and a RAID1 x2 array with
     a write-back tier holding fsynced dirty data (its daemon was killed),
     both made by mkfs.tierfs and tierfs at b509be9 (superblock version 2,
     records in user.tierfs.*).  The mount moves every record to trusted.*
-    and writes version 3; a daemon killed in the middle of it (crash=)
+    and writes version 3; a daemon killed in the middle of it, or a power
+    cut at the first or third sync or superblock write of it (crash=),
     leaves an array the next mount finishes, with nothing lost."""
     unpack(tmp_path)
     r5 = [tmp_path / "r5" / f"m{i}" for i in range(3)]
@@ -366,8 +368,7 @@ def test_an_array_made_before_is_upgraded_in_place(tmp_path, crash):
                                           "cache_mode=writeback"])]:
         mnt = tmp_path / f"mnt{len(members)}"
         if crash:
-            m = Mount(members, mnt, opts, env={"TIERFS_FAULT": f"crash_after={crash}"},
-                      expect_errors=True)
+            m = Mount(members, mnt, opts, env={"TIERFS_FAULT": crash}, expect_errors=True)
             with pytest.raises(RuntimeError):
                 m.start()
             m.stop()

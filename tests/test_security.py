@@ -312,6 +312,26 @@ def test_the_status_shows_paths_to_root_only(make_array, tmp_path):
     assert mine["cache.read_hits"].isdigit() and mine["state"] == "UU"   # counters stay public
 
 
+def test_trusted_xattrs_are_listed_to_root_only(make_array, tmp_path):
+    """As on ext4: root's trusted.* names are not in a user's listxattr
+    (they were, through the mount)."""
+    a = make_array("raid1", 2)
+    a.mount(["allow_other"])
+    host = tmp_path / "host"
+    host.mkdir()
+    got = {}
+    for d in [host, a.mnt]:
+        (d / "f").write_bytes(b"x")
+        os.chmod(d / "f", 0o644)
+        os.setxattr(d / "f", "trusted.root", b"1")
+        os.setxattr(d / "f", "user.all", b"2")
+        got[d] = (sorted(os.listxattr(d / "f")),
+                  user(BOB, d, lambda: sorted(os.listxattr("f"))),
+                  user(BOB, d, lambda: jout(os.getxattr, "f", "trusted.root")))
+    assert got[a.mnt] == got[host], got
+    assert got[host][1] == ["user.all"] and "trusted.root" in got[host][0]
+
+
 # ---------------------------------------------------------------- upgrade in place
 
 def files_of(mnt):

@@ -318,7 +318,10 @@ int tfs_ns_setxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 		    const void *val, size_t len, int flags);
 int tfs_ns_getxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 		    void *buf, size_t len);
-int tfs_ns_listxattr(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len);
+/* trusted: the caller may see trusted.* names (root, as the kernel's
+ * own filesystems list them only to CAP_SYS_ADMIN) */
+int tfs_ns_listxattr(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len,
+		     bool trusted);
 int tfs_ns_removexattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name);
 /* Open the file for a handle (shares the inode's ofile; member files are
  * opened on first use). */

@@ -688,7 +688,8 @@ static void tfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 static void tfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	char *buf = size ? malloc(size) : NULL;
-	int rc = (size && !buf) ? -ENOMEM : tfs_ns_listxattr(FS(req), INO(req, ino), buf, size);
+	int rc = (size && !buf) ? -ENOMEM
+		 : tfs_ns_listxattr(FS(req), INO(req, ino), buf, size, fuse_req_ctx(req)->uid == 0);
 
 	reply_xattr(req, buf, size, rc);
 	free(buf);

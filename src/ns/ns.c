@@ -1657,7 +1657,8 @@ int tfs_ns_getxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 	return rc;
 }
 
-int tfs_ns_listxattr(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len)
+int tfs_ns_listxattr(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len,
+		     bool trusted)
 {
 	struct target t;
 	char *all = NULL;
@@ -1685,7 +1686,7 @@ int tfs_ns_listxattr(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t 
 	for (int i = 0; rc > 0 && i < rc; i += (int)strlen(all + i) + 1) {
 		size_t l = strlen(all + i) + 1;
 
-		if (xattr_reserved(all + i))
+		if (xattr_reserved(all + i) || (!trusted && strncmp(all + i, "trusted.", 8) == 0))
 			continue;
 		if (len) {
 			if ((size_t)n + l > len) {

@@ -173,8 +173,8 @@ bool tfs_member_diverged(struct tfs_fs *fs, uint32_t k, int *err, const char *wh
 	if (!tfs_member_misnamed(*err))
 		return tfs_member_fail(fs, k, *err, what);
 	tfs_err("member %u (%s): %s: %s: the name there is not what the array expects; the "
-		"request fails and the member stays in use (invariant 5; tierctl scrub lists "
-		"such names)", k, fs->array->path[k], what, strerror(-*err));
+		"member stays in use (invariant 5; tierctl scrub lists such names)", k,
+		fs->array->path[k], what, strerror(-*err));
 	*err = -EUCLEAN;
 	return false;
 }

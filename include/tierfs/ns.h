@@ -230,9 +230,10 @@ void tfs_fs_destroy(struct tfs_fs *fs);
 struct tfs_inode *tfs_inode_get(struct tfs_fs *fs, uint64_t nodeid);
 uint64_t tfs_inode_nodeid(struct tfs_fs *fs, struct tfs_inode *in);
 /* Find or make the inode for an object found at (parent, name); takes one
- * kernel reference. */
+ * kernel reference.  fresh: the object was just created, so an inode
+ * hashed under its number belongs to a removed one (inode.c invariant 1). */
 struct tfs_inode *tfs_inode_bind(struct tfs_fs *fs, struct tfs_inode *parent,
-				 const char *name, const struct stat *st);
+				 const char *name, const struct stat *st, bool fresh);
 struct tfs_inode *tfs_inode_find(struct tfs_fs *fs, uint64_t ino);
 void tfs_inode_forget(struct tfs_fs *fs, struct tfs_inode *in, uint64_t n);
 void tfs_inode_ref(struct tfs_fs *fs, struct tfs_inode *in);

@@ -107,6 +107,7 @@ struct tfs_fs {
 	pthread_mutex_t ilock;		/* inode table, aliases, nlookup, refs, dir fds */
 	struct tfs_inode **htab;
 	size_t hsize, icount;
+	size_t ilive;			/* inodes allocated, hashed or not (memory) */
 	struct tfs_inode lru;		/* list head of directories with cached fds */
 	/* Resolving a directory by name (fd cache miss) holds this shared; a
 	 * directory rename holds it exclusive, so a walk never sees a rename
@@ -229,6 +230,9 @@ int tfs_fs_init(struct tfs_fs *fs);
 void tfs_fs_destroy(struct tfs_fs *fs);
 struct tfs_inode *tfs_inode_get(struct tfs_fs *fs, uint64_t nodeid);
 uint64_t tfs_inode_nodeid(struct tfs_fs *fs, struct tfs_inode *in);
+/* Inodes allocated now (known to the kernel, or held by an alias or a
+ * handle), for the status (mem.inodes). */
+uint64_t tfs_inode_count(struct tfs_fs *fs);
 /* Find or make the inode for an object found at (parent, name); takes one
  * kernel reference.  fresh: the object was just created, so an inode
  * hashed under its number belongs to a removed one (inode.c invariant 1). */

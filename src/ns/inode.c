@@ -126,6 +126,7 @@ static void inode_free(struct tfs_fs *fs, struct tfs_inode *in)
 		tfs_warn("inode %llu freed with open member files", (unsigned long long)in->ino);
 	pthread_mutex_destroy(&in->lock);
 	free(in);
+	fs->ilive--;
 }
 
 void tfs_fs_destroy(struct tfs_fs *fs)
@@ -154,6 +155,16 @@ void tfs_fs_destroy(struct tfs_fs *fs)
 struct tfs_inode *tfs_inode_get(struct tfs_fs *fs, uint64_t nodeid)
 {
 	return nodeid == FUSE_ROOT_ID ? &fs->root : (struct tfs_inode *)(uintptr_t)nodeid;
+}
+
+uint64_t tfs_inode_count(struct tfs_fs *fs)
+{
+	size_t n;
+
+	pthread_mutex_lock(&fs->ilock);
+	n = fs->ilive;
+	pthread_mutex_unlock(&fs->ilock);
+	return n;
 }
 
 uint64_t tfs_inode_nodeid(struct tfs_fs *fs, struct tfs_inode *in)
@@ -230,6 +241,7 @@ struct tfs_inode *tfs_inode_bind(struct tfs_fs *fs, struct tfs_inode *parent,
 			return NULL;
 		}
 		pthread_mutex_init(&in->lock, NULL);
+		fs->ilive++;
 		in->ino = st->st_ino;
 		in->type = st->st_mode & S_IFMT;
 		in->hashed = true;

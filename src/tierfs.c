@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@
 #include "tierfs/fuse_fs.h"
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
+#include "tierfs/scratch.h"
 #include "tierfs/super.h"
 #include "tierfs/upgrade.h"
 
@@ -275,6 +277,12 @@ int main(int argc, char *argv[])
 	bool changed;
 
 	umask(0);
+	/* Blocks of a FUSE request's size and more (a deferred write's copy,
+	 * a queued hit of a 1 MiB extent) are mmapped, so freeing one gives
+	 * it back at once.  Setting the threshold also stops glibc raising it
+	 * after a large free (up to 32 MiB), which left such blocks in its
+	 * arenas (docs/MEMORY.md). */
+	mallopt(M_MMAP_THRESHOLD, TFS_SCRATCH_KEEP);
 	memset(&fs, 0, sizeof(fs));
 	memset(&array, 0, sizeof(array));
 	for (unsigned i = 0; i < TFS_MAX_MEMBERS; i++)
@@ -358,6 +366,9 @@ int main(int argc, char *argv[])
 	}
 	if (fs.cache && o.hit_ring)
 		fs.hitio = tfs_hitio_start();
+	if ((rc = tfs_scratch_start()))
+		tfs_warn("no idle trim thread (%s): memory a load freed stays with glibc",
+			 strerror(-rc));
 
 	cfg = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_clone_fd(cfg, cl.clone_fd);
@@ -375,6 +386,7 @@ int main(int argc, char *argv[])
 	fuse_loop_cfg_destroy(cfg);
 
 out_unmount:
+	tfs_scratch_stop();
 	tfs_hitio_stop(fs.hitio);
 	tfs_defer_stop(fs.defer);
 	tfs_cache_stop(&fs);

@@ -118,6 +118,7 @@ struct tfs_fs {
 	uint64_t *contested;		/* identities two files were seen with */
 	size_t ncontested;
 	size_t hsize, icount;
+	size_t ilive;			/* inodes allocated, hashed or not (memory) */
 	struct tfs_inode lru;		/* list head of directories with cached fds */
 	/* Resolving a directory by name (fd cache miss) holds this shared; a
 	 * directory rename holds it exclusive, so a walk never sees a rename
@@ -251,10 +252,14 @@ int tfs_fs_init(struct tfs_fs *fs);
 void tfs_fs_destroy(struct tfs_fs *fs);
 struct tfs_inode *tfs_inode_get(struct tfs_fs *fs, uint64_t nodeid);
 uint64_t tfs_inode_nodeid(struct tfs_fs *fs, struct tfs_inode *in);
+/* Inodes allocated now (known to the kernel, or held by an alias or a
+ * handle), for the status (mem.inodes). */
+uint64_t tfs_inode_count(struct tfs_fs *fs);
 /* Find or make the inode for an object found at (parent, name); takes one
- * kernel reference. */
+ * kernel reference.  fresh: the object was just created, so an inode
+ * hashed under its number belongs to a removed one (inode.c invariant 1). */
 struct tfs_inode *tfs_inode_bind(struct tfs_fs *fs, struct tfs_inode *parent,
-				 const char *name, const struct stat *st);
+				 const char *name, const struct stat *st, bool fresh);
 struct tfs_inode *tfs_inode_find(struct tfs_fs *fs, uint64_t ino);
 void tfs_inode_forget(struct tfs_fs *fs, struct tfs_inode *in, uint64_t n);
 void tfs_inode_ref(struct tfs_fs *fs, struct tfs_inode *in);

@@ -69,6 +69,7 @@
 #include "tierfs/meta.h"
 #include "tierfs/ns.h"
 #include "tierfs/parse.h"
+#include "tierfs/scratch.h"
 #include "tierfs/super.h"
 #include "cache_i.h"
 
@@ -100,23 +101,10 @@ uint64_t c_ekey(uint64_t fid, uint64_t idx)
 }
 
 /* Per-thread 4K-aligned scratch, separate from data.c's tfs_iobuf (the
- * RAID calls made from here use that one). */
+ * RAID calls made from here use that one); scratch.c bounds it. */
 void *c_buf(size_t len)
 {
-	static __thread void *buf;
-	static __thread size_t cap;
-
-	if (len > cap) {
-		size_t n = (len + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1);
-		void *p;
-
-		if (posix_memalign(&p, 4096, n))
-			return NULL;
-		free(buf);
-		buf = p;
-		cap = n;
-	}
-	return buf;
+	return tfs_scratch(TFS_SCR_CACHE, len);
 }
 
 /* The data file's fd for a transfer: the O_DIRECT one when asked and
@@ -610,25 +598,13 @@ struct piece {
 static struct piece *pieces_of(struct tfs_cache *c, uint64_t off, uint64_t len, unsigned *np,
 			       struct tfs_cstore_op **ops)
 {
-	static __thread struct piece *p;
-	static __thread struct tfs_cstore_op *o;
-	static __thread unsigned cap;
 	uint64_t first = off / c->extent, last = (off + len - 1) / c->extent;
 	unsigned n = (unsigned)(last - first + 1);
+	struct piece *p = tfs_scratch_array(TFS_SCR_PIECES, n, sizeof(*p));
+	struct tfs_cstore_op *o = tfs_scratch_array(TFS_SCR_COPS, n + 1, sizeof(*o));
 
-	if (n > cap) {
-		struct piece *q = realloc(p, n * sizeof(*q));
-		struct tfs_cstore_op *r;
-
-		if (!q)
-			return NULL;
-		p = q;
-		r = realloc(o, (n + 1) * sizeof(*r));
-		if (!r)
-			return NULL;
-		o = r;
-		cap = n;
-	}
+	if (!p || !o)
+		return NULL;
 	if (ops)
 		*ops = o;
 	for (unsigned i = 0; i < n; i++) {

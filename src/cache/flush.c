@@ -49,16 +49,23 @@
  *     meets it as not identified (so proves nothing gone), and a binding
  *     made before the second file was seen is undone, so the data waits
  *     in the tier until one of them is removed and then goes to the other.
+ * 11. Memory: the flusher's batch buffer (2 x FLUSH_BATCH extents) holds
+ *     pages only while there is dirty data: once nothing is dirty they go
+ *     back to the system (MADV_DONTNEED).  The destage threads of a batch
+ *     exit with it, and their scratch goes with them (scratch.c
+ *     invariant 2; it once stayed behind).
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
 #include "tierfs/ns.h"
+#include "tierfs/scratch.h"
 #include "tierfs/uring.h"
 #include "cache_i.h"
 
@@ -608,10 +615,14 @@ static void *flusher(void *arg)
 	uint64_t cursor = 0;
 	unsigned backoff = 0;
 	uint32_t last_sync = c_now();
-	char *buf = NULL;
+	size_t blen = (size_t)2 * FLUSH_BATCH * c->extent;
+	bool touched = false;	/* buf has pages since the last release */
+	char *buf = mmap(NULL, blen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	if (posix_memalign((void **)&buf, 4096, (size_t)2 * FLUSH_BATCH * c->extent))
+	if (buf == MAP_FAILED) {
+		tfs_err("cache %s: no memory for the flusher's buffer (%zu bytes)", c->dir, blen);
 		return NULL;
+	}
 	pthread_mutex_lock(&c->lock);
 	c->resolve_at = c_now();	/* dirty files to find: at once */
 	while (!c->stop) {
@@ -657,6 +668,12 @@ static void *flusher(void *arg)
 			continue;
 		}
 		if (backoff || (!all && !idle && pct < c->dirty_low) || c->ndirty == 0) {
+			if (touched && c->ndirty == 0) {
+				/* nothing left to destage: give the pages back
+				 * (invariant 11) */
+				madvise(buf, blen, MADV_DONTNEED);
+				touched = false;
+			}
 			wait_ticks(c, &c->fcond, backoff ? backoff : 1000);
 			backoff = 0;
 			continue;
@@ -676,7 +693,9 @@ static void *flusher(void *arg)
 		pthread_mutex_unlock(&c->lock);
 		pthread_mutex_lock(&f->flock);
 		r = flush_file(c, f, buf, all || idle || pct >= c->dirty_high ? 0 : WRITE_AGE);
+		touched = true;
 		c_file_unhold(c, f);
+		tfs_scratch_trim();
 		pthread_mutex_lock(&c->lock);
 		if (r < 0) {
 			/* the RAID said no: try again in a second; a "flush
@@ -696,7 +715,7 @@ static void *flusher(void *arg)
 						       (c->dirty_high - c->dirty_low));
 	}
 	pthread_mutex_unlock(&c->lock);
-	free(buf);
+	munmap(buf, blen);
 	return NULL;
 }
 
@@ -818,6 +837,7 @@ static void *promoter(void *arg)
 		if (!c->stop)
 			promote_one(c, &j);
 		tfs_ns_release(c->fs, j.in);
+		tfs_scratch_trim();	/* the RAID read's stripe scratch */
 		pthread_mutex_lock(&c->lock);
 		c_uheat(c, c_ekey(j.fid, j.idx), c_now())->queued = false;
 	}

@@ -17,6 +17,9 @@
  *  2. Threads are started on demand, when a job finds none idle, up to
  *     max; they live until tfs_defer_stop, which runs every queued job
  *     before it returns.
+ *  3. Between jobs a thread holds no more scratch than scratch.c keeps
+ *     (tfs_scratch_trim after each job): an idle pool costs its stacks
+ *     and at most TFS_SCRATCH_KEEP per scratch slot and thread.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -25,6 +28,7 @@
 
 #include "tierfs/defer.h"
 #include "tierfs/log.h"
+#include "tierfs/scratch.h"
 
 struct job {
 	struct job *next;
@@ -64,6 +68,7 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&d->lock);
 		j->fn(j->arg);
 		free(j);
+		tfs_scratch_trim();	/* invariant 3 */
 		pthread_mutex_lock(&d->lock);
 	}
 	pthread_mutex_unlock(&d->lock);

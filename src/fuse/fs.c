@@ -10,6 +10,10 @@
  *     release, so I/O on an unlinked file keeps working.
  *  3. Permission checks are the kernel's (default_permissions is always
  *     on): tierfs sees only requests the kernel already allowed.
+ *  4. A handler that may have grown the thread's scratch (data requests:
+ *     read, write, hit, fsync, fallocate, setattr) trims it after its
+ *     reply (scratch.c invariant 3): a FUSE worker holds no request's
+ *     memory between requests.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -24,6 +28,7 @@
 #include "tierfs/hitio.h"
 #include "tierfs/fuse_fs.h"
 #include "tierfs/log.h"
+#include "tierfs/scratch.h"
 
 struct tfs_fh {
 	struct tfs_inode *in;
@@ -128,6 +133,7 @@ static void tfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 		fuse_reply_err(req, -rc);
 	else
 		fuse_reply_attr(req, &st, FS(req)->timeout);
+	tfs_scratch_trim();	/* a truncate may have rewritten a row */
 }
 
 static struct tfs_ctx ctx_of(fuse_req_t req)
@@ -291,6 +297,7 @@ static void read_reply(fuse_req_t req, struct tfs_fh *h, size_t size, off_t off)
 		fuse_reply_err(req, (int)-n);
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
+	tfs_scratch_trim();	/* replied: buf is free (invariant 4) */
 }
 
 static void write_reply(fuse_req_t req, struct tfs_fh *h, const char *buf, size_t size,
@@ -308,6 +315,7 @@ static void write_reply(fuse_req_t req, struct tfs_fh *h, const char *buf, size_
 		fuse_reply_err(req, (int)-n);
 	else
 		fuse_reply_write(req, (size_t)n);
+	tfs_scratch_trim();
 }
 
 /* A read, write or fsync handed to the miss pool (defer.c).  The handle
@@ -418,6 +426,7 @@ static void hit_reply(fuse_req_t req, struct tfs_fs *fs, const struct tfs_cache_
 		fuse_reply_err(req, -rc);
 	else
 		fuse_reply_buf(req, buf, hit->len);
+	tfs_scratch_trim();
 }
 
 /* With an SSD tier: a hit inside one extent is served by hit_reply; a
@@ -500,6 +509,7 @@ static void tfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_
 		return;
 	}
 	fuse_reply_err(req, -tfs_data_fsync(FS(req), FH(fi)->in, datasync != 0));
+	tfs_scratch_trim();
 }
 
 static void tfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
@@ -511,6 +521,7 @@ static void tfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, o
 	}
 	fuse_reply_err(req, -tfs_data_fallocate(FS(req), FH(fi)->in, mode, (uint64_t)off,
 						(uint64_t)len));
+	tfs_scratch_trim();
 }
 
 /* ---- directories ---- */

@@ -62,6 +62,7 @@
 #include "tierfs/layout.h"
 #include "tierfs/log.h"
 #include "tierfs/member.h"
+#include "tierfs/scratch.h"
 
 #define DISK_SPAN   (1ull << 40)	/* notional 1 TiB per member */
 #define T2T_MS      0.8			/* track-to-track seek */
@@ -94,10 +95,6 @@ struct hdd {
 	struct hdd_member m[TFS_MAX_MEMBERS];
 };
 
-/* Per-thread request array for one batch: only used while the thread is
- * inside hdd_submit, so growing it never moves a queued request. */
-static __thread struct hdd_req *scr;
-static __thread unsigned scr_cap;
 
 static uint64_t now_ns(void)
 {
@@ -285,17 +282,11 @@ static uint64_t wait_scheduled(const struct hdd *h, struct hdd_member *hm, struc
 	return done;
 }
 
+/* Per-thread request array for one batch (scratch.c): only used while the
+ * thread is inside hdd_submit, so growing it never moves a queued request. */
 static struct hdd_req *batch_reqs(unsigned n)
 {
-	if (n > scr_cap) {
-		struct hdd_req *p = realloc(scr, n * sizeof(*p));
-
-		if (!p)
-			return NULL;
-		scr = p;
-		scr_cap = n;
-	}
-	return scr;
+	return tfs_scratch_array(TFS_SCR_HDD, n, sizeof(struct hdd_req));
 }
 
 static int hdd_submit(struct tfs_backend *be, struct tfs_mio *v, unsigned n)

@@ -64,6 +64,7 @@
 
 #include "tierfs/cstore.h"
 #include "tierfs/log.h"
+#include "tierfs/scratch.h"
 #include "meta_i.h"
 
 #define CS_INFO_MAX 255		/* longest info key and value, NUL excluded */
@@ -662,9 +663,8 @@ static int apply_fn(MDB_txn *txn, void *arg)
 
 int tfs_cstore_apply(struct tfs_cstore *cs, const struct tfs_cstore_op *ops, unsigned n)
 {
-	static __thread unsigned char *buf;
-	static __thread size_t cap;
 	size_t len = sizeof(struct log_hdr) + (size_t)n * sizeof(struct log_op);
+	unsigned char *buf;
 	struct log_hdr *h;
 	bool full;
 	int rc;
@@ -674,14 +674,9 @@ int tfs_cstore_apply(struct tfs_cstore *cs, const struct tfs_cstore_op *ops, uns
 	for (unsigned i = 0; i < n; i++)
 		if (ops[i].op > TFS_CS_DEL_SIZE || (ops[i].op == TFS_CS_PUT_EXT && !ops[i].rec))
 			return -EINVAL;
-	if (len > cap) {
-		unsigned char *p = realloc(buf, len);
-
-		if (!p)
-			return -ENOMEM;
-		buf = p;
-		cap = len;
-	}
+	buf = tfs_scratch_array(TFS_SCR_LOG, len, 1);	/* the thread's (scratch.c) */
+	if (!buf)
+		return -ENOMEM;
 	for (unsigned i = 0; i < n; i++)
 		encode_op(&ops[i], (struct log_op *)(buf + sizeof(*h)) + i);
 	h = (struct log_hdr *)buf;

@@ -6,7 +6,13 @@
  *  1. A hashed inode is the only hashed inode with its st_ino on the
  *     primary member (health.c; rekeyed when the primary changes).
  *     An inode whose object is gone (last link removed) is unhashed, so a
- *     new object that reuses the number gets a new inode.
+ *     new object that reuses the number gets a new inode.  The remover
+ *     unhashes only after the members' unlinks, and the member
+ *     filesystem may give the number to a file created meanwhile, in any
+ *     directory: so a create (tfs_inode_bind, fresh) never joins a hashed
+ *     inode, it unhashes it.  It once did, and the remover then dropped
+ *     the new file's write-back data as its own (test_cache.py::
+ *     test_a_file_created_during_an_unlink_keeps_its_data).
  *  2. Every alias holds a reference (refs) on its parent, so the chain from
  *     any inode to the root stays walkable.  Directories have at most one
  *     alias.
@@ -204,6 +210,7 @@ static void inode_free(struct tfs_fs *fs, struct tfs_inode *in)
 		tfs_warn("inode %llu freed with open member files", (unsigned long long)in->ino);
 	pthread_mutex_destroy(&in->lock);
 	free(in);
+	fs->ilive--;
 }
 
 void tfs_fs_destroy(struct tfs_fs *fs)
@@ -235,6 +242,16 @@ void tfs_fs_destroy(struct tfs_fs *fs)
 struct tfs_inode *tfs_inode_get(struct tfs_fs *fs, uint64_t nodeid)
 {
 	return nodeid == FUSE_ROOT_ID ? &fs->root : (struct tfs_inode *)(uintptr_t)nodeid;
+}
+
+uint64_t tfs_inode_count(struct tfs_fs *fs)
+{
+	size_t n;
+
+	pthread_mutex_lock(&fs->ilock);
+	n = fs->ilive;
+	pthread_mutex_unlock(&fs->ilock);
+	return n;
 }
 
 uint64_t tfs_inode_nodeid(struct tfs_fs *fs, struct tfs_inode *in)
@@ -292,14 +309,16 @@ struct tfs_inode *tfs_inode_find(struct tfs_fs *fs, uint64_t ino)
 }
 
 struct tfs_inode *tfs_inode_bind(struct tfs_fs *fs, struct tfs_inode *parent,
-				 const char *name, const struct stat *st)
+				 const char *name, const struct stat *st, bool fresh)
 {
 	struct tfs_inode *in;
 
 	pthread_mutex_lock(&fs->ilock);
 	in = tfs_inode_find(fs, st->st_ino);
-	if (in && (in->type != (st->st_mode & S_IFMT))) {
-		unhash_locked(fs, in);	/* the number was reused by another object */
+	if (in && (fresh || in->type != (st->st_mode & S_IFMT))) {
+		/* the number was reused by another object: a new one, or
+		 * one of another type (invariant 1) */
+		unhash_locked(fs, in);
 		in = NULL;
 	}
 	if (!in) {
@@ -309,6 +328,7 @@ struct tfs_inode *tfs_inode_bind(struct tfs_fs *fs, struct tfs_inode *parent,
 			return NULL;
 		}
 		pthread_mutex_init(&in->lock, NULL);
+		fs->ilive++;
 		in->ino = st->st_ino;
 		in->type = st->st_mode & S_IFMT;
 		in->hashed = true;

@@ -786,7 +786,7 @@ int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	tfs_loc_put(fs, &loc);
 	if (rc)
 		return rc;
-	e->in = tfs_inode_bind(fs, parent, name, &e->st);
+	e->in = tfs_inode_bind(fs, parent, name, &e->st, false);
 	if (!e->in)
 		return -ENOMEM;
 	if (S_ISREG(e->st.st_mode)) {
@@ -1122,7 +1122,7 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 	rc = OPS(fs)->fstatat(BE(fs), p, dfd[p], name, &e->st);
 	if (rc)
 		goto out;
-	e->in = tfs_inode_bind(fs, parent, name, &e->st);
+	e->in = tfs_inode_bind(fs, parent, name, &e->st, true);	/* a new object */
 	if (!e->in) {
 		rc = -ENOMEM;
 		goto out;
@@ -1439,7 +1439,7 @@ static int link_moved(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode 
 		rc = OPS(fs)->fstatat(BE(fs), ord[0], nd[ord[0]], nname, &e->st);
 	/* bound by the primary's inode number before the directory fds go
 	 * (invariant 6) */
-	if (rc == 0 && !(e->in = tfs_inode_bind(fs, np, nname, &e->st)))
+	if (rc == 0 && !(e->in = tfs_inode_bind(fs, np, nname, &e->st, false)))
 		rc = -ENOMEM;
 	pair_close(fs, &ol, &nl, true);
 	if (rc)

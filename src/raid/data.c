@@ -55,46 +55,22 @@
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
 #include "tierfs/ns.h"
+#include "tierfs/scratch.h"
 #include "tierfs/super.h"
 
 #define OPS(fs) ((fs)->be->ops)
 #define BE(fs)  ((fs)->be)
 
-struct scratch {
-	void *buf;
-	size_t cap;
-	struct tfs_mio *mio;
-	unsigned mcap;
-};
-
-static __thread struct scratch scr;
-
+/* Per-thread scratch (scratch.c: kept between requests up to
+ * TFS_SCRATCH_KEEP, freed at thread exit). */
 void *tfs_iobuf(size_t len)
 {
-	if (len > scr.cap) {
-		size_t cap = (len + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1);
-		void *p;
-
-		if (posix_memalign(&p, 4096, cap))
-			return NULL;
-		free(scr.buf);
-		scr.buf = p;
-		scr.cap = cap;
-	}
-	return scr.buf;
+	return tfs_scratch(TFS_SCR_IO, len);
 }
 
 static struct tfs_mio *mio_array(unsigned n)
 {
-	if (n > scr.mcap) {
-		struct tfs_mio *m = realloc(scr.mio, n * sizeof(*m));
-
-		if (!m)
-			return NULL;
-		scr.mio = m;
-		scr.mcap = n;
-	}
-	return scr.mio;
+	return tfs_scratch_array(TFS_SCR_MIO, n, sizeof(struct tfs_mio));
 }
 
 /* ------------------------------------------------------------------ */

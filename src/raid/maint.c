@@ -50,6 +50,7 @@
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
 #include "tierfs/ns.h"
+#include "tierfs/scratch.h"
 #include "tierfs/super.h"
 
 #define OPS(fs) ((fs)->be->ops)
@@ -173,6 +174,7 @@ static int rows_op(struct tfs_fs *fs, struct tfs_inode *in, uint64_t r0, uint64_
 		if (count)
 			progress(fs, (e - r + 1) * rb);
 	}
+	tfs_scratch_trim();	/* a file done: its rows' scratch goes back */
 	/* a file cut short must not count as done */
 	return rc == 0 && M(fs)->cancel ? -ECANCELED : rc;
 }
@@ -998,6 +1000,9 @@ char *tfs_maint_status(struct tfs_fs *fs, bool paths)
 		l += snprintf(out + l, cap - (size_t)l, "marks=%" PRIu64 "\n", tfs_stripe_marks(fs));
 		l += tfs_stripe_stats(fs, out + l, cap - (size_t)l);
 		l += tfs_cache_stats(fs, out + l, cap - (size_t)l, paths);
+		l += snprintf(out + l, cap - (size_t)l, "mem.inodes=%" PRIu64 "\nmem.scratch_bytes=%"
+			      PRIu64 "\nmem.idle_trims=%" PRIu64 "\n", tfs_inode_count(fs),
+			      tfs_scratch_bytes(), tfs_scratch_idle_trims());
 		if (mt->ctl_error[0] && paths)
 			l += snprintf(out + l, cap - (size_t)l, "ctl_error=%s\n", mt->ctl_error);
 		if (paths && mt->found_len && (size_t)l + mt->found_len + 16 < cap) {

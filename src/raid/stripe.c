@@ -68,6 +68,7 @@
 #include "tierfs/meta.h"
 #include "tierfs/ns.h"
 #include "tierfs/parity.h"
+#include "tierfs/scratch.h"
 #include "tierfs/super.h"
 
 #define OPS(fs) ((fs)->be->ops)
@@ -530,27 +531,14 @@ struct req {
 	uint32_t insync;		/* members in sync when this pass was planned (invariant 7) */
 };
 
-static __thread struct {
-	struct row *rows;
-	unsigned cap;
-	struct tfs_mio *v;
-	unsigned capv;
-	char *mem;
-	size_t memcap;
-} tls;
-
+/* A request's rows, member requests and blocks are the thread's scratch
+ * (scratch.c: kept between requests up to TFS_SCRATCH_KEEP, freed at
+ * thread exit); a nested request (write_refused) reuses them. */
 static int req_mem(struct req *q, size_t mem)
 {
-	if (mem > tls.memcap) {
-		void *p;
-
-		if (posix_memalign(&p, 4096, mem))
-			return -ENOMEM;
-		free(tls.mem);
-		tls.mem = p;
-		tls.memcap = mem;
-	}
-	q->mem = tls.mem;
+	q->mem = mem ? tfs_scratch(TFS_SCR_STRIPE, mem) : NULL;
+	if (mem && !q->mem)
+		return -ENOMEM;
 	q->memcap = mem;
 	q->memused = 0;
 	return 0;
@@ -566,28 +554,12 @@ static int req_mem_rows(struct req *q, unsigned nrows)
 	return req_mem(q, mem);
 }
 
-/* Grow a per-thread array *p of *cap elements to at least n. */
-static int grow(void **p, unsigned *cap, unsigned n, size_t size)
-{
-	void *np;
-
-	if (n <= *cap)
-		return 0;
-	np = realloc(*p, n * size);
-	if (!np)
-		return -ENOMEM;
-	*p = np;
-	*cap = n;
-	return 0;
-}
-
 static int req_setup(struct req *q, unsigned nrows, unsigned nv, size_t mem)
 {
-	if (grow((void **)&tls.rows, &tls.cap, nrows, sizeof(*tls.rows)) ||
-	    grow((void **)&tls.v, &tls.capv, nv, sizeof(*tls.v)))
+	q->rows = tfs_scratch_array(TFS_SCR_ROWS, nrows, sizeof(*q->rows));
+	q->v = tfs_scratch_array(TFS_SCR_SVEC, nv, sizeof(*q->v));
+	if (!q->rows || !q->v)
 		return -ENOMEM;
-	q->rows = tls.rows;
-	q->v = tls.v;
 	q->capv = nv;
 	q->nv = 0;
 	return req_mem(q, mem);

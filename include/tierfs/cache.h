@@ -27,20 +27,28 @@ enum tfs_cache_mode {
 	TFS_CACHE_OFF,		/* the SSD is not used (dirty data still drains) */
 };
 
-/* Mount options (-o cache=DIR,...); zero fields take the defaults. */
+/* Mount options (-o cache=DIR,...), their values already checked against
+ * their ranges (tierfs.c); start from TFS_CACHE_OPTS_DEFAULT. */
 struct tfs_cache_opts {
 	char *dir;		/* cache=DIR: NULL runs uncached */
-	char *size;		/* cache_size=SIZE (creation) */
-	char *extent;		/* cache_extent=SIZE (creation) */
+	uint64_t size;		/* cache_size=SIZE (creation); 0: not given (1G) */
+	uint64_t extent;	/* cache_extent=SIZE (creation); 0: not given (256K) */
 	char *mode;		/* cache_mode= */
 	char *policy;		/* cache_policy=lru|s3fifo */
-	char *seq_cutoff;	/* cache_seq_cutoff=SIZE (0: off) */
+	uint64_t seq_cutoff;	/* cache_seq_cutoff=SIZE (0: off) */
 	unsigned promote;	/* cache_promote=N: heat that promotes */
 	double halflife;	/* cache_halflife=SECONDS: heat halves */
 	unsigned dirty_low;	/* cache_dirty_low=PCT: the flusher starts */
 	unsigned dirty_high;	/* cache_dirty_high=PCT: writers are throttled */
 	int discard;		/* cache_discard: give up dirty data of a lost cache */
 };
+#define TFS_CACHE_OPTS_DEFAULT ((struct tfs_cache_opts){ .seq_cutoff = 4ull << 20, \
+	.promote = 2, .halflife = 60.0, .dirty_low = 20, .dirty_high = 70 })
+
+/* The checks of the options that need no cache directory (geometry, mode,
+ * policy, dirty levels): 0, or -EINVAL with one line in err.  Run before
+ * anything is touched; tfs_cache_setup runs them again. */
+int tfs_cache_opts_check(const struct tfs_cache_opts *o, char *err, size_t errlen);
 
 /* Detached by tierctl detach: the array runs uncached. */
 bool tfs_cache_detached(const struct tfs_cache *c);

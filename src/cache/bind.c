@@ -36,11 +36,6 @@
 
 #define DEF_SIZE	(1ull << 30)
 #define DEF_EXTENT	(256u << 10)
-#define DEF_PROMOTE	2
-#define DEF_HALFLIFE	60.0
-#define DEF_SEQ_CUTOFF	(4ull << 20)
-#define DEF_DIRTY_LOW	20
-#define DEF_DIRTY_HIGH	70
 #define DATA_FILE	"data"
 #define META_DIR	"meta"
 #define STORE_VERSION	"1"
@@ -311,41 +306,28 @@ static enum probe cache_probe(struct tfs_cache *c, char *array, size_t alen, cha
 	return P_OK;
 }
 
-static int opt_size(const char *s, uint64_t def, uint64_t *out, const char *name, char *err,
-		    size_t errlen)
+/* Options into c (the ranges of the numbers were checked by tierfs.c);
+ * returns 0 or -EINVAL with err set. */
+static int cache_config(struct tfs_cache *c, const struct tfs_cache_opts *o, char *err,
+			size_t errlen)
 {
-	*out = def;
-	if (s && tfs_parse_size(s, out)) {
-		snprintf(err, errlen, "%s=%s: not a size", name, s);
-		return -EINVAL;
-	}
-	return 0;
-}
+	uint64_t ext = o->extent ? o->extent : DEF_EXTENT, size = o->size ? o->size : DEF_SIZE;
+	char b1[32], b2[32], b3[32];
 
-/* Options into c; returns 0 or -EINVAL with err set. */
-static int cache_config(struct tfs_cache *c, const struct tfs_cache_opts *o, uint64_t *size,
-			char *err, size_t errlen)
-{
-	uint64_t ext;
-	int rc = opt_size(o->size, DEF_SIZE, size, "cache_size", err, errlen);
-
-	if (rc == 0)
-		rc = opt_size(o->extent, DEF_EXTENT, &ext, "cache_extent", err, errlen);
-	if (rc == 0)
-		rc = opt_size(o->seq_cutoff, DEF_SEQ_CUTOFF, &c->seq_cutoff, "cache_seq_cutoff",
-			      err, errlen);
-	if (rc)
-		return rc;
 	if (ext < C_SECTOR || ext > C_SECTOR * 64 * TFS_CEXT_WORDS || (ext & (ext - 1))) {
-		snprintf(err, errlen, "cache_extent=%s: a power of two from 4K to 1M", o->extent);
+		snprintf(err, errlen, "cache_extent=%s: a power of two from 4K to 1M",
+			 tfs_fmt_size(ext, b1, sizeof(b1)));
 		return -EINVAL;
 	}
 	c->extent = (uint32_t)ext;
-	if (*size / ext < 16 || *size / ext > UINT32_MAX / 2) {
-		snprintf(err, errlen, "cache_size: from 16 extents (%" PRIu64 " KiB) up", ext * 16 >> 10);
+	if (size / ext < 16 || size / ext > UINT32_MAX / 2) {
+		snprintf(err, errlen, "cache_size=%s: from 16 extents (%s) to %u extents of %s",
+			 tfs_fmt_size(size, b1, sizeof(b1)), tfs_fmt_size(ext * 16, b2, sizeof(b2)),
+			 UINT32_MAX / 2, tfs_fmt_size(ext, b3, sizeof(b3)));
 		return -EINVAL;
 	}
-	c->nslots = (uint32_t)(*size / ext);
+	c->nslots = (uint32_t)(size / ext);
+	c->seq_cutoff = o->seq_cutoff;
 	c->mode = TFS_CACHE_WRITEBACK;
 	if (o->mode && tfs_cache_mode_parse(o->mode, &c->mode)) {
 		snprintf(err, errlen, "cache_mode=%s: writeback, writethrough, writearound or off",
@@ -357,13 +339,16 @@ static int cache_config(struct tfs_cache *c, const struct tfs_cache_opts *o, uin
 		snprintf(err, errlen, "cache_policy=%s: lru or s3fifo", o->policy);
 		return -EINVAL;
 	}
-	c->promote = o->promote ? o->promote : DEF_PROMOTE;
-	c->halflife = (uint32_t)((o->halflife > 0 ? o->halflife : DEF_HALFLIFE) * 16);
-	if (c->halflife == 0)
-		c->halflife = 1;
-	c->dirty_low = o->dirty_low ? o->dirty_low : DEF_DIRTY_LOW;
-	c->dirty_high = o->dirty_high ? o->dirty_high : DEF_DIRTY_HIGH;
-	if (c->dirty_low > 100 || c->dirty_high > 100 || c->dirty_low >= c->dirty_high) {
+	c->promote = o->promote;
+	c->halflife = (uint32_t)(o->halflife * 16);
+	if (c->promote == 0 || c->halflife == 0) {
+		snprintf(err, errlen, "cache_promote=%u, cache_halflife=%g: both must be positive",
+			 o->promote, o->halflife);
+		return -EINVAL;
+	}
+	c->dirty_low = o->dirty_low;
+	c->dirty_high = o->dirty_high;
+	if (c->dirty_high > 100 || c->dirty_low >= c->dirty_high) {
 		snprintf(err, errlen, "cache_dirty_low=%u, cache_dirty_high=%u: 0 <= low < high <= 100",
 			 c->dirty_low, c->dirty_high);
 		return -EINVAL;
@@ -371,12 +356,26 @@ static int cache_config(struct tfs_cache *c, const struct tfs_cache_opts *o, uin
 	return 0;
 }
 
+int tfs_cache_opts_check(const struct tfs_cache_opts *o, char *err, size_t errlen)
+{
+	struct tfs_cache *c = calloc(1, sizeof(*c));
+	int rc;
+
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	rc = cache_config(c, o, err, errlen);
+	free(c);
+	return rc;
+}
+
 int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err,
 		    size_t errlen)
 {
 	struct tfs_cache *c;
 	struct bound bd = { 0 };
-	uint64_t ndirty = 0, size, a, b;
+	uint64_t ndirty = 0, a, b;
 	char array[256] = "", why[512] = "";
 	enum probe pr;
 	bool bound;
@@ -419,7 +418,7 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 		rc = -errno;
 		goto fail;
 	}
-	rc = cache_config(c, o, &size, err, errlen);
+	rc = cache_config(c, o, err, errlen);
 	if (rc)
 		goto fail;
 	pr = cache_probe(c, array, sizeof(array), why, sizeof(why));
@@ -465,7 +464,7 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 			tfs_warn("cache %s: %s; made anew (no dirty data was in it)", c->dir, why);
 		else if (pr == P_OK)
 			tfs_warn("cache %s is stale (the array ran without it): emptied", c->dir);
-		rc = cache_config(c, o, &size, err, errlen);	/* probe may have set geometry */
+		rc = cache_config(c, o, err, errlen);	/* probe may have set geometry */
 		if (rc == 0)
 			rc = cache_wipe(c->dir);
 		if (rc == 0)
@@ -478,16 +477,18 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 			goto fail;
 		}
 	} else {
-		uint64_t want = 0;
+		char b1[32], b2[32];
 
-		if (o->extent && tfs_parse_size(o->extent, &want) == 0 && want != c->extent)
-			tfs_warn("cache %s: extent size is %u (set when it was made); "
-				 "cache_extent=%s ignored", c->dir, c->extent, o->extent);
-		if (o->size && tfs_parse_size(o->size, &want) == 0 &&
-		    want / c->extent != c->nslots)
-			tfs_warn("cache %s: size is %" PRIu64 " (set when it was made); "
-				 "cache_size=%s ignored", c->dir, (uint64_t)c->nslots * c->extent,
-				 o->size);
+		if (o->extent && o->extent != c->extent)
+			tfs_warn("cache %s: extent size is %s (set when it was made); "
+				 "cache_extent=%s ignored", c->dir,
+				 tfs_fmt_size(c->extent, b1, sizeof(b1)),
+				 tfs_fmt_size(o->extent, b2, sizeof(b2)));
+		if (o->size && o->size / c->extent != c->nslots)
+			tfs_warn("cache %s: size is %s (set when it was made); "
+				 "cache_size=%s ignored", c->dir,
+				 tfs_fmt_size((uint64_t)c->nslots * c->extent, b1, sizeof(b1)),
+				 tfs_fmt_size(o->size, b2, sizeof(b2)));
 	}
 	c->spe = c->extent / C_SECTOR;
 	fs->cache = c;

@@ -371,7 +371,7 @@ int main(int argc, char *argv[])
 	char *paths[TFS_MAX_MEMBERS + 1], err[512], *list = NULL;
 	struct stat mst;
 	int npaths, rc, ret = 1;
-	bool changed;
+	bool changed, live = false;
 
 	umask(0);
 	memset(&fs, 0, sizeof(fs));
@@ -445,6 +445,7 @@ int main(int argc, char *argv[])
 		tfs_err("cannot mount on %s", cl.mountpoint);
 		goto out_signals;
 	}
+	live = true;
 	tfs_info("array %s: %s, %u members, chunk %u, mounted on %s", array.sb.uuid,
 		 tfs_level_name(fs.layout.level), fs.n, fs.layout.chunk, cl.mountpoint);
 	if (fuse_daemonize(cl.foreground))
@@ -485,6 +486,8 @@ out_unmount:
 out_signals:
 	fuse_remove_signal_handlers(se);
 out:
+	if (!live)	/* refused: what the cache set-up made goes again */
+		tfs_cache_abandon(&fs);
 	if (se)
 		fuse_session_destroy(se);
 	tfs_meta_close(fs.meta);

@@ -1,8 +1,8 @@
 """Mount options: every numeric option has a range and is refused outside it
 (exit 1, one line naming the option and its range, nothing mounted, nothing
 created, no member touched), an option that needs another one is refused
-without it, the ends of every range mount, and the README documents the
-ranges the daemon enforces."""
+without it, the ends of every range mount, the README documents the ranges
+the daemon enforces, and a refused mount leaves no cache directory behind."""
 import mmap
 import os
 import pathlib
@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT, Array, mounted
 from test_cli import daemon_pids, msg_lines, try_mount, tree_state
-from test_cache import cst, pwrite, read_all, same
+from test_cache import copts, cst, flush, fcache, pwrite, read_all, refused, same
 
 K = 1024
 
@@ -190,4 +190,34 @@ def test_readme_documents_the_enforced_ranges():
     for name, _, rng, _ in RANGES:
         assert name in rows, f"{name} has no row in README's option table"
         assert rng in rows[name], f"README's row for {name} does not say {rng}: {rows[name]}"
+
+
+# ---------------------------------------------------------------- the cache directory
+
+def test_refused_mount_leaves_no_cache_directory(make_array, tmp_path):
+    """A mount refused after the cache was set up (dirty data that lives in
+    another cache) used to leave the directory it made; so did a read-only
+    mount that could not use the cache."""
+    a = make_array("raid1", 2, "64K")
+    cdir = tmp_path / "cache"
+    m = a.mount(opts=copts(cdir, dirty_low=90, dirty_high=95))
+    pwrite(os.path.join(a.mnt, "f"), 0, b"d" * 64 * K, sync=True)
+    assert fcache(os.path.join(a.mnt, "f"))["dirty_bytes"] == 64 * K
+    m.kill()
+    other = tmp_path / "other"
+    msg = refused(a, copts(other))
+    assert "cache_discard" in msg, msg
+    assert not other.exists(), f"the refused mount left {other}: {os.listdir(other)}"
+    # an existing empty directory stays, and empty
+    other.mkdir()
+    refused(a, copts(other))
+    assert other.is_dir() and os.listdir(other) == []
+    other.rmdir()
+    m = a.mount(opts=copts(cdir))
+    flush(a.mnt)
+    m.stop()
+    # read-only: a cache that is not the array's is not used, and not made
+    m = a.mount(opts=["ro"] + copts(other))
+    assert not other.exists(), "a read-only mount made a cache directory"
+    m.stop()
 

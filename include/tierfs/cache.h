@@ -59,6 +59,9 @@ bool tfs_cache_detached(const struct tfs_cache *c);
  * data lives in a cache cannot mount without it). */
 int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err,
 		    size_t errlen);
+/* The mount was refused after tfs_cache_setup (before tfs_cache_start):
+ * remove what the set-up made and forget the cache (bind.c invariant 4). */
+void tfs_cache_abandon(struct tfs_fs *fs);
 /* In the daemon: open the store, load the extent map, start the flusher
  * and the promoter. */
 int tfs_cache_start(struct tfs_fs *fs);

@@ -15,6 +15,12 @@
  *     would lose their data, unless cache_discard says so (and names them).
  *  3. After a stop that was not clean under another boot id, only dirty
  *     sectors are trusted (DESIGN §10.5).
+ *  4. A mount refused after the cache was set up leaves the cache directory
+ *     as it found it, as far as it can: what set-up made (the directory,
+ *     a new data file and extent map) is removed again (cache_unmake); a
+ *     stale cache it wiped stays wiped (it would have been made anew).  The
+ *     options are checked before (tfs_cache_opts_check), so a bad option
+ *     makes nothing.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -151,6 +157,19 @@ static int discard_lost(struct tfs_fs *fs, uint64_t ndirty)
 static int path_of(char *out, size_t len, const char *dir, const char *name)
 {
 	return snprintf(out, len, "%s/%s", dir, name) >= (int)len ? -ENAMETOOLONG : 0;
+}
+
+static int cache_wipe(const char *dir);
+
+/* Remove what this mount's set-up made (invariant 4). */
+static void cache_unmake(struct tfs_cache *c)
+{
+	if (c->made_files && cache_wipe(c->dir))
+		tfs_warn("cache %s: cannot remove the cache this refused mount made", c->dir);
+	if (c->made_dir && rmdir(c->dir))
+		tfs_warn("cache %s: cannot remove the directory this refused mount made: %s",
+			 c->dir, strerror(errno));
+	c->made_files = c->made_dir = false;
 }
 
 /* Remove what tierfs keeps in a cache directory (only its own names). */
@@ -411,8 +430,10 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 	c->fd = c->dfd = -1;
 	c->readonly = fs->readonly;
 	c->dir = realpath(o->dir, NULL);
-	if (!c->dir && errno == ENOENT && mkdir(o->dir, 0700) == 0)
+	if (!c->dir && errno == ENOENT && mkdir(o->dir, 0700) == 0) {
+		c->made_dir = true;
 		c->dir = realpath(o->dir, NULL);
+	}
 	if (!c->dir) {
 		snprintf(err, errlen, "cache=%s: %s", o->dir, strerror(errno));
 		rc = -errno;
@@ -467,8 +488,10 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 		rc = cache_config(c, o, err, errlen);	/* probe may have set geometry */
 		if (rc == 0)
 			rc = cache_wipe(c->dir);
-		if (rc == 0)
+		if (rc == 0) {
+			c->made_files = true;
 			rc = cache_create(c, err, errlen);
+		}
 		if (rc == 0)
 			rc = journal_bind(fs, c->uuid);
 		if (rc) {
@@ -497,9 +520,23 @@ fail:
 	if (!err[0])
 		snprintf(err, errlen, "cache %s: %s", o->dir, strerror(-rc));
 fail_quiet:
+	if (c->dir)
+		cache_unmake(c);
 	free(c->dir);
 	free(c);
 	return rc;
+}
+
+void tfs_cache_abandon(struct tfs_fs *fs)
+{
+	struct tfs_cache *c = fs->cache;
+
+	if (!c)
+		return;
+	cache_unmake(c);
+	fs->cache = NULL;
+	free(c->dir);
+	free(c);
 }
 
 /* ------------------------------------------------------------------ */

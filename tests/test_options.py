@@ -221,3 +221,23 @@ def test_refused_mount_leaves_no_cache_directory(make_array, tmp_path):
     assert not other.exists(), "a read-only mount made a cache directory"
     m.stop()
 
+
+def test_discard_message_tells_the_truth(make_array, tmp_path):
+    """cache_discard over a corrupt cache: the line after the files that
+    lost data used to say the cache had no dirty data."""
+    a = make_array("raid0", 2, "64K")
+    cdir = tmp_path / "cache"
+    opts = copts(cdir, dirty_low=90, dirty_high=95)
+    m = a.mount(opts=opts)
+    pwrite(os.path.join(a.mnt, "f"), 0, b"y" * 8 * K, sync=True)
+    assert fcache(os.path.join(a.mnt, "f"))["dirty_bytes"] == 8 * K
+    m.kill()
+    (cdir / "meta" / "data.mdb").write_bytes(os.urandom(64 * K))
+    m = a.mount(opts=opts + ["cache_discard"], expect_errors=True)
+    log = m.log()
+    assert "/f lost the writes" in log, log
+    made = [l for l in log.splitlines() if "made anew" in l]
+    assert len(made) == 1, log
+    assert "no dirty data" not in made[0] and "given up" in made[0], made[0]
+    m.stop()
+

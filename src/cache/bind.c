@@ -397,7 +397,7 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 	uint64_t ndirty = 0, a, b;
 	char array[256] = "", why[512] = "";
 	enum probe pr;
-	bool bound;
+	bool bound, discarded = false;
 	int rc;
 
 	rc = tfs_meta_set_foreach(fs->meta, TFS_SET_CACHE, bound_cb, &bd);
@@ -473,6 +473,7 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 		rc = discard_lost(fs, ndirty);
 		if (rc)
 			goto fail;
+		discarded = true;
 	}
 	if (!bound && fs->readonly) {
 		/* nothing of it can be trusted and nothing may be written */
@@ -482,7 +483,9 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 	}
 	if (!bound) {
 		if (pr == P_CORRUPT)
-			tfs_warn("cache %s: %s; made anew (no dirty data was in it)", c->dir, why);
+			tfs_warn("cache %s: %s; made anew (%s)", c->dir, why, discarded
+				 ? "the writes only it held are given up: cache_discard"
+				 : "no dirty data was in it");
 		else if (pr == P_OK)
 			tfs_warn("cache %s is stale (the array ran without it): emptied", c->dir);
 		rc = cache_config(c, o, err, errlen);	/* probe may have set geometry */

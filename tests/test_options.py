@@ -2,15 +2,19 @@
 (exit 1, one line naming the option and its range, nothing mounted, nothing
 created, no member touched), an option that needs another one is refused
 without it, the ends of every range mount, the README documents the ranges
-the daemon enforces, and a refused mount leaves no cache directory behind."""
+the daemon enforces, and a refused mount leaves no cache directory behind.
+The superblock rule of assembly (super.c invariant 4) is tested on real
+arrays at the end; tests/unit/test_assemble.c tests it on simulated
+histories."""
 import mmap
 import os
 import pathlib
 import re
+import subprocess
 
 import pytest
 
-from conftest import ROOT, Array, mounted
+from conftest import BUILD, ROOT, Array, mounted
 from test_cli import daemon_pids, msg_lines, try_mount, tree_state
 from test_cache import copts, cst, flush, fcache, pwrite, read_all, refused, same
 
@@ -241,3 +245,130 @@ def test_discard_message_tells_the_truth(make_array, tmp_path):
     assert "no dirty data" not in made[0] and "given up" in made[0], made[0]
     m.stop()
 
+
+# ---------------------------------------------------------------- assembly (super.c invariant 4)
+
+def sb_path(member):
+    return pathlib.Path(member) / ".tierfs" / "superblock"
+
+
+def sb_get(member, key):
+    for line in sb_path(member).read_text().splitlines():
+        if line.startswith(key + "="):
+            return line.split("=", 1)[1]
+    raise KeyError(key)
+
+
+def sb_set(member, key, value):
+    p = sb_path(member)
+    p.write_text("".join(f"{key}={value}\n" if l.startswith(key + "=") else l + "\n"
+                         for l in p.read_text().splitlines()))
+
+
+def array_with_file(make_array, level="raid5", n=4):
+    a = make_array(level, n, "64K")
+    m = a.mount()
+    data = os.urandom(700 * K)
+    pwrite(os.path.join(a.mnt, "f"), 0, data, sync=True)
+    m.stop()
+    return a, data
+
+
+def test_lone_wrong_counter_is_outvoted(make_array):
+    """One member's events counter a little above the others' (the member
+    states agree): the three that agree are believed, the odd one is named,
+    and every member stays in use. It used to call the three stale ("3 of 4
+    members are missing or failed") and refuse."""
+    a, data = array_with_file(make_array)
+    e = int(sb_get(a.members[0], "events"))
+    sb_set(a.members[3], "events", e + 2)
+    m = a.mount(expect_errors=True)
+    st = status_raw(a.mnt)
+    assert st["state"] == "UUUU", st
+    odd = [l for l in m.log().splitlines() if "warning" in l and "event" in l]
+    assert len(odd) == 1 and str(a.members[3]) in odd[0] and "index 3" in odd[0], m.log()
+    assert not any(str(a.members[i]) + " " in m.log() for i in range(3)), m.log()
+    same(read_all(os.path.join(a.mnt, "f")), data, "after the outvoted counter")
+    m.stop()
+    counts = {sb_get(x, "events") for x in a.members}
+    assert len(counts) == 1 and int(counts.pop()) > e + 2, "superblocks not brought in line"
+    m = a.mount()                   # and nothing to say about it any more
+    assert "event" not in m.log(), m.log()
+    m.stop()
+
+
+def test_lone_counter_too_far_ahead_named(make_array):
+    """A counter far above the others' could also mean the others are old
+    disks put back: its count is believed (nothing is used that may have
+    missed writes) and the refusal names that member, not the others."""
+    a, _ = array_with_file(make_array)
+    e = sb_get(a.members[0], "events")
+    sb_set(a.members[3], "events", 999)
+    before = tree_state(a.members)
+    r = try_mount(a.members, a.mnt, timeout=10)
+    lines = msg_lines(r.stderr, "tierfs")
+    assert r.returncode == 1 and len(lines) == 1, r.stderr
+    line = lines[0]
+    assert f"member {a.members[3]} (index 3) alone says event 999" in line, line
+    assert f"set its events= to {e}" in line, line
+    assert tree_state(a.members) == before
+    sb_set(a.members[3], "events", e)          # what the message says to do
+    m = a.mount()
+    m.stop()
+
+
+@pytest.mark.parametrize("level,n", [("raid5", 4), ("raid1", 3)])
+def test_stale_member_with_a_raised_counter_is_not_used(make_array, level, n):
+    """A member failed (it missed writes) whose counter is then raised above
+    the others': its own view calls every member in sync, but the members in
+    use call it failed, and failures are never outvoted. It used to be
+    believed and the good members called stale: RAID5 x4 refused, and RAID1
+    x3 mounted on the stale member alone and read the old data."""
+    a, old = array_with_file(make_array, level, n)
+    m = a.mount(expect_errors=True)          # the failure is logged as an error
+    tierctl_fail(a.mnt, 2)
+    new = os.urandom(700 * K)
+    pwrite(os.path.join(a.mnt, "f"), 0, new, sync=True)
+    m.stop()
+    want = "UU_U"[:n] if n == 4 else "UU_"
+    e = int(sb_get(a.members[0], "events"))
+    assert sb_get(a.members[0], "state") == want and int(sb_get(a.members[2], "events")) < e
+    sb_set(a.members[2], "events", e + 1)
+    m = a.mount(expect_errors=True)
+    assert status_raw(a.mnt)["state"] == want
+    same(read_all(os.path.join(a.mnt, "f")), new, "member 2 missed these writes")
+    assert "index 2" in m.log(), m.log()
+    m.stop()
+
+
+def test_record_cut_short_costs_no_member(make_array):
+    """A crash while a member failure is recorded leaves the record on the
+    first member only: the others missed the record, not data, and stay in
+    use; the failed member stays failed. It used to call the ones that missed
+    the record stale (RAID5 x4 then had three failed members: refused)."""
+    a, _ = array_with_file(make_array)
+    saved = {i: sb_path(a.members[i]).read_text() for i in (1, 3)}
+    m = a.mount(expect_errors=True)          # the failure is logged as an error
+    tierctl_fail(a.mnt, 2)
+    new = os.urandom(700 * K)
+    pwrite(os.path.join(a.mnt, "f"), 0, new, sync=True)
+    m.stop()
+    for i, text in saved.items():               # the record reached member 0 only
+        sb_path(a.members[i]).write_text(text)
+    m = a.mount(expect_errors=True)
+    assert status_raw(a.mnt)["state"] == "UU_U"
+    same(read_all(os.path.join(a.mnt, "f")), new, "with the record cut short")
+    m.stop()
+    assert {sb_get(x, "events") for x in (a.members[0], a.members[1], a.members[3])} == \
+        {sb_get(a.members[0], "events")}
+
+
+def status_raw(mnt):
+    raw = os.getxattr(str(mnt), "user.tierfs.status").decode()
+    return dict(l.split("=", 1) for l in raw.splitlines() if "=" in l)
+
+
+def tierctl_fail(mnt, k):
+    r = subprocess.run([str(BUILD / "tierctl"), "fail", str(mnt), str(k)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr + r.stdout

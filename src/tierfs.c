@@ -28,6 +28,7 @@
 #include "tierfs/fuse_fs.h"
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
+#include "tierfs/parse.h"
 #include "tierfs/scratch.h"
 #include "tierfs/super.h"
 #include "tierfs/upgrade.h"
@@ -43,37 +44,72 @@ struct opts {
 	struct tfs_cache_opts cache;
 	unsigned miss_threads;
 	unsigned hit_ring;
+	unsigned max_threads, max_idle_threads;	/* taken from libfuse's parser */
+	unsigned max_read;			/* seen, and left for libfuse */
+	char *num[32];		/* the text of each numeric option given (numopts[]) */
+	const char *blk;	/* blkdev or blksize= given */
 };
 
-enum { KEY_RO = 1 };
+enum { KEY_RO = 1, KEY_BLK };
 
 #define OPT(t, p) { t, offsetof(struct opts, p), 1 }
 static const struct fuse_opt tierfs_opts[] = {
-	OPT("entry_timeout=%lf", timeout),
-	OPT("attr_timeout=%lf", timeout),
-	OPT("dir_cache=%u", dir_cache),
-	OPT("maint_mbps=%lf", maint_mbps),
 	OPT("member_model=%s", member_model),
-	OPT("hdd_seek_ms=%lf", hdd.seek_ms),
-	OPT("hdd_rpm=%u", hdd.rpm),
-	OPT("hdd_mbps=%lf", hdd.mbps),
-	OPT("hdd_ncq=%u", hdd.ncq),
 	OPT("cache=%s", cache.dir),
-	OPT("cache_size=%s", cache.size),
-	OPT("cache_extent=%s", cache.extent),
 	OPT("cache_mode=%s", cache.mode),
 	OPT("cache_policy=%s", cache.policy),
-	OPT("cache_seq_cutoff=%s", cache.seq_cutoff),
-	OPT("cache_promote=%u", cache.promote),
-	OPT("cache_halflife=%lf", cache.halflife),
-	OPT("cache_dirty_low=%u", cache.dirty_low),
-	OPT("cache_dirty_high=%u", cache.dirty_high),
 	OPT("cache_discard", cache.discard),
-	OPT("miss_threads=%u", miss_threads),
-	OPT("hit_ring=%u", hit_ring),
 	FUSE_OPT_KEY("ro", KEY_RO),
+	FUSE_OPT_KEY("blkdev", KEY_BLK),
+	FUSE_OPT_KEY("blksize=", KEY_BLK),
 	FUSE_OPT_END
 };
+
+/* Every numeric -o option, tierfs's and the ones of libfuse tierfs uses:
+ * its range (README "Mount options" documents the same), and the option
+ * without which it means nothing.  All are checked before anything is
+ * touched (start-up order above); max_threads and max_idle_threads are
+ * taken from libfuse (which wraps "-1" and clamps), max_read is checked and
+ * left for libfuse's mount. */
+struct numopt {
+	struct tfs_num_spec spec;
+	const char *needs;	/* "cache" or "member_model", or NULL */
+	size_t off;		/* the value in struct opts */
+	bool keep;		/* also passed on to libfuse */
+};
+
+#define NUMOPT(name, field, kind, lo, hi, note, needs, keep) \
+	{ { name, kind, lo, hi, note }, needs, offsetof(struct opts, field), keep }
+static const struct numopt numopts[] = {
+	NUMOPT("attr_timeout", timeout, TFS_NUM_REAL, 0, 86400, NULL, NULL, false),
+	NUMOPT("entry_timeout", timeout, TFS_NUM_REAL, 0, 86400, NULL, NULL, false),
+	NUMOPT("dir_cache", dir_cache, TFS_NUM_UINT, 1, 65536, NULL, NULL, false),
+	NUMOPT("maint_mbps", maint_mbps, TFS_NUM_REAL, 0, 100000, "0: no cap", NULL, false),
+	NUMOPT("max_threads", max_threads, TFS_NUM_UINT, 1, 1024, NULL, NULL, false),
+	NUMOPT("max_idle_threads", max_idle_threads, TFS_NUM_UINT, 0, 1024, NULL, NULL, false),
+	NUMOPT("max_read", max_read, TFS_NUM_UINT, 4096, 1 << 20, NULL, NULL, true),
+	NUMOPT("hdd_seek_ms", hdd.seek_ms, TFS_NUM_REAL, TFS_HDD_T2T_MS, 100, NULL,
+	       "member_model", false),
+	NUMOPT("hdd_rpm", hdd.rpm, TFS_NUM_UINT, 1000, 20000, NULL, "member_model", false),
+	NUMOPT("hdd_mbps", hdd.mbps, TFS_NUM_REAL, 0.001, 2000, NULL, "member_model", false),
+	NUMOPT("hdd_ncq", hdd.ncq, TFS_NUM_UINT, 1, TFS_HDD_NCQ_MAX, "1: arrival order",
+	       "member_model", false),
+	NUMOPT("cache_size", cache.size, TFS_NUM_SIZE, 64 << 10, (double)(1ull << 51), NULL,
+	       "cache", false),
+	NUMOPT("cache_extent", cache.extent, TFS_NUM_SIZE, 4 << 10, 1 << 20, NULL, "cache",
+	       false),
+	NUMOPT("cache_seq_cutoff", cache.seq_cutoff, TFS_NUM_SIZE, 0, (double)(1ull << 40),
+	       "0: off", "cache", false),
+	NUMOPT("cache_promote", cache.promote, TFS_NUM_UINT, 1, 65535, NULL, "cache", false),
+	NUMOPT("cache_halflife", cache.halflife, TFS_NUM_REAL, 1, 604800, NULL, "cache", false),
+	NUMOPT("cache_dirty_low", cache.dirty_low, TFS_NUM_UINT, 0, 99, NULL, "cache", false),
+	NUMOPT("cache_dirty_high", cache.dirty_high, TFS_NUM_UINT, 1, 100, NULL, "cache", false),
+	NUMOPT("miss_threads", miss_threads, TFS_NUM_UINT, 1, 1024, NULL, "cache", false),
+	NUMOPT("hit_ring", hit_ring, TFS_NUM_UINT, 0, 1, "0: off", "cache", false),
+};
+#define NNUMOPTS (sizeof(numopts) / sizeof(numopts[0]))
+_Static_assert(NNUMOPTS <= sizeof(((struct opts *)0)->num) / sizeof(char *),
+	       "struct opts num[] is too small");
 
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
@@ -85,36 +121,106 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	}
 	if (key == KEY_RO)
 		o->ro = 1;	/* noted, and kept for the kernel mount */
+	if (key == KEY_BLK)
+		o->blk = "blkdev and blksize=";
+	if (key == FUSE_OPT_KEY_OPT) {
+		size_t l = strcspn(arg, "=");
+
+		for (unsigned i = 0; i < NNUMOPTS; i++) {
+			if (strlen(numopts[i].spec.name) != l || strncmp(arg, numopts[i].spec.name, l))
+				continue;
+			free(o->num[i]);
+			o->num[i] = strdup(arg[l] ? arg + l + 1 : "");
+			return numopts[i].keep ? 1 : 0;
+		}
+	}
 	return 1;
+}
+
+/* Every option on its own, before any member, cache or mount is touched:
+ * 0, or -EINVAL with one line in err. */
+static int opts_check(struct opts *o, char *err, size_t errlen)
+{
+	const char *cache_opt = o->cache.mode ? "cache_mode" : o->cache.policy ? "cache_policy"
+									: NULL;
+	int rc;
+
+	for (unsigned i = 0; i < NNUMOPTS; i++) {
+		const struct numopt *n = &numopts[i];
+
+		if (!o->num[i])
+			continue;
+		rc = tfs_parse_num(&n->spec, o->num[i], (char *)o + n->off, err, errlen);
+		if (rc)
+			return rc;
+		if (n->needs && !strcmp(n->needs, "cache") && !o->cache.dir) {
+			snprintf(err, errlen, "%s=%s: only with -o cache=DIR, and no cache is given",
+				 n->spec.name, o->num[i]);
+			return -EINVAL;
+		}
+		if (n->needs && !strcmp(n->needs, "member_model") && !o->member_model) {
+			snprintf(err, errlen, "%s=%s: only with -o member_model=hdd7200, and no "
+				 "member model is given", n->spec.name, o->num[i]);
+			return -EINVAL;
+		}
+	}
+	if (cache_opt && !o->cache.dir) {
+		snprintf(err, errlen, "%s=%s: only with -o cache=DIR, and no cache is given",
+			 cache_opt, o->cache.mode ? o->cache.mode : o->cache.policy);
+		return -EINVAL;
+	}
+	if (o->member_model && strcmp(o->member_model, "hdd7200") != 0) {
+		snprintf(err, errlen, "unknown member_model '%s' (known: hdd7200)", o->member_model);
+		return -EINVAL;
+	}
+	if (o->blk) {
+		snprintf(err, errlen, "%s: tierfs is not a block-device filesystem (fuseblk)",
+			 o->blk);
+		return -EINVAL;
+	}
+	if (o->cache.dir && !*o->cache.dir) {
+		snprintf(err, errlen, "cache=: no directory given");
+		return -EINVAL;
+	}
+	return o->cache.dir ? tfs_cache_opts_check(&o->cache, err, errlen) : 0;
 }
 
 static void usage(const char *prog)
 {
 	printf("usage: %s [-f] [-d] [-o OPTS] DIR[:DIR...] MOUNTPOINT\n\n"
 	       "Assemble the tierfs array whose members are the given directories\n"
-	       "(any order) and mount it.  Options:\n"
+	       "(any order) and mount it.  Options (a number outside its range is refused):\n"
 	       "    -f                 stay in the foreground\n"
 	       "    -d                 debug (implies -f)\n"
 	       "    -o ro, allow_other, default_permissions (always on), ...\n"
-	       "    -o attr_timeout=SECONDS    kernel attribute and name cache (default 10;\n"
-	       "                               entry_timeout is the same option)\n"
-	       "    -o dir_cache=N             directories whose member fds stay open (1024)\n"
-	       "    -o maint_mbps=MB/S         rate cap of scrub and rebuild (default: none)\n"
-	       "    -o member_model=hdd7200    make each member behave like a 7200 rpm disk\n"
-	       "       hdd_seek_ms=8.5, hdd_rpm=7200, hdd_mbps=180   its parameters\n"
-	       "       hdd_ncq=1       requests the disk may reorder (1: none; SATA NCQ: 32)\n"
-	       "    -o cache=DIR               SSD tier in DIR (made on first use); options:\n"
-	       "       cache_size=1G, cache_extent=256K    set when the cache is made\n"
+	       "    -o max_threads=N           FUSE worker threads, 1 to 1024 (16)\n"
+	       "    -o max_idle_threads=N      idle workers kept, 0 to 1024 (16)\n"
+	       "    -o attr_timeout=SECONDS    kernel attribute and name cache, 0 to 86400\n"
+	       "                               (10; entry_timeout is the same option)\n"
+	       "    -o dir_cache=N             directories whose member fds stay open,\n"
+	       "                               1 to 65536 (1024)\n"
+	       "    -o maint_mbps=MB/S         rate cap of scrub and rebuild, 0 to 100000\n"
+	       "                               (0, the default: none)\n"
+	       "    -o max_read=BYTES          largest read the kernel sends, 4096 to 1048576\n"
+	       "    -o member_model=hdd7200    make each member behave like a 7200 rpm disk;\n"
+	       "       its parameters (only with member_model):\n"
+	       "       hdd_seek_ms=0.8 to 100 (8.5), hdd_rpm=1000 to 20000 (7200),\n"
+	       "       hdd_mbps=0.001 to 2000 (180), hdd_ncq=1 to 256 (1: arrival order;\n"
+	       "       SATA NCQ: 32)\n"
+	       "    -o cache=DIR               SSD tier in DIR (made on first use); options\n"
+	       "       (only with cache=):\n"
+	       "       cache_size=64K to 2P (1G; at least 16 extents), cache_extent=4K to 1M\n"
+	       "       (256K, a power of two): both set when the cache is made\n"
 	       "       cache_mode=writeback|writethrough|writearound|off\n"
-	       "       cache_policy=s3fifo|lru, cache_promote=2 (heat that promotes),\n"
-	       "       cache_halflife=60 (s), cache_seq_cutoff=4M (0: off),\n"
-	       "       cache_dirty_low=20, cache_dirty_high=70 (percent of the cache)\n"
+	       "       cache_policy=s3fifo|lru, cache_promote=1 to 65535 (2: heat that\n"
+	       "       promotes), cache_halflife=1 to 604800 (60 s), cache_seq_cutoff=0 to 1T\n"
+	       "       (4M; 0: off), cache_dirty_low=0 to 99 (20), cache_dirty_high=1 to 100\n"
+	       "       (70) (percent of the cache; low < high)\n"
+	       "       miss_threads=1 to 1024 (64): threads for the requests that wait for\n"
+	       "       the HDDs, off the FUSE workers\n"
+	       "       hit_ring=0 or 1 (1): read hits on io_uring by one I/O thread\n"
 	       "    -o cache_discard           mount although the cache holding dirty data is\n"
 	       "                               lost (its files are named in the log)\n"
-	       "    -o miss_threads=N          with a cache: threads for the requests that wait\n"
-	       "                               for the HDDs, off the FUSE workers (64)\n"
-	       "    -o hit_ring=0              with a cache: read hits on the FUSE workers, not\n"
-	       "                               on io_uring by one I/O thread (1)\n"
 	       "FUSE options:\n", prog);
 	fuse_lowlevel_help();
 }
@@ -196,6 +302,7 @@ static int fs_setup(struct tfs_fs *fs, struct tfs_array *array, const struct opt
 	fs->layout = array->sb.layout;
 	fs->n = array->n;
 	fs->timeout = o->timeout;
+	fs->max_read = o->max_read;
 	fs->maint_mbps = o->maint_mbps;
 	fs->readonly = o->ro;
 	fs->chown_ok = geteuid() == 0;
@@ -214,13 +321,8 @@ static int fs_setup(struct tfs_fs *fs, struct tfs_array *array, const struct opt
 		}
 	}
 	fs->be = tfs_posix_backend(rootfd, fs->n);
-	if (fs->be && o->member_model) {
-		if (strcmp(o->member_model, "hdd7200") != 0) {
-			tfs_err("unknown member_model '%s' (known: hdd7200)", o->member_model);
-			return -EINVAL;
-		}
+	if (fs->be && o->member_model)	/* checked by opts_check */
 		fs->be = tfs_hdd_backend(fs->be, &o->hdd);
-	}
 	if (fs->be && fault && *fault)
 		fs->be = tfs_fault_backend(fs->be, fault);
 	if (!fs->be || (rc = tfs_fs_init(fs)))
@@ -267,14 +369,16 @@ int main(int argc, char *argv[])
 	 * kernel, which updates or drops what it cached, so a long cache is
 	 * safe and saves a round trip per stat and lookup */
 	struct opts o = { .timeout = 10.0, .hdd = TFS_HDD7200, .miss_threads = 64,
-			  .hit_ring = 1 };
+			  .hit_ring = 1, .cache = TFS_CACHE_OPTS_DEFAULT, .max_threads = 16,
+			  .max_idle_threads = 16 };
 	struct tfs_array array;
 	struct tfs_fs fs;
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *cfg;
 	char *paths[TFS_MAX_MEMBERS + 1], err[512], *list = NULL;
+	struct stat mst;
 	int npaths, rc, ret = 1;
-	bool changed;
+	bool changed, live = false;
 
 	umask(0);
 	/* Blocks of a FUSE request's size and more (a deferred write's copy,
@@ -288,10 +392,11 @@ int main(int argc, char *argv[])
 	for (unsigned i = 0; i < TFS_MAX_MEMBERS; i++)
 		array.dirfd[i] = array.lockfd[i] = -1;
 	fuse_set_log_func(fuse_log_to_tfs);
+	/* a bad option exits 1, as every other refusal (libfuse said why) */
 	if (fuse_opt_parse(&args, &o, tierfs_opts, opt_proc) == -1)
-		return 2;
+		return 1;
 	if (fuse_parse_cmdline(&args, &cl) != 0)
-		return 2;
+		return 1;
 	if (cl.show_help) {
 		usage(argv[0]);
 		return 0;
@@ -309,6 +414,18 @@ int main(int argc, char *argv[])
 		tfs_log_level = LOG_DEBUG;
 
 	/* options first: a typo must not touch any member */
+	if (opts_check(&o, err, sizeof(err))) {
+		tfs_err("%s", err);
+		goto out;
+	}
+	if (stat(cl.mountpoint, &mst)) {
+		tfs_err("mountpoint %s: %s", cl.mountpoint, strerror(errno));
+		goto out;
+	}
+	if (!S_ISDIR(mst.st_mode)) {
+		tfs_err("mountpoint %s: not a directory", cl.mountpoint);
+		goto out;
+	}
 	if (add_mount_args(&args, o.members))
 		goto out;
 	se = fuse_session_new(&args, &tfs_fuse_ops, sizeof(tfs_fuse_ops), &fs);
@@ -341,6 +458,7 @@ int main(int argc, char *argv[])
 		tfs_err("cannot mount on %s", cl.mountpoint);
 		goto out_signals;
 	}
+	live = true;
 	tfs_info("array %s: %s, %u members, chunk %u, mounted on %s", array.sb.uuid,
 		 tfs_level_name(fs.layout.level), fs.n, fs.layout.chunk, cl.mountpoint);
 	if (fuse_daemonize(cl.foreground))
@@ -355,11 +473,6 @@ int main(int argc, char *argv[])
 		goto out_unmount;
 	if (tfs_cache_start(&fs))
 		goto out_unmount;
-	if (o.miss_threads == 0 || o.miss_threads > 1024) {
-		tfs_warn("miss_threads=%u is out of range (1..1024): using %u", o.miss_threads,
-			 o.miss_threads ? 1024 : 1);
-		o.miss_threads = o.miss_threads ? 1024 : 1;
-	}
 	if (fs.cache && !(fs.defer = tfs_defer_start(o.miss_threads))) {
 		tfs_err("out of memory");
 		goto out_unmount;
@@ -372,15 +485,9 @@ int main(int argc, char *argv[])
 
 	cfg = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_clone_fd(cfg, cl.clone_fd);
-	/* libfuse 3.14 leaves both at UINT_MAX unless given with -o */
-	if (cl.max_threads != UINT_MAX && (cl.max_threads == 0 || cl.max_threads > 1024))
-		tfs_warn("max_threads=%u is out of range (1..1024): using %u", cl.max_threads,
-			 cl.max_threads ? 1024 : 1);
-	fuse_loop_cfg_set_max_threads(cfg, cl.max_threads == UINT_MAX ? 16
-					   : cl.max_threads == 0 ? 1
-					   : cl.max_threads > 1024 ? 1024 : cl.max_threads);
-	fuse_loop_cfg_set_idle_threads(cfg, cl.max_idle_threads <= 1024 ? cl.max_idle_threads
-									 : 16);
+	/* our values (numopts), not libfuse's: it never saw the options */
+	fuse_loop_cfg_set_max_threads(cfg, o.max_threads);
+	fuse_loop_cfg_set_idle_threads(cfg, o.max_idle_threads);
 	rc = cl.singlethread ? fuse_session_loop(se) : fuse_session_loop_mt(se, cfg);
 	ret = rc ? 1 : 0;
 	fuse_loop_cfg_destroy(cfg);
@@ -396,6 +503,8 @@ out_unmount:
 out_signals:
 	fuse_remove_signal_handlers(se);
 out:
+	if (!live)	/* refused: what the cache set-up made goes again */
+		tfs_cache_abandon(&fs);
 	if (se)
 		fuse_session_destroy(se);
 	tfs_meta_close(fs.meta);
@@ -405,6 +514,11 @@ out:
 	free(cl.mountpoint);
 	free(o.members);
 	free(o.member_model);
+	free(o.cache.dir);
+	free(o.cache.mode);
+	free(o.cache.policy);
+	for (unsigned i = 0; i < NNUMOPTS; i++)
+		free(o.num[i]);
 	free(list);
 	fuse_opt_free_args(&args);
 	return ret;

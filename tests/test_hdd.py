@@ -61,7 +61,7 @@ def test_ncq_window_at_qd32(make_array):
 
 def test_bad_ncq_is_refused(make_array):
     a = make_array("jbod", 1)
-    with pytest.raises(RuntimeError, match="hdd_ncq must be"):
+    with pytest.raises(RuntimeError, match="hdd_ncq=0: out of range"):
         a.mount(opts=["member_model=hdd7200", "hdd_ncq=0"], expect_errors=True)
 
 

@@ -27,20 +27,28 @@ enum tfs_cache_mode {
 	TFS_CACHE_OFF,		/* the SSD is not used (dirty data still drains) */
 };
 
-/* Mount options (-o cache=DIR,...); zero fields take the defaults. */
+/* Mount options (-o cache=DIR,...), their values already checked against
+ * their ranges (tierfs.c); start from TFS_CACHE_OPTS_DEFAULT. */
 struct tfs_cache_opts {
 	char *dir;		/* cache=DIR: NULL runs uncached */
-	char *size;		/* cache_size=SIZE (creation) */
-	char *extent;		/* cache_extent=SIZE (creation) */
+	uint64_t size;		/* cache_size=SIZE (creation); 0: not given (1G) */
+	uint64_t extent;	/* cache_extent=SIZE (creation); 0: not given (256K) */
 	char *mode;		/* cache_mode= */
 	char *policy;		/* cache_policy=lru|s3fifo */
-	char *seq_cutoff;	/* cache_seq_cutoff=SIZE (0: off) */
+	uint64_t seq_cutoff;	/* cache_seq_cutoff=SIZE (0: off) */
 	unsigned promote;	/* cache_promote=N: heat that promotes */
 	double halflife;	/* cache_halflife=SECONDS: heat halves */
 	unsigned dirty_low;	/* cache_dirty_low=PCT: the flusher starts */
 	unsigned dirty_high;	/* cache_dirty_high=PCT: writers are throttled */
 	int discard;		/* cache_discard: give up dirty data of a lost cache */
 };
+#define TFS_CACHE_OPTS_DEFAULT ((struct tfs_cache_opts){ .seq_cutoff = 4ull << 20, \
+	.promote = 2, .halflife = 60.0, .dirty_low = 20, .dirty_high = 70 })
+
+/* The checks of the options that need no cache directory (geometry, mode,
+ * policy, dirty levels): 0, or -EINVAL with one line in err.  Run before
+ * anything is touched; tfs_cache_setup runs them again. */
+int tfs_cache_opts_check(const struct tfs_cache_opts *o, char *err, size_t errlen);
 
 /* Detached by tierctl detach: the array runs uncached. */
 bool tfs_cache_detached(const struct tfs_cache *c);
@@ -51,6 +59,9 @@ bool tfs_cache_detached(const struct tfs_cache *c);
  * data lives in a cache cannot mount without it). */
 int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err,
 		    size_t errlen);
+/* The mount was refused after tfs_cache_setup (before tfs_cache_start):
+ * remove what the set-up made and forget the cache (bind.c invariant 4). */
+void tfs_cache_abandon(struct tfs_fs *fs);
 /* In the daemon: open the store, load the extent map, start the flusher
  * and the promoter. */
 int tfs_cache_start(struct tfs_fs *fs);

@@ -110,6 +110,8 @@ struct tfs_hdd_params {
 	unsigned ncq;		/* queue window the actuator picks from: 1..256
 				 * (1: arrival order; SATA NCQ: 32) */
 };
+#define TFS_HDD_NCQ_MAX	256	/* hdd_ncq: 1..256 */
+#define TFS_HDD_T2T_MS	0.8	/* track-to-track seek: hdd_seek_ms is at least this */
 #define TFS_HDD7200 ((struct tfs_hdd_params){ .seek_ms = 8.5, .rpm = 7200, .mbps = 180, \
 					      .ncq = 1 })
 struct tfs_backend *tfs_hdd_backend(struct tfs_backend *inner, const struct tfs_hdd_params *p);

@@ -108,6 +108,7 @@ struct tfs_fs {
 	bool chown_ok;			/* daemon may chown (runs as root) */
 	bool root_group;		/* daemon creates with gid 0 */
 	double timeout;			/* entry/attr timeout given to the kernel */
+	unsigned max_read;		/* -o max_read (0: not given): init() must agree */
 
 	pthread_mutex_t fid_lock;
 	uint64_t fid_next, fid_end;

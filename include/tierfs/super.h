@@ -84,10 +84,47 @@ struct tfs_array {
 	int lockfd[TFS_MAX_MEMBERS];	/* superblock, flock()ed: one mount at a time */
 };
 
-/* Open, check and order the members.  Members that are missing or stale
- * are marked failed in a->sb.state (and *changed set) as long as the level
- * survives it.  On failure returns -errno and writes a one-line reason
- * naming the member into err. */
+/* Which member states assembly believes (super.c invariant 4), from the
+ * superblocks of the members given. */
+enum tfs_verdict {
+	TFS_V_USE,	/* not failed in the believed view, and up to date (or one
+			 * record behind: a record cut by a crash) */
+	TFS_V_MISSING,	/* not given */
+	TFS_V_FAILED,	/* the believed view calls it failed */
+	TFS_V_STALE,	/* two or more events behind the believed count */
+};
+
+struct tfs_belief {
+	uint64_t events;		/* the array's count: the highest given */
+	uint64_t ref;			/* the count members are measured against */
+	char state[TFS_MAX_MEMBERS + 1];	/* the states to run with: believed,
+						 * and every member not used failed */
+	enum tfs_verdict v[TFS_MAX_MEMBERS];
+	/* One member alone at the highest count while a strict majority of
+	 * the members given agree on a lower one: the member, the majority's
+	 * count and size, and whether the majority's count is believed. */
+	int lone;			/* -1: none */
+	uint64_t maj_events;
+	uint32_t maj_n;
+	bool overruled;
+	/* Two members at the highest count that disagree on the states
+	 * (the array ran in two parts), or -1. */
+	int tie[2];
+	bool rewrite;			/* a used member's superblock differs from
+					 * events and state: they need a record */
+};
+
+/* sb[i]: the superblock given for member index i (NULL: not given), n
+ * members, tolerates: how many failed members the level survives.  Pure. */
+void tfs_array_believe(const struct tfs_super *const sb[], uint32_t n, uint32_t tolerates,
+		       struct tfs_belief *b);
+
+/* Open, check and order the members, and decide their states
+ * (tfs_array_believe).  Members that are missing, stale or failed are
+ * marked failed in a->sb.state as long as the level survives it; *changed
+ * says the superblocks of the members used must be rewritten (a member
+ * marked failed now, or one behind or at odds with the result).  On failure
+ * returns -errno and writes a one-line reason naming the member into err. */
 int tfs_array_assemble(char **paths, unsigned npaths, struct tfs_array *a,
 		       bool *changed, char *err, unsigned errlen);
 /* Bump the event count and write a->sb to every member that is not failed.

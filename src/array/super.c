@@ -10,14 +10,40 @@
  *     with the same uuid and geometry.
  *  3. While mounted, every member's superblock is flock()ed, so a second
  *     daemon (or mkfs) cannot use a member of a live array.
- *  4. The freshest superblock (highest events) decides member states.  A
- *     member is used only if that view does not call it failed and its own
- *     events are the freshest: a member that missed an event is stale (it
- *     was away while the array changed) and is treated as failed.
+ *  4. Which superblock to believe (tfs_array_believe; the argument is in
+ *     docs/DESIGN.md section 9, "Assembly").  Every change of member states
+ *     is one record: events+1, written one member after another to every
+ *     member the new view does not call failed (tfs_array_record), and a
+ *     mount that finds a member behind writes one before it serves.  So,
+ *     without corruption:
+ *     (a) a member that was away or failed while the array changed is
+ *         called failed in every later view (nothing writes it until a
+ *         replace), and its own superblock is older;
+ *     (b) a member the newest view calls in use carries its count, or less
+ *         where a crash cut records short (one record; more only by
+ *         crashes in the catch-up records, before anything is served);
+ *     (c) a directory put back after its index was replaced is at least
+ *         two records (fail, replace) behind any view that calls the index
+ *         in use; k such directories at least 1 + k, and directories in
+ *         use cannot share their count and states (a replace needs a mount
+ *         that served, and that mount wrote them).
+ *     Failures are never outvoted: those of every view at the highest
+ *     count count, and those of the view of every member those views call
+ *     in use (it vouches for its view).  A member whose own superblock
+ *     calls itself failed is a replacement never brought in: not used.
+ *     The count members are measured against is the highest, except when
+ *     one member alone holds it and a strict majority of the members given
+ *     agree on a lower count e, and the lone member is at most as far
+ *     ahead of e as the majority has members it calls in use (so no set of
+ *     put-back directories explains the majority, (c)), or the level
+ *     survives no failure (it never records one): then e, and the lone
+ *     member is the odd one out (named).  A member is used iff it is not
+ *     failed and at most one record behind that count.
  *  5. An assembled member directory is root's, mode 0700 (repaired with a
  *     warning), and no directory above it lets a user swap it (refused):
- *     secure.h.  A.sb.version is the oldest version any member has, so an
- *     upgrade torn by a crash is finished at the next mount (upgrade.c).
+ *     secure.h.  a->sb.version is the oldest version any member in use
+ *     has, so an upgrade torn by a crash is finished at the next mount
+ *     (upgrade.c); a failed member is not upgraded and does not count.
  *
  * Member states (one character per member in sb.state):
  *   U --fails (I/O error, tierctl fail, missing at mount)--> _
@@ -292,10 +318,110 @@ static void drop_member(struct tfs_array *a, uint32_t i)
 	a->dirfd[i] = a->lockfd[i] = -1;
 }
 
+/* The more pessimistic of two member states: failed over rebuilding over
+ * in sync. */
+static char worse(char a, char b)
+{
+	if (a == TFS_M_FAILED || b == TFS_M_FAILED)
+		return TFS_M_FAILED;
+	return a == TFS_M_REBUILD || b == TFS_M_REBUILD ? TFS_M_REBUILD : TFS_M_UP;
+}
+
+static bool same_view(const struct tfs_super *x, const struct tfs_super *y)
+{
+	return x->events == y->events && strcmp(x->state, y->state) == 0;
+}
+
+void tfs_array_believe(const struct tfs_super *const sb[], uint32_t n, uint32_t tolerates,
+		       struct tfs_belief *b)
+{
+	uint32_t given = 0, ntop = 0, best = 0;
+	int top = -1, maj = -1;
+	char topstate[TFS_MAX_MEMBERS + 1];
+
+	memset(b, 0, sizeof(*b));
+	b->lone = b->tie[0] = b->tie[1] = -1;
+	for (uint32_t i = 0; i < n; i++)
+		if (sb[i]) {
+			given++;
+			if (top < 0 || sb[i]->events > b->events)
+				b->events = sb[i]->events, top = (int)i;
+		}
+	memset(b->state, TFS_M_UP, n);
+	b->state[n] = 0;
+	/* the highest count: every view there (invariant 4) */
+	for (uint32_t i = 0; i < n; i++) {
+		if (!sb[i] || sb[i]->events != b->events)
+			continue;
+		ntop++;
+		if (strcmp(sb[i]->state, sb[top]->state) && b->tie[0] < 0)
+			b->tie[0] = top, b->tie[1] = (int)i;
+		for (uint32_t k = 0; k < n; k++)
+			b->state[k] = worse(b->state[k], sb[i]->state[k]);
+	}
+	/* the view a strict majority of the members given agree on, if it is
+	 * not the highest */
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t c = 0;
+
+		if (!sb[i] || sb[i]->events == b->events)
+			continue;
+		for (uint32_t j = 0; j < n; j++)
+			c += sb[j] && same_view(sb[i], sb[j]);
+		if (c > best)
+			best = c, maj = (int)i;
+	}
+	memcpy(topstate, b->state, sizeof(topstate));
+	b->ref = b->events;
+	if (maj >= 0 && best * 2 > given) {
+		uint32_t back = 0;	/* majority members the top view calls in use */
+
+		for (uint32_t j = 0; j < n; j++)
+			back += sb[j] && same_view(sb[j], sb[maj]) && topstate[j] != TFS_M_FAILED;
+		if (ntop == 1) {
+			b->lone = top;
+			b->maj_events = sb[maj]->events;
+			b->maj_n = best;
+			b->overruled = tolerates == 0 || b->events - b->maj_events <= back;
+			if (b->overruled)
+				b->ref = b->maj_events;
+		}
+	}
+	/* a member the newest views call in use vouches for its own view */
+	for (uint32_t i = 0; i < n; i++)
+		if (sb[i] && topstate[i] != TFS_M_FAILED && sb[i]->state[i] != TFS_M_FAILED)
+			for (uint32_t k = 0; k < n; k++)
+				b->state[k] = worse(b->state[k], sb[i]->state[k]);
+	for (uint32_t i = 0; i < n; i++) {
+		if (!sb[i])
+			b->v[i] = TFS_V_MISSING;
+		else if (b->state[i] == TFS_M_FAILED || sb[i]->state[i] == TFS_M_FAILED)
+			b->v[i] = TFS_V_FAILED;	/* ... or a replacement never brought in */
+		else if (tolerates && sb[i]->events + 1 < b->ref)
+			b->v[i] = TFS_V_STALE;
+		else
+			b->v[i] = TFS_V_USE;
+	}
+	/* the states the array runs with: what is not used is failed, and
+	 * every member used must say so (a record) */
+	for (uint32_t i = 0; i < n; i++)
+		if (b->v[i] != TFS_V_USE)
+			b->state[i] = TFS_M_FAILED;
+	for (uint32_t i = 0; i < n; i++)
+		if (b->v[i] == TFS_V_USE &&
+		    (sb[i]->events != b->events || strcmp(sb[i]->state, b->state)))
+			b->rewrite = true;
+}
+
 int tfs_array_assemble(char **paths, unsigned npaths, struct tfs_array *a,
 		       bool *changed, char *err, unsigned errlen)
 {
-	uint64_t events[TFS_MAX_MEMBERS] = { 0 };
+	struct tfs_super sbs[TFS_MAX_MEMBERS];
+	const struct tfs_super *given[TFS_MAX_MEMBERS] = { 0 };
+	const struct tfs_level_ops *ops;
+	struct tfs_belief b;
+	char lone[PATH_MAX + 256] = "";
+	uint32_t tol;
 	int rc = 0;
 	const char *why;
 
@@ -362,47 +488,81 @@ int tfs_array_assemble(char **paths, unsigned npaths, struct tfs_array *a,
 		a->dirfd[sb.index] = fd;
 		a->lockfd[sb.index] = lfd;
 		a->path[sb.index] = strdup(real);
-		events[sb.index] = sb.events;
-		if (sb.version < a->sb.version)	/* upgrade.c finishes an upgrade */
-			a->sb.version = sb.version;
-		if (sb.events > a->sb.events)	/* the freshest view wins */
-			memcpy(a->sb.state, sb.state, sizeof(sb.state)), a->sb.events = sb.events;
+		sbs[sb.index] = sb;
+		given[sb.index] = &sbs[sb.index];
 	}
 	a->n = a->sb.layout.nmembers;
 	if (npaths > a->n)
 		FAIL(-EINVAL, "array %s has %u members but %u directories were given", a->sb.uuid,
 		     a->n, npaths);
+	ops = tfs_level_ops(a->sb.layout.level);
+	tol = ops->tolerates(&a->sb.layout);
+	tfs_array_believe(given, a->n, tol, &b);
+	a->sb.events = b.events;
+	memcpy(a->sb.state, b.state, sizeof(b.state));
+	*changed = b.rewrite;
+	if (b.lone >= 0 && !b.overruled)
+		snprintf(lone, sizeof(lone), "member %s (index %d) alone says event %" PRIu64
+			 " and %u of the %u members given say %" PRIu64 ": either its superblock is "
+			 "wrong (then set its events= to %" PRIu64 ") or they are older disks put "
+			 "back (then give the current ones), so its count is believed",
+			 a->path[b.lone], b.lone, b.events, b.maj_n, npaths, b.maj_events,
+			 b.maj_events);
+	/* refuse before a word about single members: the reason is the array's */
 	for (uint32_t i = 0; i < a->n; i++) {
-		if (a->sb.state[i] == TFS_M_FAILED) {
-			if (a->dirfd[i] >= 0)
-				tfs_warn("member %s (index %u) failed earlier and is stale: not used "
-					 "(rebuild it with tierctl replace)", a->path[i], i);
-			drop_member(a, i);
-		} else if (a->dirfd[i] < 0 || events[i] != a->sb.events) {
-			if (tfs_level_ops(a->sb.layout.level)->tolerates(&a->sb.layout) == 0)
-				FAIL(-ENODEV, "array %s: member %u of %u is %s (give all member "
-				     "directories)", a->sb.uuid, i, a->n,
-				     a->dirfd[i] < 0 ? "missing" : "stale");
-			if (a->dirfd[i] < 0)
-				tfs_warn("member %u is missing: marking it failed", i);
-			else
-				tfs_warn("member %s (index %u) is stale (it missed a change of the "
-					 "array): marking it failed", a->path[i], i);
-			a->sb.state[i] = TFS_M_FAILED;
-			drop_member(a, i);
-			*changed = true;
-		}
+		if (tol == 0 && (b.v[i] == TFS_V_MISSING || b.v[i] == TFS_V_STALE))
+			FAIL(-ENODEV, "array %s: member %u of %u is %s (give all member "
+			     "directories)", a->sb.uuid, i, a->n,
+			     b.v[i] == TFS_V_MISSING ? "missing" : "stale");
 	}
-	if (tfs_array_count(a, TFS_M_FAILED) >
-	    tfs_level_ops(a->sb.layout.level)->tolerates(&a->sb.layout))
-		FAIL(-ENODEV, "array %s: %u of %u members are missing or failed (%s) and %s "
-		     "survives only %u: not mounted", a->sb.uuid,
+	if (tfs_array_count(a, TFS_M_FAILED) > tol && lone[0])
+		FAIL(-ENODEV, "array %s not mounted: %s, and then %u of %u members are behind "
+		     "or failed (%s) where %s survives %u", a->sb.uuid, lone,
 		     tfs_array_count(a, TFS_M_FAILED), a->n, a->sb.state,
-		     tfs_level_name(a->sb.layout.level),
-		     tfs_level_ops(a->sb.layout.level)->tolerates(&a->sb.layout));
+		     tfs_level_name(a->sb.layout.level), tol);
+	if (tfs_array_count(a, TFS_M_FAILED) > tol)
+		FAIL(-ENODEV, "array %s: %u of %u members are missing or failed (%s) and %s "
+		     "survives only %u: not mounted%s", a->sb.uuid,
+		     tfs_array_count(a, TFS_M_FAILED), a->n, a->sb.state,
+		     tfs_level_name(a->sb.layout.level), tol,
+		     b.tie[0] >= 0 ? "; members at the highest event count disagree: the array "
+		     "ran in two parts, give only the members of the part to keep" : "");
 	if (tfs_array_count(a, TFS_M_UP) == 0)
 		FAIL(-ENODEV, "array %s: no member is in sync (%s): not mounted", a->sb.uuid,
 		     a->sb.state);
+	if (b.lone >= 0 && b.overruled)
+		tfs_warn("member %s (index %d): its superblock says event %" PRIu64 ", but %u of "
+			 "the %u members given agree on %" PRIu64 "%s: the majority's count is "
+			 "believed, and a member either view calls failed is not used",
+			 a->path[b.lone], b.lone, b.events, b.maj_n, npaths, b.maj_events,
+			 strcmp(given[b.lone]->state, b.state) ? "" : " (the same member states)");
+	if (lone[0])
+		tfs_warn("%s", lone);
+	if (b.tie[0] >= 0)
+		tfs_warn("members %s and %s both say event %" PRIu64 " but disagree on the "
+			 "member states (%s, %s): the array ran in two parts; a member either "
+			 "calls failed is not used", a->path[b.tie[0]], a->path[b.tie[1]], b.events,
+			 given[b.tie[0]]->state, given[b.tie[1]]->state);
+	a->sb.version = TFS_SUPER_VERSION;	/* the oldest in use, below */
+	for (uint32_t i = 0; i < a->n; i++) {
+		if (b.v[i] == TFS_V_USE && given[i]->events < b.ref)
+			tfs_info("member %s (index %u) missed the last change record (event %"
+				 PRIu64 " of %" PRIu64 ": cut short by a crash): its superblock is "
+				 "brought up to date", a->path[i], i, given[i]->events, b.ref);
+		else if (b.v[i] == TFS_V_FAILED && a->dirfd[i] >= 0)
+			tfs_warn("member %s (index %u) failed earlier and is stale: not used "
+				 "(rebuild it with tierctl replace)", a->path[i], i);
+		else if (b.v[i] == TFS_V_MISSING)
+			tfs_warn("member %u is missing: marking it failed", i);
+		else if (b.v[i] == TFS_V_STALE)
+			tfs_warn("member %s (index %u) is stale (event %" PRIu64 ", the array is at %"
+				 PRIu64 ": it missed changes): marking it failed", a->path[i], i,
+				 given[i]->events, b.ref);
+		if (b.v[i] != TFS_V_USE)
+			drop_member(a, i);
+		else if (given[i]->version < a->sb.version)
+			a->sb.version = given[i]->version;	/* invariant 5 */
+	}
 	a->sb.index = 0;
 	return 0;
 

@@ -15,7 +15,13 @@
  *     would lose their data, unless cache_discard says so (and names them).
  *  3. After a stop that was not clean under another boot id, only dirty
  *     sectors are trusted (DESIGN §10.5).
- *  4. The cache directory is root's, mode 0700, before anything in it is
+ *  4. A mount refused after the cache was set up leaves the cache directory
+ *     as it found it, as far as it can: what set-up made (the directory,
+ *     a new data file and extent map) is removed again (cache_unmake); a
+ *     stale cache it wiped stays wiped (it would have been made anew).  The
+ *     options are checked before (tfs_cache_opts_check), so a bad option
+ *     makes nothing.
+ *  5. The cache directory is root's, mode 0700, before anything in it is
  *     read or written, and no directory above it lets a user swap it.
  */
 #include <errno.h>
@@ -39,11 +45,6 @@
 
 #define DEF_SIZE	(1ull << 30)
 #define DEF_EXTENT	(256u << 10)
-#define DEF_PROMOTE	2
-#define DEF_HALFLIFE	60.0
-#define DEF_SEQ_CUTOFF	(4ull << 20)
-#define DEF_DIRTY_LOW	20
-#define DEF_DIRTY_HIGH	70
 #define DATA_FILE	"data"
 #define META_DIR	"meta"
 #define STORE_VERSION	"1"
@@ -161,7 +162,7 @@ static int path_of(char *out, size_t len, const char *dir, const char *name)
 	return snprintf(out, len, "%s/%s", dir, name) >= (int)len ? -ENAMETOOLONG : 0;
 }
 
-/* Invariant 4: the directory is root's (secure.h). */
+/* Invariant 5: the directory is root's (secure.h). */
 static int cache_private(const char *dir, char *err, size_t errlen)
 {
 	int fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), rc;
@@ -173,6 +174,19 @@ static int cache_private(const char *dir, char *err, size_t errlen)
 	rc = tfs_dir_secure(fd, dir, "cache", err, errlen);
 	close(fd);
 	return rc;
+}
+
+static int cache_wipe(const char *dir);
+
+/* Remove what this mount's set-up made (invariant 4). */
+static void cache_unmake(struct tfs_cache *c)
+{
+	if (c->made_files && cache_wipe(c->dir))
+		tfs_warn("cache %s: cannot remove the cache this refused mount made", c->dir);
+	if (c->made_dir && rmdir(c->dir))
+		tfs_warn("cache %s: cannot remove the directory this refused mount made: %s",
+			 c->dir, strerror(errno));
+	c->made_files = c->made_dir = false;
 }
 
 /* Remove what tierfs keeps in a cache directory (only its own names). */
@@ -328,41 +342,28 @@ static enum probe cache_probe(struct tfs_cache *c, char *array, size_t alen, cha
 	return P_OK;
 }
 
-static int opt_size(const char *s, uint64_t def, uint64_t *out, const char *name, char *err,
-		    size_t errlen)
+/* Options into c (the ranges of the numbers were checked by tierfs.c);
+ * returns 0 or -EINVAL with err set. */
+static int cache_config(struct tfs_cache *c, const struct tfs_cache_opts *o, char *err,
+			size_t errlen)
 {
-	*out = def;
-	if (s && tfs_parse_size(s, out)) {
-		snprintf(err, errlen, "%s=%s: not a size", name, s);
-		return -EINVAL;
-	}
-	return 0;
-}
+	uint64_t ext = o->extent ? o->extent : DEF_EXTENT, size = o->size ? o->size : DEF_SIZE;
+	char b1[32], b2[32], b3[32];
 
-/* Options into c; returns 0 or -EINVAL with err set. */
-static int cache_config(struct tfs_cache *c, const struct tfs_cache_opts *o, uint64_t *size,
-			char *err, size_t errlen)
-{
-	uint64_t ext;
-	int rc = opt_size(o->size, DEF_SIZE, size, "cache_size", err, errlen);
-
-	if (rc == 0)
-		rc = opt_size(o->extent, DEF_EXTENT, &ext, "cache_extent", err, errlen);
-	if (rc == 0)
-		rc = opt_size(o->seq_cutoff, DEF_SEQ_CUTOFF, &c->seq_cutoff, "cache_seq_cutoff",
-			      err, errlen);
-	if (rc)
-		return rc;
 	if (ext < C_SECTOR || ext > C_SECTOR * 64 * TFS_CEXT_WORDS || (ext & (ext - 1))) {
-		snprintf(err, errlen, "cache_extent=%s: a power of two from 4K to 1M", o->extent);
+		snprintf(err, errlen, "cache_extent=%s: a power of two from 4K to 1M",
+			 tfs_fmt_size(ext, b1, sizeof(b1)));
 		return -EINVAL;
 	}
 	c->extent = (uint32_t)ext;
-	if (*size / ext < 16 || *size / ext > UINT32_MAX / 2) {
-		snprintf(err, errlen, "cache_size: from 16 extents (%" PRIu64 " KiB) up", ext * 16 >> 10);
+	if (size / ext < 16 || size / ext > UINT32_MAX / 2) {
+		snprintf(err, errlen, "cache_size=%s: from 16 extents (%s) to %u extents of %s",
+			 tfs_fmt_size(size, b1, sizeof(b1)), tfs_fmt_size(ext * 16, b2, sizeof(b2)),
+			 UINT32_MAX / 2, tfs_fmt_size(ext, b3, sizeof(b3)));
 		return -EINVAL;
 	}
-	c->nslots = (uint32_t)(*size / ext);
+	c->nslots = (uint32_t)(size / ext);
+	c->seq_cutoff = o->seq_cutoff;
 	c->mode = TFS_CACHE_WRITEBACK;
 	if (o->mode && tfs_cache_mode_parse(o->mode, &c->mode)) {
 		snprintf(err, errlen, "cache_mode=%s: writeback, writethrough, writearound or off",
@@ -374,13 +375,16 @@ static int cache_config(struct tfs_cache *c, const struct tfs_cache_opts *o, uin
 		snprintf(err, errlen, "cache_policy=%s: lru or s3fifo", o->policy);
 		return -EINVAL;
 	}
-	c->promote = o->promote ? o->promote : DEF_PROMOTE;
-	c->halflife = (uint32_t)((o->halflife > 0 ? o->halflife : DEF_HALFLIFE) * 16);
-	if (c->halflife == 0)
-		c->halflife = 1;
-	c->dirty_low = o->dirty_low ? o->dirty_low : DEF_DIRTY_LOW;
-	c->dirty_high = o->dirty_high ? o->dirty_high : DEF_DIRTY_HIGH;
-	if (c->dirty_low > 100 || c->dirty_high > 100 || c->dirty_low >= c->dirty_high) {
+	c->promote = o->promote;
+	c->halflife = (uint32_t)(o->halflife * 16);
+	if (c->promote == 0 || c->halflife == 0) {
+		snprintf(err, errlen, "cache_promote=%u, cache_halflife=%g: both must be positive",
+			 o->promote, o->halflife);
+		return -EINVAL;
+	}
+	c->dirty_low = o->dirty_low;
+	c->dirty_high = o->dirty_high;
+	if (c->dirty_high > 100 || c->dirty_low >= c->dirty_high) {
 		snprintf(err, errlen, "cache_dirty_low=%u, cache_dirty_high=%u: 0 <= low < high <= 100",
 			 c->dirty_low, c->dirty_high);
 		return -EINVAL;
@@ -388,15 +392,29 @@ static int cache_config(struct tfs_cache *c, const struct tfs_cache_opts *o, uin
 	return 0;
 }
 
+int tfs_cache_opts_check(const struct tfs_cache_opts *o, char *err, size_t errlen)
+{
+	struct tfs_cache *c = calloc(1, sizeof(*c));
+	int rc;
+
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	rc = cache_config(c, o, err, errlen);
+	free(c);
+	return rc;
+}
+
 int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err,
 		    size_t errlen)
 {
 	struct tfs_cache *c;
 	struct bound bd = { 0 };
-	uint64_t ndirty = 0, size, a, b;
+	uint64_t ndirty = 0, a, b;
 	char array[256] = "", why[512] = "";
 	enum probe pr;
-	bool bound;
+	bool bound, discarded = false;
 	int rc;
 
 	rc = tfs_meta_set_foreach(fs->meta, TFS_SET_CACHE, bound_cb, &bd);
@@ -429,8 +447,10 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 	c->fd = c->dfd = -1;
 	c->readonly = fs->readonly;
 	c->dir = realpath(o->dir, NULL);
-	if (!c->dir && errno == ENOENT && mkdir(o->dir, 0700) == 0)
+	if (!c->dir && errno == ENOENT && mkdir(o->dir, 0700) == 0) {
+		c->made_dir = true;
 		c->dir = realpath(o->dir, NULL);
+	}
 	if (!c->dir) {
 		snprintf(err, errlen, "cache=%s: %s", o->dir, strerror(errno));
 		rc = -errno;
@@ -438,7 +458,7 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 	}
 	rc = cache_private(c->dir, err, errlen);
 	if (rc == 0)
-		rc = cache_config(c, o, &size, err, errlen);
+		rc = cache_config(c, o, err, errlen);
 	if (rc)
 		goto fail;
 	pr = cache_probe(c, array, sizeof(array), why, sizeof(why));
@@ -472,6 +492,7 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 		rc = discard_lost(fs, ndirty);
 		if (rc)
 			goto fail;
+		discarded = true;
 	}
 	if (!bound && fs->readonly) {
 		/* nothing of it can be trusted and nothing may be written */
@@ -481,14 +502,18 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 	}
 	if (!bound) {
 		if (pr == P_CORRUPT)
-			tfs_warn("cache %s: %s; made anew (no dirty data was in it)", c->dir, why);
+			tfs_warn("cache %s: %s; made anew (%s)", c->dir, why, discarded
+				 ? "the writes only it held are given up: cache_discard"
+				 : "no dirty data was in it");
 		else if (pr == P_OK)
 			tfs_warn("cache %s is stale (the array ran without it): emptied", c->dir);
-		rc = cache_config(c, o, &size, err, errlen);	/* probe may have set geometry */
+		rc = cache_config(c, o, err, errlen);	/* probe may have set geometry */
 		if (rc == 0)
 			rc = cache_wipe(c->dir);
-		if (rc == 0)
+		if (rc == 0) {
+			c->made_files = true;
 			rc = cache_create(c, err, errlen);
+		}
 		if (rc == 0)
 			rc = journal_bind(fs, c->uuid);
 		if (rc) {
@@ -497,16 +522,18 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 			goto fail;
 		}
 	} else {
-		uint64_t want = 0;
+		char b1[32], b2[32];
 
-		if (o->extent && tfs_parse_size(o->extent, &want) == 0 && want != c->extent)
-			tfs_warn("cache %s: extent size is %u (set when it was made); "
-				 "cache_extent=%s ignored", c->dir, c->extent, o->extent);
-		if (o->size && tfs_parse_size(o->size, &want) == 0 &&
-		    want / c->extent != c->nslots)
-			tfs_warn("cache %s: size is %" PRIu64 " (set when it was made); "
-				 "cache_size=%s ignored", c->dir, (uint64_t)c->nslots * c->extent,
-				 o->size);
+		if (o->extent && o->extent != c->extent)
+			tfs_warn("cache %s: extent size is %s (set when it was made); "
+				 "cache_extent=%s ignored", c->dir,
+				 tfs_fmt_size(c->extent, b1, sizeof(b1)),
+				 tfs_fmt_size(o->extent, b2, sizeof(b2)));
+		if (o->size && o->size / c->extent != c->nslots)
+			tfs_warn("cache %s: size is %s (set when it was made); "
+				 "cache_size=%s ignored", c->dir,
+				 tfs_fmt_size((uint64_t)c->nslots * c->extent, b1, sizeof(b1)),
+				 tfs_fmt_size(o->size, b2, sizeof(b2)));
 	}
 	c->spe = c->extent / C_SECTOR;
 	fs->cache = c;
@@ -515,9 +542,23 @@ fail:
 	if (!err[0])
 		snprintf(err, errlen, "cache %s: %s", o->dir, strerror(-rc));
 fail_quiet:
+	if (c->dir)
+		cache_unmake(c);
 	free(c->dir);
 	free(c);
 	return rc;
+}
+
+void tfs_cache_abandon(struct tfs_fs *fs)
+{
+	struct tfs_cache *c = fs->cache;
+
+	if (!c)
+		return;
+	cache_unmake(c);
+	fs->cache = NULL;
+	free(c->dir);
+	free(c);
 }
 
 /* ------------------------------------------------------------------ */

@@ -92,6 +92,9 @@ struct tfs_cache {
 	enum tfs_cache_mode mode;	/* atomic loads */
 	bool readonly;
 	bool detached;			/* tierctl detach: the array runs uncached */
+	/* made by this mount's set-up: a refused mount removes them (bind.c
+	 * invariant 4) */
+	bool made_dir, made_files;
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;		/* busy/flushing cleared, dirty dropped */

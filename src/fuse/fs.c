@@ -82,6 +82,9 @@ static void tfs_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_background = 256;
 	conn->congestion_threshold = 192;
 	conn->time_gran = 1;
+	/* libfuse 3.14 ends the session unless init() asks for the same
+	 * max_read as the mount option did */
+	conn->max_read = ((struct tfs_fs *)userdata)->max_read;
 }
 
 static void tfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)

@@ -65,8 +65,7 @@
 #include "tierfs/scratch.h"
 
 #define DISK_SPAN   (1ull << 40)	/* notional 1 TiB per member */
-#define T2T_MS      0.8			/* track-to-track seek */
-#define TFS_HDD_NCQ_MAX 256
+#define T2T_MS      TFS_HDD_T2T_MS	/* track-to-track seek */
 
 struct hdd_req {
 	struct hdd_req *next, *prev;	/* member queue, oldest first */

@@ -45,6 +45,17 @@ static void unit_fail(struct unit_group *g, const char *fmt, ...)
 			unit_fail(&groups[g], __VA_ARGS__);       \
 	} while (0)
 
+/* splitmix64: the random numbers of the randomized tests (seeded, so a
+ * failure repeats). */
+static inline uint64_t unit_rnd(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
 /* One line a group; returns the number of failed checks. */
 static uint64_t unit_summary(const struct unit_group *g, int n)
 {

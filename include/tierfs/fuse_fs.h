@@ -1,3 +1,6 @@
+/* The FUSE front end (src/fuse/fs.c): the low-level ops table and the
+ * per-request glue between a fuse_req_t and the namespace and data layers
+ * below it. */
 #ifndef TIERFS_FUSE_FS_H
 #define TIERFS_FUSE_FS_H
 #include <fuse_lowlevel.h>

@@ -1,3 +1,5 @@
+/* Parsing and formatting of the numbers users type (src/util/parse.c):
+ * sizes with K/M/G suffixes and range-checked option values. */
 #ifndef TIERFS_PARSE_H
 #define TIERFS_PARSE_H
 #include <stddef.h>

@@ -1,3 +1,5 @@
+/* Per-thread io_uring (src/io/uring.c): runs one batch of member requests
+ * to completion on the calling thread's ring. */
 #ifndef TIERFS_URING_H
 #define TIERFS_URING_H
 #include "tierfs/member.h"

@@ -2,8 +2,10 @@
  *
  * Locking: one mutex (c->lock) guards the index, the per-file lists, the
  * free list, the policy, the heat table and the counters; it is held for
- * bookkeeping only, never across I/O.  I/O on a slot is fenced by flags on
- * its extent instead (cache.c invariants 2-4).  Lock order: a file's flush
+ * bookkeeping, and across I/O in two places only: the store commit of an
+ * eviction batch (cache.c evict_some) and the SSD write that zeroes
+ * part of a cached extent in a cut (zero_extent).  Other I/O on a slot is
+ * fenced by flags on its extent instead (cache.c invariants 2-4).  Lock order: a file's flush
  * lock (cfile.flock), then c->lock; the namespace's locks (in->lock, row
  * locks, io_gate) are only taken by the RAID calls, made without c->lock.
  */

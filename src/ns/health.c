@@ -5,7 +5,7 @@
  *
  * Invariants:
  *  1. A member is failed at most once per mount and never comes back by
- *     itself; only a replacement (rebuild.c) brings the index back.
+ *     itself; only a replacement (maint.c rebuild) brings the index back.
  *  2. Failing a member is recorded (events+1) on every member still in use
  *     before anything else depends on it, so a later mount never trusts a
  *     member that missed writes (super.c invariant 4).

@@ -11,15 +11,15 @@
  *     but inside the logical size are holes and read as zeros.
  *  3. A write extends only the member files it lands on (layout.c,
  *     invariant 4); the logical size in the inode grows with it.
+ *  4. O_DIRECT requests are staged through a per-thread 4K-aligned buffer,
+ *     because libfuse hands write payloads at an unaligned address.  A
+ *     member that refuses an O_DIRECT transfer (EINVAL: misaligned) gets the
+ *     same request through its buffered fd.
  *  5. Failed members are never touched.  Reads go to a copy on an in-sync
  *     member; writes go to every copy on a member that takes changes.  A
  *     member error (EIO, ...) fails the member if the level survives it
  *     (health.c) and the request is redone without it; otherwise the error
  *     goes to the application.
- *  4. O_DIRECT requests are staged through a per-thread 4K-aligned buffer,
- *     because libfuse hands write payloads at an unaligned address.  A
- *     member that refuses an O_DIRECT transfer (EINVAL: misaligned) gets the
- *     same request through its buffered fd.
  *  6. A full member filesystem (ENOSPC, EDQUOT) is not a member failure:
  *     the member stays and the application gets the error.  On a redundant
  *     level it must not leave copies (or data and parity) that differ, so

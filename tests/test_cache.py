@@ -536,7 +536,7 @@ def test_flush_keeps_a_size_past_the_last_dirty_byte(make_array, tmp_path, level
     4K; the flusher destaged the rest and forgot the tier's size record
     ("the members hold the size now"), so the file came back shorter
     after a remount, and after a power cut (the long exploration: 3 KiB
-    short).  all (data.c invariant 7): every byte; nothing was dirty, so
+    short).  all (dispatch.c invariant 1): every byte; nothing was dirty, so
     the flusher never visited the file and its size stayed in the tier
     alone (RAID1: 0 of 204800 bytes through an uncached mount; the parity
     levels write the zeros up to the size)."""

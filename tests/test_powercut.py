@@ -582,7 +582,7 @@ def test_cut_after_a_punch_shows_no_older_bytes(cut):
 
 
 def test_cut_after_a_detach_keeps_the_size_a_punch_left(cut):
-    """data.c invariant 7: a punch (KEEP_SIZE) over every byte of a file
+    """dispatch.c invariant 1: a punch (KEEP_SIZE) over every byte of a file
     only the tier held grows the members to the file's size and syncs
     them: nothing is dirty any more, so no flush carries the size, and a
     detach then leaves it with the members alone.  A cut after the detach

@@ -359,13 +359,8 @@ int tfs_member_at(struct tfs_fs *fs, uint32_t m, const char *path, char name[NAM
 /* ---- data.c: file data over the layout ---- */
 /* Per-thread I/O buffer, 4K aligned, at least len bytes. */
 void *tfs_iobuf(size_t len);
-/* File data: through the SSD tier when one is attached, else the RAID. */
-ssize_t tfs_data_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
-		      size_t len, uint64_t off);
-ssize_t tfs_data_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, const void *buf,
-		       size_t len, uint64_t off);
-int tfs_data_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync);
-/* File data on the RAID alone (the SSD tier's way down). */
+/* File data on the RAID alone (below the SSD tier; the data path above
+ * both is data.h). */
 ssize_t tfs_raid_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
 		      size_t len, uint64_t off);
 ssize_t tfs_raid_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, const void *buf,
@@ -374,7 +369,9 @@ int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync);
 /* Grow the member files of an open file to hold logical size size (never
  * shrinks; the bytes added are holes).  Returns how many grew, or -errno. */
 int tfs_raid_grow(struct tfs_fs *fs, struct tfs_inode *in, uint64_t size);
-int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
+/* The RAID part of fallocate, the mode checked by tfs_data_fallocate: 0 or
+ * -errno. */
+int tfs_raid_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
 		       uint64_t len);
 /* Before the writes v[0..n) of one request on a redundant level: on members
  * short of space, allocate every range written, so that a full filesystem

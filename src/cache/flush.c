@@ -43,7 +43,7 @@
  *     leave the size past the last dirty byte, so destaging every dirty
  *     sector does not by itself carry the size to the members.  A file
  *     with nothing dirty is never visited: a punch that takes its last
- *     dirty byte carries the size itself (data.c invariant 7).
+ *     dirty byte carries the size itself (dispatch.c invariant 1).
  * 10. Dirty data is never bound to, flushed to or dropped for a file
  *     whose identity another file has too (inode.c invariant 5): a walk
  *     meets it as not identified (so proves nothing gone), and a binding

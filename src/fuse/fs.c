@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "tierfs/cache.h"
+#include "tierfs/data.h"
 #include "tierfs/defer.h"
 #include "tierfs/hitio.h"
 #include "tierfs/fuse_fs.h"

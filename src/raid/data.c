@@ -1,7 +1,8 @@
 /* data.c - file data over the layout: read, write, sync, allocate.
  *
  * Owns: turning one logical request into member requests and running them
- * as one batch through the member seam.
+ * as one batch through the member seam.  Below the SSD tier: the data path
+ * (src/data/dispatch.c) and the tier call it, it calls neither.
  *
  * Invariants:
  *  1. A request is split at placement boundaries (tfs_layout_extent); each
@@ -33,14 +34,6 @@
  *     copies made equal to what it holds (mirror_refused; stripe.c does
  *     the parity levels); if even that fails, the write-intent marks stay
  *     and the next mount resyncs the chunks.
- *  7. With an SSD tier, a punch or zero range grows the members to the
- *     size the tier holds past them (its size record) before the tier
- *     drops the range, and syncs them: with KEEP_SIZE the zeros can take
- *     every dirty byte of a file whose size only the tier knew, and the
- *     flusher, which carries sizes to the members (flush.c invariant 9),
- *     never visits a file with nothing dirty.  On the mirror levels a
- *     punch past a member file's end does not extend it (the parity
- *     levels write zeros up to the size, which does).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,9 +44,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "tierfs/cache.h"
 #include "tierfs/log.h"
-#include "tierfs/meta.h"
 #include "tierfs/ns.h"
 #include "tierfs/scratch.h"
 #include "tierfs/super.h"
@@ -249,40 +240,6 @@ static void read_done(struct tfs_fs *fs, const struct tfs_mio *v, unsigned n, ui
 {
 	for (unsigned i = 0; copies > 1 && i < n; i++)
 		__atomic_sub_fetch(&fs->reading[v[i].member], 1, __ATOMIC_RELAXED);
-}
-
-/* The SSD tier, when attached and not detached, sits in front of the RAID. */
-static bool cached(const struct tfs_fs *fs)
-{
-	return fs->cache && !tfs_cache_detached(fs->cache);
-}
-
-ssize_t tfs_data_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
-		      size_t len, uint64_t off)
-{
-	return cached(fs) ? tfs_cache_read(fs, in, direct, buf, len, off)
-			  : tfs_raid_read(fs, in, direct, buf, len, off);
-}
-
-ssize_t tfs_data_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, const void *buf,
-		       size_t len, uint64_t off)
-{
-	return cached(fs) ? tfs_cache_write(fs, in, direct, buf, len, off)
-			  : tfs_raid_write(fs, in, direct, buf, len, off);
-}
-
-int tfs_data_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
-{
-	/* a truncate's retired intent first (ns.h, trunc_gen): if the
-	 * retirement were lost, the next mount would replay the truncate over
-	 * what this fsync makes durable */
-	int rc = fs->meta ? tfs_meta_sync_to(fs->meta, __atomic_load_n(&in->trunc_gen,
-									 __ATOMIC_RELAXED))
-			  : 0;
-
-	if (rc)
-		return rc;
-	return cached(fs) ? tfs_cache_fsync(fs, in, datasync) : tfs_raid_fsync(fs, in, datasync);
 }
 
 ssize_t tfs_raid_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
@@ -646,8 +603,8 @@ static int raid_fallocate_gated(struct tfs_fs *fs, struct tfs_inode *in, int mod
 /* raid_fallocate_gated under io_gate, as a write: the size it grows must
  * be seen by a rebuild's write barrier (ns.h), or the joining member's
  * file may end short. */
-static int raid_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
-			  uint64_t len)
+int tfs_raid_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
+		       uint64_t len)
 {
 	int rc;
 
@@ -657,42 +614,6 @@ static int raid_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uin
 	return rc;
 }
 
-
-int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
-		       uint64_t len)
-{
-	const int supported = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
-	uint64_t tsize;
-	int rc, grown;
-
-	if (mode & ~supported)
-		return -EOPNOTSUPP;
-	if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE))
-		return -EOPNOTSUPP;
-	if (off + len < off)
-		return -EFBIG;
-	if (!cached(fs) || !(mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)))
-		return raid_fallocate(fs, in, mode, off, len);
-	/* zeros: the flusher off the file, the members first (synced if the
-	 * cache holds some of the file), then out of the cache: dropped
-	 * before, dirty sectors would leave the members' older bytes to show
-	 * after a crash (cache.c invariant 8) */
-	rc = tfs_ns_load_file(fs, in);
-	if (rc)
-		return rc;
-	tfs_cache_zero_begin(fs, in, off, 0);
-	rc = raid_fallocate(fs, in, mode, off, len);
-	/* a size the tier holds past the members goes to them too (invariant
-	 * 7): the zeros may take the last dirty byte, and a file with nothing
-	 * dirty is never flushed, so nothing else would carry the size */
-	if (rc == 0 && (tsize = tfs_cache_size(fs, in->fid)) != 0 &&
-	    (grown = tfs_raid_grow(fs, in, tsize)) < 0)
-		rc = grown;
-	if (rc == 0 && tfs_cache_knows(fs, in))
-		rc = tfs_raid_fsync(fs, in, true);
-	tfs_cache_zero_end(fs, in, off, rc ? 0 : len);
-	return rc;
-}
 
 /* ------------------------------------------------------------------ */
 /* Maintenance on the mirror levels                                    */

@@ -450,7 +450,7 @@ uint64_t tfs_mark_rows(struct tfs_fs *fs);
 int tfs_data_maint(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len,
 		   enum tfs_stripe_op op, tfs_stripe_report_fn report, void *arg);
 
-/* ---- maint.c: resync, scrub, replace/rebuild, control ---- */
+/* ---- maint.c: resync, scrub, replace/rebuild ---- */
 struct tfs_maint;
 int tfs_maint_init(struct tfs_fs *fs);
 /* Resync the rows of every marked region (after a crash), before serving. */
@@ -458,12 +458,13 @@ int tfs_maint_resync(struct tfs_fs *fs);
 /* Resume an interrupted rebuild. */
 int tfs_maint_start(struct tfs_fs *fs);
 void tfs_maint_stop(struct tfs_fs *fs);
-/* A command written to user.tierfs.ctl; on failure a reason in err. */
-int tfs_maint_ctl(struct tfs_fs *fs, const char *val, size_t len, char *err, size_t errlen);
-/* Why the last command failed ("" after one that worked): in the status. */
-void tfs_maint_set_error(struct tfs_fs *fs, const char *err);
-/* The text of user.tierfs.status, malloc'ed. */
-char *tfs_maint_status(struct tfs_fs *fs, bool paths);
+/* A maintenance command (NUL-terminated: fail N, replace N DIR, scrub,
+ * repair, cancel): 0, -errno with a reason in err, or -ENOSYS if cmd is
+ * none of them. */
+int tfs_maint_ctl(struct tfs_fs *fs, const char *cmd, char *err, size_t errlen);
+/* Maintenance's lines of the status (job, progress, last, mismatch=),
+ * malloc'ed; paths of files only when paths. */
+char *tfs_maint_report(struct tfs_fs *fs, bool paths);
 
 /* Intent records (encoded by ns.c, replayed by replay.c). */
 enum tfs_intent_op {

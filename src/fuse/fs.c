@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "tierfs/cache.h"
+#include "tierfs/control.h"
 #include "tierfs/data.h"
 #include "tierfs/defer.h"
 #include "tierfs/hitio.h"
@@ -631,7 +632,7 @@ static void tfs_statfs(fuse_req_t req, fuse_ino_t ino)
 /* ---- xattrs ---- */
 
 /* The control interface: user.tierfs.ctl (write a command) and
- * user.tierfs.status (read the array's state) on the root (maint.c). */
+ * user.tierfs.status (read the array's state) on the root (control.c). */
 #define XATTR_CTL    "user.tierfs.ctl"
 #define XATTR_STATUS "user.tierfs.status"
 /* On a regular file: its bytes in the SSD tier (cache.c). */
@@ -643,11 +644,10 @@ static void tfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const
 	if (ino == FUSE_ROOT_ID && strcmp(name, XATTR_CTL) == 0) {
 		char err[512] = "";
 		int rc = fuse_req_ctx(req)->uid != 0 ? -EPERM
-			 : tfs_maint_ctl(FS(req), value, size, err, sizeof(err));
+			 : tfs_control(FS(req), value, size, err, sizeof(err));
 
 		if (rc && err[0])
 			tfs_warn("tierctl: %s", err);
-		tfs_maint_set_error(FS(req), rc ? err : "");
 		fuse_reply_err(req, -rc);
 		return;
 	}
@@ -672,7 +672,7 @@ static void tfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 	if (ino == FUSE_ROOT_ID && strcmp(name, XATTR_STATUS) == 0) {
 		/* paths (members, the tier, files being scrubbed) are root's
 		 * business; the counters are everybody's (DESIGN §11) */
-		char *st = tfs_maint_status(FS(req), fuse_req_ctx(req)->uid == 0);
+		char *st = tfs_status(FS(req), fuse_req_ctx(req)->uid == 0);
 		size_t l = st ? strlen(st) : 0;
 
 		rc = !st ? -ENOMEM : size == 0 ? (int)l : l > size ? -ERANGE : (int)l;

@@ -2,8 +2,9 @@
  * and the control interface tierctl talks to.
  *
  * Owns: the maintenance thread (one job at a time: scrub or rebuild), its
- * progress, and the handling of the user.tierfs.ctl / user.tierfs.status
- * xattrs of the mount's root.
+ * progress, the maintenance commands (fail, replace, scrub, repair,
+ * cancel) and its part of the status; fuse/control.c routes the commands
+ * and composes the status.
  *
  * Invariants:
  *  1. Maintenance reaches files through the inode table (walk.c) and takes
@@ -26,7 +27,7 @@
  *     one identity (inode.c invariant 5; it keeps a set of the identities
  *     seen).  A rebuild stops at such a file instead: it cannot place
  *     the file's data without its identity.
- *  5. The status names paths (members, the tier, files) to root only.
+ *  5. Its part of the status names paths (files) to root only.
  *
  * Rebuild of member k:
  *   _ --replace: superblock R, journal copy--> (namespace copy, ns_lock)
@@ -45,7 +46,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tierfs/cache.h"
 #include "tierfs/hash.h"
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
@@ -75,7 +75,6 @@ struct tfs_maint {
 	char *found;			/* "path offset\n" per mismatch (first 100) */
 	size_t found_len;
 	char cur_path[256];
-	char ctl_error[512];
 };
 
 static struct tfs_maint *M(struct tfs_fs *fs)
@@ -884,18 +883,12 @@ static int replace(struct tfs_fs *fs, uint32_t k, const char *dir, char *err, si
 /* Control and status                                                  */
 /* ------------------------------------------------------------------ */
 
-int tfs_maint_ctl(struct tfs_fs *fs, const char *val, size_t len, char *err, size_t errlen)
+int tfs_maint_ctl(struct tfs_fs *fs, const char *cmd, char *err, size_t errlen)
 {
-	char cmd[PATH_MAX + 64], arg[PATH_MAX + 1];
+	char arg[PATH_MAX + 1];
 	unsigned k;
 	int rc;
 
-	if (len >= sizeof(cmd))
-		return -E2BIG;
-	memcpy(cmd, val, len);
-	cmd[len] = 0;
-	if (fs->readonly)
-		return -EROFS;	/* the kernel refuses the setxattr before us anyway */
 	if (sscanf(cmd, "fail %u", &k) == 1) {
 		if (k >= fs->n) {
 			snprintf(err, errlen, "no member %u: the array has %u members", k, fs->n);
@@ -941,40 +934,25 @@ int tfs_maint_ctl(struct tfs_fs *fs, const char *val, size_t len, char *err, siz
 		pthread_mutex_unlock(&M(fs)->lock);
 		return 0;
 	}
-	if (strcmp(cmd, "flush") == 0 || strcmp(cmd, "detach") == 0)
-		return tfs_cache_ctl(fs, cmd, NULL, err, errlen);
-	if (sscanf(cmd, "cache_mode %63s", arg) == 1)
-		return tfs_cache_ctl(fs, "cache_mode", arg, err, errlen);
-	snprintf(err, errlen, "unknown command '%.60s' (fail N, replace N DIR, scrub, repair, "
-		 "cancel, flush, cache_mode MODE, detach)", cmd);
-	return -EINVAL;
+	return -ENOSYS;		/* not a maintenance command */
 }
 
-void tfs_maint_set_error(struct tfs_fs *fs, const char *err)
-{
-	pthread_mutex_lock(&M(fs)->lock);
-	snprintf(M(fs)->ctl_error, sizeof(M(fs)->ctl_error), "%s", err);
-	pthread_mutex_unlock(&M(fs)->lock);
-}
-
-char *tfs_maint_status(struct tfs_fs *fs, bool paths)
+char *tfs_maint_report(struct tfs_fs *fs, bool paths)
 {
 	struct tfs_maint *mt = M(fs);
-	char *h = tfs_health_report(fs, paths), *out;
+	char *out;
 	double t;
 	size_t cap;
 	int l;
 
-	if (!h)
-		return NULL;
 	pthread_mutex_lock(&mt->lock);
-	/* the fixed lines are bounded (paths 256, messages 512, 100 mismatch
+	/* the fixed lines are bounded (paths 256, messages 256, 100 mismatch
 	 * lines of at most found_len plus a prefix each): never truncated */
-	cap = strlen(h) + 8192 + 4096 + 2 * mt->found_len;
+	cap = 4096 + 2 * mt->found_len;
 	out = malloc(cap);
 	if (out) {
 		t = elapsed(&mt->started);
-		l = snprintf(out, cap, "%s", h);
+		l = 0;
 		if (mt->running) {
 			double pct = mt->total ? 100.0 * (double)mt->done / (double)mt->total : 0;
 			double rate = t > 0 ? (double)mt->done / t : 0;
@@ -997,14 +975,6 @@ char *tfs_maint_status(struct tfs_fs *fs, bool paths)
 			l += snprintf(out + l, cap - (size_t)l, "rebuild.member=%u\n", mt->target);
 		if (mt->last[0])
 			l += snprintf(out + l, cap - (size_t)l, "last=%s\n", mt->last);
-		l += snprintf(out + l, cap - (size_t)l, "marks=%" PRIu64 "\n", tfs_stripe_marks(fs));
-		l += tfs_stripe_stats(fs, out + l, cap - (size_t)l);
-		l += tfs_cache_stats(fs, out + l, cap - (size_t)l, paths);
-		l += snprintf(out + l, cap - (size_t)l, "mem.inodes=%" PRIu64 "\nmem.scratch_bytes=%"
-			      PRIu64 "\nmem.idle_trims=%" PRIu64 "\n", tfs_inode_count(fs),
-			      tfs_scratch_bytes(), tfs_scratch_idle_trims());
-		if (mt->ctl_error[0] && paths)
-			l += snprintf(out + l, cap - (size_t)l, "ctl_error=%s\n", mt->ctl_error);
 		if (paths && mt->found_len && (size_t)l + mt->found_len + 16 < cap) {
 			for (char *p = mt->found, *e; p && *p; p = e + 1) {
 				e = strchr(p, '\n');
@@ -1016,6 +986,5 @@ char *tfs_maint_status(struct tfs_fs *fs, bool paths)
 		}
 	}
 	pthread_mutex_unlock(&mt->lock);
-	free(h);
 	return out;
 }

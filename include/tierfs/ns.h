@@ -80,6 +80,30 @@ struct tfs_inode {
 	uint64_t trunc_gen;
 };
 
+struct tfs_fs;
+
+/* What the namespace asks and tells the SSD tier about a file: set by the
+ * tier when it binds (cache/bind.c), NULL without one.  The namespace is a
+ * service beside the data path and never calls the tier by name (DESIGN
+ * §1); these are the only things it needs from it. */
+struct tfs_tier_hooks {
+	/* Does the tier hold anything of the file (an extent, or a size the
+	 * members do not have yet)? */
+	bool (*holds)(struct tfs_fs *fs, struct tfs_inode *in);
+	/* A truncate to off (len UINT64_MAX) begins and ends: the tier drops
+	 * what is cut and keeps its flusher off the file in between
+	 * (tfs_cache_zero_begin/end). */
+	void (*cut_begin)(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len);
+	void (*cut_end)(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len);
+	/* The file's last name is gone and nobody has it open. */
+	void (*gone)(struct tfs_fs *fs, uint64_t fid);
+	/* A lookup met the file (a regular file, loaded). */
+	void (*found)(struct tfs_fs *fs, struct tfs_inode *in);
+	/* The logical size the tier knows for fid, or 0; bytes only it holds. */
+	uint64_t (*size)(struct tfs_fs *fs, uint64_t fid);
+	uint64_t (*dirty_bytes)(struct tfs_fs *fs, uint64_t fid);
+};
+
 struct tfs_fs {
 	struct tfs_array *array;
 	struct tfs_layout layout;
@@ -130,6 +154,7 @@ struct tfs_fs {
 	struct tfs_stripes *stripes;	/* redundant levels: row locks, marks */
 	struct tfs_maint *maint;	/* scrub, rebuild */
 	struct tfs_cache *cache;	/* the SSD tier (cache.h), or NULL */
+	const struct tfs_tier_hooks *tier;	/* its hooks for ns/, or NULL */
 	struct tfs_defer *defer;	/* with a cache: reads that miss it (defer.h) */
 	struct tfs_hitio *hitio;	/* with a cache: its hits on io_uring (hitio.h) */
 	double maint_mbps;		/* rate cap of scrub and rebuild (0: none) */

@@ -406,6 +406,17 @@ int tfs_cache_opts_check(const struct tfs_cache_opts *o, char *err, size_t errle
 	return rc;
 }
 
+/* What the namespace needs from the tier (ns.h): it calls nothing else. */
+static const struct tfs_tier_hooks tier_hooks = {
+	.holds = tfs_cache_knows,
+	.cut_begin = tfs_cache_zero_begin,
+	.cut_end = tfs_cache_zero_end,
+	.gone = tfs_cache_forget,
+	.found = tfs_cache_found,
+	.size = tfs_cache_size,
+	.dirty_bytes = tfs_cache_dirty_bytes,
+};
+
 int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err,
 		    size_t errlen)
 {
@@ -537,6 +548,7 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 	}
 	c->spe = c->extent / C_SECTOR;
 	fs->cache = c;
+	fs->tier = &tier_hooks;
 	return 0;
 fail:
 	if (!err[0])
@@ -557,6 +569,7 @@ void tfs_cache_abandon(struct tfs_fs *fs)
 		return;
 	cache_unmake(c);
 	fs->cache = NULL;
+	fs->tier = NULL;
 	free(c->dir);
 	free(c);
 }

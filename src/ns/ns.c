@@ -55,7 +55,6 @@
 
 #include <fuse_lowlevel.h>
 
-#include "tierfs/cache.h"
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
 #include "tierfs/ns.h"
@@ -125,7 +124,7 @@ static int intent_begin(struct tfs_fs *fs, struct tfs_intent it, const struct tf
 	*seq = 0;
 	/* one member: nothing to make agree, but a truncate with an SSD tier
 	 * is replayed so the members follow the cache's cut (tfs_ns_truncate) */
-	if (fs->n == 1 && !(it.op == TFS_I_TRUNCATE && fs->cache))
+	if (fs->n == 1 && !(it.op == TFS_I_TRUNCATE && fs->tier))
 		return 0;
 	p1 = tfs_loc_path(fs, a);
 	if (b)
@@ -721,9 +720,9 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 		 * size recorded at the last close is the floor then */
 		if (nblk < fs->n && in->size_saved > size)
 			size = in->size_saved;
-		if (!in->size_valid && fs->cache && !fid_refused(in)) {
+		if (!in->size_valid && fs->tier && !fid_refused(in)) {
 			/* writes the SSD tier holds may end past the members */
-			uint64_t cs = tfs_cache_size(fs, in->fid);
+			uint64_t cs = fs->tier->size(fs, in->fid);
 
 			if (cs > size)
 				size = cs;
@@ -737,8 +736,8 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 		 * least the writes only the SSD tier holds yet (as ext4
 		 * counts delayed allocations), so du sees write-back data */
 		blocks = blocks * fs->n / (nblk ? nblk : 1) / tfs_layout_copies(&fs->layout);
-		if (fs->cache && S_ISREG(st->st_mode) && !fid_refused(in)) {
-			uint64_t d = tfs_cache_dirty_bytes(fs, in->fid) / 512;
+		if (fs->tier && S_ISREG(st->st_mode) && !fid_refused(in)) {
+			uint64_t d = fs->tier->dirty_bytes(fs, in->fid) / 512;
 
 			if (d > blocks)
 				blocks = d;
@@ -797,8 +796,8 @@ int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		}
 		/* a file the SSD tier holds dirty data of, not found since a
 		 * restart: found now (before anyone can open or move it) */
-		if (fs->cache)
-			tfs_cache_found(fs, e->in);
+		if (fs->tier)
+			fs->tier->found(fs, e->in);
 	}
 	return 0;
 }
@@ -925,7 +924,7 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 	 * the tier holds some of the file: a crash (or power cut) after the
 	 * drop then finds it and cuts the members too, so the members' older
 	 * bytes never come back where the tier had newer ones (DESIGN 10.5) */
-	cached = fs->cache && tfs_cache_knows(fs, in);
+	cached = fs->tier && fs->tier->holds(fs, in);
 	if (tfs_inode_loc(fs, in, &loc) == 0) {
 		rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_TRUNCATE, .arg = len, .fid = in->fid },
 				  &loc, NULL, NULL, &seq);
@@ -937,8 +936,8 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 		truncate_intent_end(fs, seq);
 		return rc;
 	}
-	if (fs->cache)	/* the SSD tier; its flusher stays off the file */
-		tfs_cache_zero_begin(fs, in, len, UINT64_MAX);
+	if (fs->tier)	/* the SSD tier; its flusher stays off the file */
+		fs->tier->cut_begin(fs, in, len, UINT64_MAX);
 	if (fs->stripes) {
 		/* the rows between the old and the new end: a rebuild or scrub
 		 * must not copy them while they change (row locks come before
@@ -959,8 +958,8 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 		pthread_mutex_unlock(&in->lock);
 		if (nheld)
 			tfs_rows_unlock(fs, held, nheld);
-		if (fs->cache)
-			tfs_cache_zero_end(fs, in, 0, 0);
+		if (fs->tier)
+			fs->tier->cut_end(fs, in, 0, 0);
 		truncate_intent_end(fs, seq);
 		return rc;
 	}
@@ -1003,8 +1002,8 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 	pthread_mutex_unlock(&in->lock);
 	if (nheld)
 		tfs_rows_unlock(fs, held, nheld);
-	if (fs->cache)
-		tfs_cache_zero_end(fs, in, 0, 0);
+	if (fs->tier)
+		fs->tier->cut_end(fs, in, 0, 0);
 	return rc;
 }
 
@@ -1268,7 +1267,7 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		/* not while another file has its identity: which of the two
 		 * the tier's extents belong to cannot be told, and the one
 		 * left takes them (inode.c invariant 5) */
-		forget = !dir && st.st_nlink <= 1 && fs->cache && !in->of && in->fid_valid &&
+		forget = !dir && st.st_nlink <= 1 && fs->tier && !in->of && in->fid_valid &&
 			 !__atomic_load_n(&in->fid_dup, __ATOMIC_ACQUIRE);
 		fid = in->fid;
 	}
@@ -1276,7 +1275,7 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	tfs_loc_put(fs, &loc);
 	release_named(fs, in);
 	if (forget)	/* without in->lock: a promotion may need it */
-		tfs_cache_forget(fs, fid);
+		fs->tier->gone(fs, fid);
 	return rc;
 }
 

@@ -82,6 +82,11 @@ struct tfs_inode {
 
 struct tfs_fs;
 
+/* The member seam of an array (member.h): every member call is
+ * OPS(fs)->call(BE(fs), k, ...). */
+#define OPS(fs) ((fs)->be->ops)
+#define BE(fs)  ((fs)->be)
+
 /* What the namespace asks and tells the SSD tier about a file: set by the
  * tier when it binds (cache/bind.c), NULL without one.  The namespace is a
  * service beside the data path and never calls the tier by name (DESIGN

@@ -41,9 +41,6 @@
 #include "tierfs/ns.h"
 #include "tierfs/super.h"
 
-#define OPS(fs) ((fs)->be->ops)
-#define BE(fs)  ((fs)->be)
-
 void tfs_health_init(struct tfs_fs *fs)
 {
 	for (uint32_t k = 0; k < fs->n; k++)

@@ -34,9 +34,6 @@
 #include "tierfs/ns.h"
 #include "tierfs/super.h"
 
-#define OPS(fs) ((fs)->be->ops)
-#define BE(fs)  ((fs)->be)
-
 struct obj {
 	int rc;			/* 0, or -errno of the stat (-ENOENT: absent) */
 	struct stat st;

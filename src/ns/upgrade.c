@@ -38,9 +38,6 @@
 #include "tierfs/super.h"
 #include "tierfs/upgrade.h"
 
-#define OPS(fs) ((fs)->be->ops)
-#define BE(fs)  ((fs)->be)
-
 static const char *const rename_v2[][2] = {
 	{ TFS_XATTR_FID_V2, TFS_XATTR_FID },
 	{ TFS_XATTR_SIZE_V2, TFS_XATTR_SIZE },

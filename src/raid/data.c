@@ -49,9 +49,6 @@
 #include "tierfs/scratch.h"
 #include "tierfs/super.h"
 
-#define OPS(fs) ((fs)->be->ops)
-#define BE(fs)  ((fs)->be)
-
 /* Per-thread scratch (scratch.c: kept between requests up to
  * TFS_SCRATCH_KEEP, freed at thread exit). */
 void *tfs_iobuf(size_t len)

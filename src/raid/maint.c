@@ -53,9 +53,6 @@
 #include "tierfs/scratch.h"
 #include "tierfs/super.h"
 
-#define OPS(fs) ((fs)->be->ops)
-#define BE(fs)  ((fs)->be)
-
 #define ROWS_PER_STEP 16
 #define MAX_REPORTED  100
 

@@ -71,9 +71,6 @@
 #include "tierfs/scratch.h"
 #include "tierfs/super.h"
 
-#define OPS(fs) ((fs)->be->ops)
-#define BE(fs)  ((fs)->be)
-
 #define ROW_LOCKS    TFS_ROW_LOCKS
 #define REGION_BYTES (1ull << 30)	/* logical bytes a write-intent mark covers */
 #define MARK_IDLE_NS (2ull * 1000000000ull)

@@ -4,7 +4,7 @@
 #ifndef TIERFS_FUSE_FS_H
 #define TIERFS_FUSE_FS_H
 #include <fuse_lowlevel.h>
-#include "tierfs/ns.h"
+#include "tierfs/fs.h"
 
 /* The FUSE front end: low-level operations over a struct tfs_fs (userdata). */
 extern const struct fuse_lowlevel_ops tfs_fuse_ops;

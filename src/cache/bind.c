@@ -37,7 +37,10 @@
 #include "tierfs/cache.h"
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
+#include "tierfs/fs.h"
+#include "tierfs/inode.h"
 #include "tierfs/ns.h"
+#include "tierfs/walk.h"
 #include "tierfs/parse.h"
 #include "tierfs/secure.h"
 #include "tierfs/super.h"
@@ -406,7 +409,7 @@ int tfs_cache_opts_check(const struct tfs_cache_opts *o, char *err, size_t errle
 	return rc;
 }
 
-/* What the namespace needs from the tier (ns.h): it calls nothing else. */
+/* What the namespace needs from the tier (fs.h): it calls nothing else. */
 static const struct tfs_tier_hooks tier_hooks = {
 	.holds = tfs_cache_knows,
 	.cut_begin = tfs_cache_zero_begin,

@@ -64,7 +64,12 @@
 
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
+#include "tierfs/fs.h"
+#include "tierfs/health.h"
+#include "tierfs/inode.h"
 #include "tierfs/ns.h"
+#include "tierfs/raid.h"
+#include "tierfs/walk.h"
 #include "tierfs/scratch.h"
 #include "tierfs/uring.h"
 #include "cache_i.h"

@@ -17,7 +17,7 @@
  *     punch past a member file's end does not extend it (the parity
  *     levels write zeros up to the size, which does).
  *  2. An fsync first makes durable the retirement of the file's last
- *     truncate intent (ns.h, trunc_gen): were the retirement lost, the
+ *     truncate intent (fs.h, trunc_gen): were the retirement lost, the
  *     next mount would replay the truncate over what the fsync made
  *     durable (replay.c invariant 4).
  */
@@ -27,7 +27,9 @@
 #include "tierfs/cache.h"
 #include "tierfs/data.h"
 #include "tierfs/meta.h"
+#include "tierfs/fs.h"
 #include "tierfs/ns.h"
+#include "tierfs/raid.h"
 
 /* The SSD tier, when attached and not detached, sits in front of the RAID. */
 static bool cached(const struct tfs_fs *fs)

@@ -24,7 +24,11 @@
 
 #include "tierfs/cache.h"
 #include "tierfs/control.h"
-#include "tierfs/ns.h"
+#include "tierfs/fs.h"
+#include "tierfs/health.h"
+#include "tierfs/inode.h"
+#include "tierfs/maint.h"
+#include "tierfs/raid.h"
 #include "tierfs/scratch.h"
 
 static pthread_mutex_t last_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -29,6 +29,9 @@
 #include "tierfs/defer.h"
 #include "tierfs/hitio.h"
 #include "tierfs/fuse_fs.h"
+#include "tierfs/inode.h"
+#include "tierfs/ns.h"
+#include "tierfs/raid.h"
 #include "tierfs/log.h"
 #include "tierfs/scratch.h"
 

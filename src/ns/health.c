@@ -38,7 +38,10 @@
 
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
-#include "tierfs/ns.h"
+#include "tierfs/fs.h"
+#include "tierfs/health.h"
+#include "tierfs/inode.h"
+#include "tierfs/replay.h"
 #include "tierfs/super.h"
 
 void tfs_health_init(struct tfs_fs *fs)

@@ -49,7 +49,9 @@
 #include <unistd.h>
 
 #include "tierfs/log.h"
-#include "tierfs/ns.h"
+#include "tierfs/fs.h"
+#include "tierfs/health.h"
+#include "tierfs/inode.h"
 
 #include <fuse_lowlevel.h>
 

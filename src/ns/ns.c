@@ -57,7 +57,11 @@
 
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
+#include "tierfs/fs.h"
+#include "tierfs/health.h"
+#include "tierfs/inode.h"
 #include "tierfs/ns.h"
+#include "tierfs/raid.h"
 #include "tierfs/super.h"
 
 /* ------------------------------------------------------------------ */

@@ -31,7 +31,11 @@
 
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
+#include "tierfs/fs.h"
+#include "tierfs/health.h"
 #include "tierfs/ns.h"
+#include "tierfs/raid.h"
+#include "tierfs/replay.h"
 #include "tierfs/super.h"
 
 struct obj {

@@ -34,7 +34,8 @@
 #include <unistd.h>
 
 #include "tierfs/log.h"
-#include "tierfs/ns.h"
+#include "tierfs/fs.h"
+#include "tierfs/health.h"
 #include "tierfs/super.h"
 #include "tierfs/upgrade.h"
 

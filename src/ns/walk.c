@@ -19,7 +19,10 @@
 #include <unistd.h>
 
 #include "tierfs/log.h"
+#include "tierfs/fs.h"
+#include "tierfs/inode.h"
 #include "tierfs/ns.h"
+#include "tierfs/walk.h"
 
 struct names {
 	char *buf;

@@ -45,7 +45,10 @@
 #include <time.h>
 
 #include "tierfs/log.h"
+#include "tierfs/fs.h"
+#include "tierfs/health.h"
 #include "tierfs/ns.h"
+#include "tierfs/raid.h"
 #include "tierfs/scratch.h"
 #include "tierfs/super.h"
 
@@ -598,7 +601,7 @@ static int raid_fallocate_gated(struct tfs_fs *fs, struct tfs_inode *in, int mod
 }
 
 /* raid_fallocate_gated under io_gate, as a write: the size it grows must
- * be seen by a rebuild's write barrier (ns.h), or the joining member's
+ * be seen by a rebuild's write barrier (fs.h), or the joining member's
  * file may end short. */
 int tfs_raid_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
 		       uint64_t len)

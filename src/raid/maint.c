@@ -49,7 +49,14 @@
 #include "tierfs/hash.h"
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
+#include "tierfs/fs.h"
+#include "tierfs/health.h"
+#include "tierfs/inode.h"
+#include "tierfs/maint.h"
 #include "tierfs/ns.h"
+#include "tierfs/raid.h"
+#include "tierfs/replay.h"
+#include "tierfs/walk.h"
 #include "tierfs/scratch.h"
 #include "tierfs/super.h"
 
@@ -598,7 +605,7 @@ static int copy_namespace(struct tfs_fs *fs, uint32_t to)
 /* ------------------------------------------------------------------ */
 
 /* Member k is now in state st, recorded on every member.  Safe under
- * ns_lock exclusive: it waits for no inode, row or io_gate lock (ns.h). */
+ * ns_lock exclusive: it waits for no inode, row or io_gate lock (fs.h). */
 static void set_state(struct tfs_fs *fs, uint32_t k, char st)
 {
 	pthread_mutex_lock(&fs->health_lock);

@@ -66,7 +66,10 @@
 
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
+#include "tierfs/fs.h"
+#include "tierfs/health.h"
 #include "tierfs/ns.h"
+#include "tierfs/raid.h"
 #include "tierfs/parity.h"
 #include "tierfs/scratch.h"
 #include "tierfs/super.h"

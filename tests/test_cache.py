@@ -1326,6 +1326,27 @@ def test_foreign_cache_refused(make_array, tmp_path):
 # 12. Warm after a clean remount
 # ---------------------------------------------------------------------------
 
+def test_a_write_only_the_tier_holds_moves_mtime(make_array, tmp_path):
+    """A write-back write the members do not see yet still makes the file's
+    modification time now (ns.c tfs_ns_touch, on the primary), as ext4
+    does: make, backup and rsync go by it."""
+    a = make_array("raid5", 3, "16K")
+    a.mount(copts(tmp_path / "cache", mode="writeback"))
+    p = a.mnt / "f"
+    p.write_bytes(b"x" * 65536)
+    flush(a.mnt)
+    os.utime(p, ns=(10**18, 10**18))
+    with open(p, "r+b") as f:
+        f.write(b"y" * 4096)
+    assert cst(a.mnt)["dirty_bytes"] > 0        # only the tier has it
+    assert os.stat(p).st_mtime_ns > 10**18
+    for m in a.members:                         # where the next mount reads it
+        if os.stat(m / "root" / "f").st_mtime_ns > 10**18:
+            break
+    else:
+        raise AssertionError("no member file has the new time")
+
+
 def test_clean_unmount_keeps_cache_warm(make_array, tmp_path):
     a = make_array("raid5", 3, "64K")
     data = random.Random(13).randbytes(512 * K)

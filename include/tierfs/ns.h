@@ -57,6 +57,11 @@ int tfs_ns_load_file(struct tfs_fs *fs, struct tfs_inode *in);
  * changes (TFS_XATTR_SIZE) if it changed, or always when force; the caller
  * holds a handle. */
 int tfs_ns_save_size(struct tfs_fs *fs, struct tfs_inode *in, bool force);
+/* The open file in's data changed where the members do not show it (a
+ * write the SSD tier holds): its modification time becomes now, as a
+ * write to the members would have made it.  Best effort: a failure leaves
+ * the older time. */
+void tfs_ns_touch(struct tfs_fs *fs, struct tfs_inode *in);
 /* Set every member of a regular file to its share of len. */
 int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len);
 

@@ -1340,15 +1340,8 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 	pthread_mutex_unlock(&c->lock);
 	if (rc)
 		return rc;
-	if (cached) {
-		/* the members were not written: the change time comes from here */
-		struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_NOW } };
-		uint32_t pm = tfs_primary(fs);
-		int fd = tfs_ns_member_fd(fs, in, pm, false);
-
-		if (fd >= 0)
-			fs->be->ops->utimensat(fs->be, pm, fd, "", ts);
-	}
+	if (cached)	/* the members were not written: the change time from here */
+		tfs_ns_touch(fs, in);
 	return (ssize_t)len;
 }
 

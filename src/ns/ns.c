@@ -803,6 +803,17 @@ int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	return 0;
 }
 
+void tfs_ns_touch(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_NOW } };
+	uint32_t pm = tfs_primary(fs);
+	int fd = tfs_ns_member_fd(fs, in, pm, false);
+
+	/* the primary is where attributes are read from (invariant 1) */
+	if (fd >= 0)
+		OPS(fs)->utimensat(BE(fs), pm, fd, "", ts);
+}
+
 static int set_times(struct tfs_fs *fs, struct target *t, const struct stat *attr, int to_set)
 {
 	struct timespec ts[2] = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } };

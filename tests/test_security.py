@@ -369,15 +369,19 @@ def member_records(members):
 
 
 @pytest.mark.parametrize("crash", [None, "crash_after=setxattr:7", "crash_after=removexattr:7",
-                                   "drop_unsynced,cut_after=1", "drop_unsynced,cut_after=3"])
+                                   "drop_unsynced,cut_after=1", "drop_unsynced,cut_after=3",
+                                   "drop_unsynced,cut_after=9"])
 def test_an_array_made_before_is_upgraded_in_place(tmp_path, crash):
     """tests/data/v2-arrays.tar.xz: a RAID5 x3 array and a RAID1 x2 array with
     a write-back tier holding fsynced dirty data (its daemon was killed),
     both made by mkfs.tierfs and tierfs at b509be9 (superblock version 2,
     records in user.tierfs.*).  The mount moves every record to trusted.*
     and writes version 3; a daemon killed in the middle of it, or a power
-    cut at the first or third sync or superblock write of it (crash=),
-    leaves an array the next mount finishes, with nothing lost."""
+    cut at its 1st, 3rd or 9th noted operation (crash=),
+    leaves an array the next mount finishes, with nothing lost.  The 9th
+    noted operation is a superblock write after the first member's: the cut
+    leaves version 3 on member 0 only, and the next mount must take the
+    oldest version (super.c invariant 5) to finish."""
     unpack(tmp_path)
     r5 = [tmp_path / "r5" / f"m{i}" for i in range(3)]
     r1 = [tmp_path / "r1c" / f"m{i}" for i in range(2)]

@@ -1,4 +1,5 @@
-/* Visiting every regular file of the tree through the inode table
+/* Visiting every regular file of the tree through the inode table, or
+ * every object of one member's tree through the member seam
  * (src/ns/walk.c). */
 #ifndef TIERFS_WALK_H
 #define TIERFS_WALK_H
@@ -16,5 +17,12 @@ int tfs_walk_files(struct tfs_fs *fs, tfs_walk_fn fn, void *arg);
 typedef void (*tfs_damaged_fn)(void *arg, const char *path);
 int tfs_walk_files_past_damage(struct tfs_fs *fs, tfs_walk_fn fn, tfs_damaged_fn damaged,
 			       void *arg);
+
+/* Every directory and regular file of member k's tree, its root first,
+ * through the member seam: fn(arg, fd, path) gets an O_PATH fd of the
+ * object and its path from the root ("." for the root); a non-zero return
+ * stops the walk and is returned (logged with the directory). */
+typedef int (*tfs_member_walk_fn)(void *arg, int fd, const char *path);
+int tfs_member_walk(struct tfs_fs *fs, uint32_t k, tfs_member_walk_fn fn, void *arg);
 
 #endif

@@ -25,7 +25,6 @@
  *  3. A read-only mount of an old array is refused: it could not upgrade,
  *     and this tierfs reads only the new names.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -38,6 +37,7 @@
 #include "tierfs/health.h"
 #include "tierfs/super.h"
 #include "tierfs/upgrade.h"
+#include "tierfs/walk.h"
 
 static const char *const rename_v2[][2] = {
 	{ TFS_XATTR_FID_V2, TFS_XATTR_FID },
@@ -51,159 +51,60 @@ struct up {
 	uint32_t k;
 	enum pass pass;
 	uint64_t objects;
-	const char *where;	/* for messages: the directory being walked */
 };
 
-/* One object (O_PATH fd): its records in this pass. */
-static int up_object(struct up *u, int fd, const char *name)
+/* One object (O_PATH fd) of member k: its records in this pass
+ * (tfs_member_walk_fn). */
+static int up_object(void *arg, int fd, const char *path)
 {
+	struct up *u = arg;
 	struct tfs_fs *fs = u->fs;
 	char v[64], cur[64];
 
 	for (unsigned i = 0; i < sizeof(rename_v2) / sizeof(rename_v2[0]); i++) {
 		const char *old = rename_v2[i][0], *new = rename_v2[i][1];
-		int l = OPS(fs)->getxattr(BE(fs), u->k, fd, old, v, sizeof(v)), c, rc;
+		int l, c;
 
+		if (u->pass == REMOVE) {
+			l = OPS(fs)->removexattr(BE(fs), u->k, fd, old);
+			if (l && l != -ENODATA)
+				goto fail_l;
+			continue;
+		}
+		l = OPS(fs)->getxattr(BE(fs), u->k, fd, old, v, sizeof(v));
 		if (l == -ENODATA)
 			continue;
 		if (l < 0)
 			goto fail_l;
-		if (u->pass == REMOVE) {
-			rc = OPS(fs)->removexattr(BE(fs), u->k, fd, old);
-			if (rc && rc != -ENODATA) {
-				l = rc;
-				goto fail_l;
-			}
-			continue;
-		}
 		u->objects += i == 0;
 		c = OPS(fs)->getxattr(BE(fs), u->k, fd, new, cur, sizeof(cur));
-		if (c >= 0) {
+		if (c >= 0) {	/* invariant 2: copied earlier */
 			if (c != l || memcmp(cur, v, (size_t)l))
-				tfs_warn("upgrade: member %u: '%s/%s' has %s and a different %s: "
-					 "keeping %s", u->k, u->where, name, new, old, new);
-			continue;	/* invariant 2: copied earlier */
+				tfs_warn("upgrade: member %u: '%s' has %s and a different %s: "
+					 "keeping %s", u->k, path, new, old, new);
+			continue;
 		}
-		if (c != -ENODATA) {
-			l = c;
-			goto fail_l;
-		}
-		rc = OPS(fs)->setxattr(BE(fs), u->k, fd, new, v, (size_t)l, 0);
-		if (rc) {
-			l = rc;
-			goto fail_l;
-		}
-		continue;
+		l = c == -ENODATA ? OPS(fs)->setxattr(BE(fs), u->k, fd, new, v, (size_t)l, 0) : c;
+		if (l == 0)
+			continue;
 fail_l:
-		tfs_err("upgrade: member %u: '%s/%s': %s: %s", u->k, u->where, name, old,
-			strerror(-l));
+		tfs_err("upgrade: member %u: '%s': %s: %s", u->k, path, old, strerror(-l));
 		return l;
 	}
 	return 0;
 }
 
-static int read_names(struct up *u, int dfd, char **buf, size_t *len)
-{
-	struct tfs_fs *fs = u->fs;
-	int fd = OPS(fs)->openat(BE(fs), u->k, dfd, ".", O_RDONLY | O_DIRECTORY, 0);
-	size_t cap = 0;
-	struct dirent *de;
-	DIR *d;
-
-	*buf = NULL;
-	*len = 0;
-	if (fd < 0)
-		return fd;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
-	while ((de = readdir(d)) != NULL) {
-		size_t l = strlen(de->d_name) + 1;
-
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (*len + l > cap) {
-			char *b = realloc(*buf, cap = (cap + l) * 2);
-
-			if (!b) {
-				closedir(d);
-				return -ENOMEM;
-			}
-			*buf = b;
-		}
-		memcpy(*buf + *len, de->d_name, l);
-		*len += l;
-	}
-	closedir(d);
-	return 0;
-}
-
-/* Directory dfd (O_PATH) and everything below it.  Names are read before
- * any is visited: one fd per level stays open. */
-static int up_dir(struct up *u, int dfd, const char *path)
-{
-	struct tfs_fs *fs = u->fs;
-	char *names, *sub;
-	size_t len;
-	int rc = read_names(u, dfd, &names, &len);
-
-	if (rc) {
-		tfs_err("upgrade: member %u: directory '%s': %s", u->k, path, strerror(-rc));
-		return rc;
-	}
-	for (size_t pos = 0; rc == 0 && pos < len; pos += strlen(names + pos) + 1) {
-		const char *name = names + pos;
-		struct stat st;
-		int fd;
-
-		rc = OPS(fs)->fstatat(BE(fs), u->k, dfd, name, &st);
-		if (rc)
-			break;
-		if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
-			continue;	/* no records on other objects */
-		fd = S_ISDIR(st.st_mode) ? OPS(fs)->open_dir(BE(fs), u->k, dfd, name)
-					 : OPS(fs)->openat(BE(fs), u->k, dfd, name, O_PATH, 0);
-		if (fd < 0) {
-			rc = fd;
-			break;
-		}
-		u->where = path;
-		rc = up_object(u, fd, name);
-		if (rc == 0 && S_ISDIR(st.st_mode)) {
-			if (asprintf(&sub, "%s/%s", path, name) < 0) {
-				rc = -ENOMEM;
-			} else {
-				rc = up_dir(u, fd, sub);
-				free(sub);
-			}
-		}
-		close(fd);
-	}
-	if (rc && rc != -ENOMEM)
-		tfs_err("upgrade: member %u: in '%s': %s", u->k, path, strerror(-rc));
-	free(names);
-	return rc;
-}
-
+/* One pass over every member in use, each synced after it (invariant 2). */
 static int up_pass(struct tfs_fs *fs, enum pass pass, uint64_t *objects)
 {
 	int rc = 0;
 
 	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
-		struct up u = { fs, k, pass, 0, "" };
-		int root;
+		struct up u = { fs, k, pass, 0 };
 
 		if (!tfs_m_named(fs, k))
 			continue;	/* failed: rebuilt from scratch if replaced */
-		root = OPS(fs)->open_dir(BE(fs), k, -1, "");
-		if (root < 0)
-			return root;
-		rc = up_object(&u, root, ".");
-		if (rc == 0)
-			rc = up_dir(&u, root, ".");
-		close(root);
+		rc = tfs_member_walk(fs, k, up_object, &u);
 		if (rc == 0)
 			rc = OPS(fs)->syncfs(BE(fs), k);
 		*objects += u.objects;

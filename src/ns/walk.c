@@ -11,9 +11,14 @@
  *  2. Every lookup the walk makes is forgotten before it returns.
  *  3. A walk stops at the first error, except a walk past damage, which
  *     reports a damaged name (EUCLEAN, health.c invariant 5) and goes on.
+ *  4. A member walk (tfs_member_walk) goes below the inode table, through
+ *     the member seam, on one member; invariant 1 holds for it too.  Only
+ *     mount-time work that runs before anything is served uses it.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,15 +55,14 @@ static int names_add(struct names *nm, const char *name)
 	return 0;
 }
 
-static int read_names(struct tfs_fs *fs, struct tfs_inode *dir, struct names *nm)
+/* Every name of the directory open as fd (which this closes), but "."
+ * and "..", into nm (invariant 1). */
+static int fd_names(int fd, struct names *nm)
 {
 	struct dirent *de;
-	DIR *dp;
-	int fd, rc = tfs_ns_opendir(fs, dir, &fd);
+	DIR *dp = fdopendir(fd);
+	int rc = 0;
 
-	if (rc)
-		return rc;
-	dp = fdopendir(fd);
 	if (!dp) {
 		close(fd);
 		return -errno;
@@ -68,6 +72,13 @@ static int read_names(struct tfs_fs *fs, struct tfs_inode *dir, struct names *nm
 			rc = names_add(nm, de->d_name);
 	closedir(dp);
 	return rc;
+}
+
+static int read_names(struct tfs_fs *fs, struct tfs_inode *dir, struct names *nm)
+{
+	int fd, rc = tfs_ns_opendir(fs, dir, &fd);
+
+	return rc ? rc : fd_names(fd, nm);
 }
 
 struct walk {
@@ -133,6 +144,66 @@ int tfs_walk_files(struct tfs_fs *fs, tfs_walk_fn fn, void *arg)
 	struct walk w = { fn, NULL, arg };
 
 	return walk_dir(fs, &fs->root, &w);
+}
+
+/* Directory dfd (O_PATH) of member k and everything below it.  An error
+ * is logged where it happened, once. */
+static int member_dir(struct tfs_fs *fs, uint32_t k, int dfd, const char *path,
+		      tfs_member_walk_fn fn, void *arg)
+{
+	struct names nm = { 0 };
+	int fd = OPS(fs)->openat(BE(fs), k, dfd, ".", O_RDONLY | O_DIRECTORY, 0);
+	int rc = fd < 0 ? fd : fd_names(fd, &nm);
+	bool below = false;	/* rc came from a subdirectory: logged there */
+
+	for (size_t pos = 0; rc == 0 && pos < nm.len; pos += strlen(nm.buf + pos) + 1) {
+		const char *name = nm.buf + pos;
+		struct stat st;
+		char *sub;
+		int ofd;
+
+		rc = OPS(fs)->fstatat(BE(fs), k, dfd, name, &st);
+		if (rc)
+			break;
+		if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+			continue;
+		ofd = S_ISDIR(st.st_mode) ? OPS(fs)->open_dir(BE(fs), k, dfd, name)
+					  : OPS(fs)->openat(BE(fs), k, dfd, name, O_PATH, 0);
+		if (ofd < 0) {
+			rc = ofd;
+			break;
+		}
+		if (asprintf(&sub, "%s/%s", path, name) < 0) {
+			rc = -ENOMEM;
+		} else {
+			rc = fn(arg, ofd, sub);
+			if (rc == 0 && S_ISDIR(st.st_mode)) {
+				rc = member_dir(fs, k, ofd, sub, fn, arg);
+				below = rc != 0;
+			}
+			free(sub);
+		}
+		close(ofd);
+	}
+	if (rc && !below)
+		tfs_err("member %u: walking '%s': %s", k, path, strerror(-rc));
+	free(nm.buf);
+	return rc;
+}
+
+int tfs_member_walk(struct tfs_fs *fs, uint32_t k, tfs_member_walk_fn fn, void *arg)
+{
+	int root = OPS(fs)->open_dir(BE(fs), k, -1, ""), rc;
+
+	if (root < 0) {
+		tfs_err("member %u: its tree: %s", k, strerror(-root));
+		return root;
+	}
+	rc = fn(arg, root, ".");
+	if (rc == 0)
+		rc = member_dir(fs, k, root, ".", fn, arg);
+	close(root);
+	return rc;
 }
 
 int tfs_walk_files_past_damage(struct tfs_fs *fs, tfs_walk_fn fn, tfs_damaged_fn dmg,

@@ -65,13 +65,12 @@ struct tfs_inode {
 
 	pthread_mutex_t lock;		/* protects everything below */
 	bool fid_valid, size_valid;
-	/* Two files in the table have this file's identity (inode.c
-	 * invariant 5): neither opens until one is gone.  The one that came
-	 * second has fid 0 (nothing keyed by fid sees it) and its identity
-	 * in fid_disk.  Atomic: the other file sets it on the first. */
+	/* Another file in the table has this file's identity (inode.c
+	 * invariant 5): its data is not reached and nothing keyed by fid
+	 * (the tier) is asked about it until one of them is gone.  Atomic:
+	 * the second file sets it on the first. */
 	bool fid_dup;
 	uint64_t fid;			/* file identity (xattr on the members) */
-	uint64_t fid_disk;		/* the identity its member files carry */
 	uint32_t rot;			/* tfs_layout_rot(fid) */
 	uint64_t size;			/* logical size of a regular file */
 	uint64_t size_saved;		/* parity levels: TFS_XATTR_SIZE as last written */

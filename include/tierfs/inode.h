@@ -28,11 +28,12 @@ void tfs_inode_alias_move(struct tfs_fs *fs, struct tfs_inode *in,
 			  struct tfs_inode *oparent, const char *oname,
 			  struct tfs_inode *nparent, const char *nname);
 void tfs_inode_unhash(struct tfs_fs *fs, struct tfs_inode *in);
-/* Enter in (a regular file) into the fid index under fid (inode.c
- * invariant 5): 0, or -EEXIST if another file in the table has it (its
- * path, malloc'ed, in *other when other is not NULL; that file is
- * marked fid_dup too). */
-int tfs_inode_claim_fid(struct tfs_fs *fs, struct tfs_inode *in, uint64_t fid, char **other);
+/* Enter in (a regular file, in->fid set, never changed after) into the
+ * fid index (inode.c invariant 5): 0, or -EEXIST if another file in the
+ * table has in->fid (its path, malloc'ed, in *other when other is not
+ * NULL; that file is marked fid_dup too) or had it and is only out of the
+ * table.  Called again, it only checks. */
+int tfs_inode_claim_fid(struct tfs_fs *fs, struct tfs_inode *in, char **other);
 /* Location of an inode (-ENOENT when it has no name left) or of a child. */
 int tfs_inode_loc(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_loc *loc);
 int tfs_inode_child_loc(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,

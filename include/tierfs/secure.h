@@ -27,7 +27,4 @@ int tfs_path_check_ancestors(const char *real, char *err, size_t errlen);
  * could swap it, else made root's with a warning if it was not. */
 int tfs_dir_secure(int fd, const char *real, const char *what, char *err, size_t errlen);
 
-/* The policy above as a pure rule, for one directory's stat fields. */
-int tfs_dir_unsafe_parent(unsigned uid, unsigned gid, unsigned mode);
-
 #endif

@@ -25,7 +25,7 @@
  *     descriptors stay bounded however many inodes the kernel knows.
  *  5. One identity, one file: every regular file in the table (hashed or
  *     orphaned, until freed) is in the fid index under the identity its
- *     member files carry (fid_disk), and two of them with one identity
+ *     member files carry (in->fid), and two of them with one identity
  *     are both refused.  A file whose
  *     fid another inode already claims is not the same object (the same
  *     object is the same inode, invariant 1, hard links included): it is
@@ -140,7 +140,7 @@ static void unclaim_locked(struct tfs_fs *fs, struct tfs_inode *in)
 
 	if (!in->fid_claimed)
 		return;
-	for (pp = &fs->ftab[hslot(fs, in->fid_disk)]; *pp; pp = &(*pp)->fnext) {
+	for (pp = &fs->ftab[hslot(fs, in->fid)]; *pp; pp = &(*pp)->fnext) {
 		if (*pp == in) {
 			*pp = in->fnext;
 			break;
@@ -160,8 +160,9 @@ static size_t contested_find_locked(struct tfs_fs *fs, uint64_t fid)
 	return i;
 }
 
-int tfs_inode_claim_fid(struct tfs_fs *fs, struct tfs_inode *in, uint64_t fid, char **other)
+int tfs_inode_claim_fid(struct tfs_fs *fs, struct tfs_inode *in, char **other)
 {
+	uint64_t fid = in->fid;
 	struct tfs_inode *o;
 	size_t s = hslot(fs, fid);
 	int rc = 0;
@@ -172,13 +173,12 @@ int tfs_inode_claim_fid(struct tfs_fs *fs, struct tfs_inode *in, uint64_t fid, c
 		return 0;
 	pthread_mutex_lock(&fs->ilock);
 	if (!in->fid_claimed) {
-		in->fid_disk = fid;
 		in->fnext = fs->ftab[s];
 		fs->ftab[s] = in;
 		in->fid_claimed = true;
 	}
 	for (o = fs->ftab[s]; o && rc == 0; o = o->fnext) {
-		if (o == in || o->fid_disk != fid || !o->hashed)
+		if (o == in || o->fid != fid || !o->hashed)
 			continue;	/* an unhashed one's object is gone */
 		__atomic_store_n(&o->fid_dup, true, __ATOMIC_RELEASE);
 		if (other)
@@ -445,7 +445,7 @@ void tfs_inode_unhash(struct tfs_fs *fs, struct tfs_inode *in)
 	pthread_mutex_lock(&fs->ilock);
 	unhash_locked(fs, in);
 	/* invariant 5: one of two files with one identity is gone */
-	if (in->fid_disk && (i = contested_find_locked(fs, in->fid_disk)) < fs->ncontested)
+	if (in->fid_claimed && (i = contested_find_locked(fs, in->fid)) < fs->ncontested)
 		fs->contested[i] = fs->contested[--fs->ncontested];
 	pthread_mutex_unlock(&fs->ilock);
 }

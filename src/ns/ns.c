@@ -22,9 +22,8 @@
  *     TFS_XATTR_FID xattr on every member; it never changes (rename keeps it).
  *     A regular file's identity is claimed in the inode table when it is
  *     first read (fid_take_locked): when two files claim one identity,
- *     neither gets a data path (EUCLEAN) until one is gone, and the second
- *     has fid 0, so it can be listed, renamed and removed but nothing
- *     keyed by fid (the tier) ever sees it.
+ *     neither gets a data path (EUCLEAN) and the tier is not asked about
+ *     either until one is gone; both can be listed, renamed and removed.
  *  5. Parity levels: the size record (TFS_XATTR_SIZE) is saved (close of
  *     the last handle, fsync, truncate, grow) on every member that takes
  *     changes, not only on the member files the file's I/O opened so far
@@ -237,14 +236,16 @@ static int fid_get(struct tfs_fs *fs, uint32_t m, int fd, uint64_t *fid)
 
 /* The file in (in->lock held) is fid; refused if another file in the
  * table has it (inode.c invariant 5): its data is never reached then,
- * and nothing keyed by fid (the SSD tier, row locks) sees it. */
+ * and nothing keyed by fid (the SSD tier, row locks) is asked about it. */
 static void fid_take_locked(struct tfs_fs *fs, struct tfs_inode *in, uint64_t fid,
 			    const struct tfs_loc *l)
 {
 	char *other = NULL;
-	bool dup = tfs_inode_claim_fid(fs, in, fid, &other) == -EEXIST;
 
-	if (dup) {
+	in->fid = fid;
+	in->rot = tfs_layout_rot(&fs->layout, fid);
+	in->fid_valid = true;
+	if (tfs_inode_claim_fid(fs, in, &other) == -EEXIST) {
 		char *p = tfs_loc_path(fs, l);
 
 		tfs_err("file '%s' has identity %" PRIu64 ", which file '%s' has too: the data of "
@@ -254,11 +255,6 @@ static void fid_take_locked(struct tfs_fs *fs, struct tfs_inode *in, uint64_t fi
 		free(other);
 		__atomic_store_n(&in->fid_dup, true, __ATOMIC_RELEASE);
 	}
-	/* the member files are placed by the identity they carry, so the
-	 * size reads right; nothing keyed by fid may see the second file */
-	in->rot = tfs_layout_rot(&fs->layout, fid);
-	in->fid = dup ? 0 : fid;
-	in->fid_valid = true;
 }
 
 /* May in's data be reached?  A refused file claims its identity again:
@@ -267,20 +263,20 @@ static int fid_check_locked(struct tfs_fs *fs, struct tfs_inode *in)
 {
 	if (!__atomic_load_n(&in->fid_dup, __ATOMIC_ACQUIRE))
 		return 0;
-	if (tfs_inode_claim_fid(fs, in, in->fid_disk, NULL))
+	if (tfs_inode_claim_fid(fs, in, NULL))
 		return -EUCLEAN;
 	__atomic_store_n(&in->fid_dup, false, __ATOMIC_RELEASE);
-	in->fid = in->fid_disk;
 	in->size_valid = false;	/* the tier's part of it may count now */
 	tfs_warn("file with identity %" PRIu64 " (inode %llu): the other file with it is gone; "
 		 "its data is reached again", in->fid, (unsigned long long)in->ino);
 	return 0;
 }
 
-/* The second of two files with one identity: fid 0, keyed by nothing. */
-static bool fid_refused(const struct tfs_inode *in)
+/* Is in one of two files with one identity (nothing keyed by fid is
+ * asked about it)? */
+static bool fid_refused(struct tfs_inode *in)
 {
-	return in->fid == 0 && in->fid_disk != 0;
+	return __atomic_load_n(&in->fid_dup, __ATOMIC_ACQUIRE);
 }
 
 /* ------------------------------------------------------------------ */
@@ -932,6 +928,13 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 	rc = tfs_ns_load_file(fs, in);
 	if (rc)
 		return rc;
+	/* refused before the tier is told anything (invariant 4): its cut
+	 * would drop the other file's extents */
+	pthread_mutex_lock(&in->lock);
+	rc = fid_check_locked(fs, in);
+	pthread_mutex_unlock(&in->lock);
+	if (rc)
+		return rc;
 	/* the intent first, durable before the SSD tier drops anything when
 	 * the tier holds some of the file: a crash (or power cut) after the
 	 * drop then finds it and cuts the members too, so the members' older
@@ -1280,7 +1283,7 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		 * the tier's extents belong to cannot be told, and the one
 		 * left takes them (inode.c invariant 5) */
 		forget = !dir && st.st_nlink <= 1 && fs->tier && !in->of && in->fid_valid &&
-			 !__atomic_load_n(&in->fid_dup, __ATOMIC_ACQUIRE);
+			 !fid_refused(in);
 		fid = in->fid;
 	}
 	dirs_close(fs, &loc);	/* after the aliases (invariant 6) */

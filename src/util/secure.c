@@ -42,7 +42,8 @@ int tfs_dir_make_private(int fd, unsigned *old_uid, unsigned *old_mode)
 	return 1;
 }
 
-int tfs_dir_unsafe_parent(unsigned uid, unsigned gid, unsigned mode)
+/* Invariant 2, for one directory's owner and mode. */
+static int unsafe_parent(unsigned uid, unsigned gid, unsigned mode)
 {
 	if (mode & S_ISVTX)
 		return uid != 0;
@@ -70,8 +71,7 @@ int tfs_path_check_ancestors(const char *real, char *err, size_t errlen)
 			snprintf(err, errlen, "%s: %s", p, strerror(errno));
 			return -errno;
 		}
-		if (tfs_dir_unsafe_parent((unsigned)st.st_uid, (unsigned)st.st_gid,
-					  (unsigned)st.st_mode)) {
+		if (unsafe_parent((unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)st.st_mode)) {
 			snprintf(err, errlen, "directory %s (owner uid %u, mode %04o) lets a user "
 				 "rename %s away and put his own in its place; make it root's and "
 				 "not writable by others (or sticky)", p, (unsigned)st.st_uid,

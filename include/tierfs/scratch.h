@@ -25,7 +25,11 @@ enum tfs_scratch_slot {
 };
 
 /* What a thread keeps of one slot between requests: the largest FUSE
- * request (1 MiB) and the largest extent fit; more is given back. */
+ * request (1 MiB) and the largest extent (cache_extent <= 1M) fit; more
+ * is given back.  The stripe scratch of a parity request does not fit:
+ * (n + P) x (span + 4 KiB) per row spanned, 5 MiB for 1 MiB on RAID5 x4
+ * (DESIGN §3 Memory), so each such request maps and unmaps its own (one
+ * mmap and munmap per 1 MiB buffered write on RAID5 x4, strace -c). */
 #define TFS_SCRATCH_KEEP (1u << 20)
 
 /* The calling thread's buffer for slot, at least len bytes, 4 KiB

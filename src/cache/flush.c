@@ -675,9 +675,14 @@ static void *flusher(void *arg)
 		if (backoff || (!all && !idle && pct < c->dirty_low) || c->ndirty == 0) {
 			if (touched && c->ndirty == 0) {
 				/* nothing left to destage: give the pages back
-				 * (invariant 11) */
-				madvise(buf, blen, MADV_DONTNEED);
+				 * (invariant 11), outside c->lock, which hits and
+				 * writes wait for: zapping 2 x FLUSH_BATCH
+				 * extents of pages takes a while */
 				touched = false;
+				pthread_mutex_unlock(&c->lock);
+				(void)madvise(buf, blen, MADV_DONTNEED);	/* own mapping: cannot fail */
+				pthread_mutex_lock(&c->lock);
+				continue;	/* looked at again: it may have changed */
 			}
 			wait_ticks(c, &c->fcond, backoff ? backoff : 1000);
 			backoff = 0;

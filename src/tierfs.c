@@ -76,9 +76,11 @@ static const struct fuse_opt tierfs_opts[] = {
  * touched (start-up order above); max_threads and max_idle_threads are
  * taken from libfuse (which wraps "-1" and clamps), max_read is checked and
  * left for libfuse's mount. */
+enum need { NEED_NONE, NEED_CACHE, NEED_MODEL };	/* the option another needs */
+
 struct numopt {
 	struct tfs_num_spec spec;
-	const char *needs;	/* "cache" or "member_model", or NULL */
+	enum need needs;
 	size_t off;		/* the value in struct opts */
 	bool keep;		/* also passed on to libfuse */
 };
@@ -86,31 +88,31 @@ struct numopt {
 #define NUMOPT(name, field, kind, lo, hi, note, needs, keep) \
 	{ { name, kind, lo, hi, note }, needs, offsetof(struct opts, field), keep }
 static const struct numopt numopts[] = {
-	NUMOPT("attr_timeout", timeout, TFS_NUM_REAL, 0, 86400, NULL, NULL, false),
-	NUMOPT("entry_timeout", timeout, TFS_NUM_REAL, 0, 86400, NULL, NULL, false),
-	NUMOPT("dir_cache", dir_cache, TFS_NUM_UINT, 1, 65536, NULL, NULL, false),
-	NUMOPT("maint_mbps", maint_mbps, TFS_NUM_REAL, 0, 100000, "0: no cap", NULL, false),
-	NUMOPT("max_threads", max_threads, TFS_NUM_UINT, 1, 1024, NULL, NULL, false),
-	NUMOPT("max_idle_threads", max_idle_threads, TFS_NUM_UINT, 0, 1024, NULL, NULL, false),
-	NUMOPT("max_read", max_read, TFS_NUM_UINT, 4096, 1 << 20, NULL, NULL, true),
+	NUMOPT("attr_timeout", timeout, TFS_NUM_REAL, 0, 86400, NULL, NEED_NONE, false),
+	NUMOPT("entry_timeout", timeout, TFS_NUM_REAL, 0, 86400, NULL, NEED_NONE, false),
+	NUMOPT("dir_cache", dir_cache, TFS_NUM_UINT, 1, 65536, NULL, NEED_NONE, false),
+	NUMOPT("maint_mbps", maint_mbps, TFS_NUM_REAL, 0, 100000, "0: no cap", NEED_NONE, false),
+	NUMOPT("max_threads", max_threads, TFS_NUM_UINT, 1, 1024, NULL, NEED_NONE, false),
+	NUMOPT("max_idle_threads", max_idle_threads, TFS_NUM_UINT, 0, 1024, NULL, NEED_NONE, false),
+	NUMOPT("max_read", max_read, TFS_NUM_UINT, 4096, 1 << 20, NULL, NEED_NONE, true),
 	NUMOPT("hdd_seek_ms", hdd.seek_ms, TFS_NUM_REAL, TFS_HDD_T2T_MS, 100, NULL,
-	       "member_model", false),
-	NUMOPT("hdd_rpm", hdd.rpm, TFS_NUM_UINT, 1000, 20000, NULL, "member_model", false),
-	NUMOPT("hdd_mbps", hdd.mbps, TFS_NUM_REAL, 0.001, 2000, NULL, "member_model", false),
+	       NEED_MODEL, false),
+	NUMOPT("hdd_rpm", hdd.rpm, TFS_NUM_UINT, 1000, 20000, NULL, NEED_MODEL, false),
+	NUMOPT("hdd_mbps", hdd.mbps, TFS_NUM_REAL, 0.001, 2000, NULL, NEED_MODEL, false),
 	NUMOPT("hdd_ncq", hdd.ncq, TFS_NUM_UINT, 1, TFS_HDD_NCQ_MAX, "1: arrival order",
-	       "member_model", false),
+	       NEED_MODEL, false),
 	NUMOPT("cache_size", cache.size, TFS_NUM_SIZE, 64 << 10, (double)(1ull << 51), NULL,
-	       "cache", false),
-	NUMOPT("cache_extent", cache.extent, TFS_NUM_SIZE, 4 << 10, 1 << 20, NULL, "cache",
+	       NEED_CACHE, false),
+	NUMOPT("cache_extent", cache.extent, TFS_NUM_SIZE, 4 << 10, 1 << 20, NULL, NEED_CACHE,
 	       false),
 	NUMOPT("cache_seq_cutoff", cache.seq_cutoff, TFS_NUM_SIZE, 0, (double)(1ull << 40),
-	       "0: off", "cache", false),
-	NUMOPT("cache_promote", cache.promote, TFS_NUM_UINT, 1, 65535, NULL, "cache", false),
-	NUMOPT("cache_halflife", cache.halflife, TFS_NUM_REAL, 1, 604800, NULL, "cache", false),
-	NUMOPT("cache_dirty_low", cache.dirty_low, TFS_NUM_UINT, 0, 99, NULL, "cache", false),
-	NUMOPT("cache_dirty_high", cache.dirty_high, TFS_NUM_UINT, 1, 100, NULL, "cache", false),
-	NUMOPT("miss_threads", miss_threads, TFS_NUM_UINT, 1, 1024, NULL, "cache", false),
-	NUMOPT("hit_ring", hit_ring, TFS_NUM_UINT, 0, 1, "0: off", "cache", false),
+	       "0: off", NEED_CACHE, false),
+	NUMOPT("cache_promote", cache.promote, TFS_NUM_UINT, 1, 65535, NULL, NEED_CACHE, false),
+	NUMOPT("cache_halflife", cache.halflife, TFS_NUM_REAL, 1, 604800, NULL, NEED_CACHE, false),
+	NUMOPT("cache_dirty_low", cache.dirty_low, TFS_NUM_UINT, 0, 99, NULL, NEED_CACHE, false),
+	NUMOPT("cache_dirty_high", cache.dirty_high, TFS_NUM_UINT, 1, 100, NULL, NEED_CACHE, false),
+	NUMOPT("miss_threads", miss_threads, TFS_NUM_UINT, 1, 1024, NULL, NEED_CACHE, false),
+	NUMOPT("hit_ring", hit_ring, TFS_NUM_UINT, 0, 1, "0: off", NEED_CACHE, false),
 };
 #define NNUMOPTS (sizeof(numopts) / sizeof(numopts[0]))
 _Static_assert(NNUMOPTS <= sizeof(((struct opts *)0)->num) / sizeof(char *),
@@ -142,12 +144,24 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	return 1;
 }
 
+/* name=value needs option n: 0, or -EINVAL with one line in err if n is
+ * not given. */
+static int need_given(const struct opts *o, enum need n, const char *name, const char *value,
+		      char *err, size_t errlen)
+{
+	if (n == NEED_NONE || (n == NEED_CACHE && o->cache.dir) ||
+	    (n == NEED_MODEL && o->member_model))
+		return 0;
+	snprintf(err, errlen, "%s=%s: only with -o %s, and no %s is given", name, value,
+		 n == NEED_CACHE ? "cache=DIR" : "member_model=hdd7200",
+		 n == NEED_CACHE ? "cache" : "member model");
+	return -EINVAL;
+}
+
 /* Every option on its own, before any member, cache or mount is touched:
  * 0, or -EINVAL with one line in err. */
 static int opts_check(struct opts *o, char *err, size_t errlen)
 {
-	const char *cache_opt = o->cache.mode ? "cache_mode" : o->cache.policy ? "cache_policy"
-									: NULL;
 	int rc;
 
 	for (unsigned i = 0; i < NNUMOPTS; i++) {
@@ -156,24 +170,17 @@ static int opts_check(struct opts *o, char *err, size_t errlen)
 		if (!o->num[i])
 			continue;
 		rc = tfs_parse_num(&n->spec, o->num[i], (char *)o + n->off, err, errlen);
+		if (rc == 0)
+			rc = need_given(o, n->needs, n->spec.name, o->num[i], err, errlen);
 		if (rc)
 			return rc;
-		if (n->needs && !strcmp(n->needs, "cache") && !o->cache.dir) {
-			snprintf(err, errlen, "%s=%s: only with -o cache=DIR, and no cache is given",
-				 n->spec.name, o->num[i]);
-			return -EINVAL;
-		}
-		if (n->needs && !strcmp(n->needs, "member_model") && !o->member_model) {
-			snprintf(err, errlen, "%s=%s: only with -o member_model=hdd7200, and no "
-				 "member model is given", n->spec.name, o->num[i]);
-			return -EINVAL;
-		}
 	}
-	if (cache_opt && !o->cache.dir) {
-		snprintf(err, errlen, "%s=%s: only with -o cache=DIR, and no cache is given",
-			 cache_opt, o->cache.mode ? o->cache.mode : o->cache.policy);
-		return -EINVAL;
-	}
+	if (o->cache.mode && (rc = need_given(o, NEED_CACHE, "cache_mode", o->cache.mode, err,
+					     errlen)))
+		return rc;
+	if (o->cache.policy && (rc = need_given(o, NEED_CACHE, "cache_policy", o->cache.policy,
+					       err, errlen)))
+		return rc;
 	if (o->member_model && strcmp(o->member_model, "hdd7200") != 0) {
 		snprintf(err, errlen, "unknown member_model '%s' (known: hdd7200)", o->member_model);
 		return -EINVAL;

@@ -571,12 +571,13 @@ out_fail:
 	return rc;
 }
 
-int tfs_array_set_version(struct tfs_array *a, unsigned v)
+/* sb, with each member's index, to every member in use: how many took it;
+ * *first is the first error (0: none), each logged as "cannot WHAT". */
+static int write_in_use(struct tfs_array *a, struct tfs_super sb, const char *what, int *first)
 {
-	struct tfs_super sb = a->sb;
-	int rc = 0;
+	int written = 0;
 
-	sb.version = v;
+	*first = 0;
 	for (uint32_t i = 0; i < a->n; i++) {
 		int r;
 
@@ -585,12 +586,23 @@ int tfs_array_set_version(struct tfs_array *a, unsigned v)
 		sb.index = i;
 		r = tfs_super_write(a->dirfd[i], &sb);
 		if (r) {
-			tfs_err("member %s: cannot write the superblock: %s", a->path[i],
-				strerror(-r));
-			if (!rc)
-				rc = r;
+			tfs_err("member %s: cannot %s: %s", a->path[i], what, strerror(-r));
+			if (!*first)
+				*first = r;
+		} else {
+			written++;
 		}
 	}
+	return written;
+}
+
+int tfs_array_set_version(struct tfs_array *a, unsigned v)
+{
+	struct tfs_super sb = a->sb;
+	int rc;
+
+	sb.version = v;
+	write_in_use(a, sb, "write the superblock", &rc);
 	if (rc == 0)
 		a->sb.version = v;
 	return rc;
@@ -598,21 +610,9 @@ int tfs_array_set_version(struct tfs_array *a, unsigned v)
 
 int tfs_array_record(struct tfs_array *a)
 {
-	struct tfs_super sb = a->sb;
-	int written = 0, rc = -ENODEV;
+	int written, rc;
 
 	a->sb.events++;
-	sb.events = a->sb.events;
-	for (uint32_t i = 0; i < a->n; i++) {
-		if (a->sb.state[i] == TFS_M_FAILED || a->dirfd[i] < 0)
-			continue;
-		sb.index = i;
-		rc = tfs_super_write(a->dirfd[i], &sb);
-		if (rc)
-			tfs_err("member %s: cannot record the array state: %s", a->path[i],
-				strerror(-rc));
-		else
-			written++;
-	}
-	return written ? written : rc;
+	written = write_in_use(a, a->sb, "record the array state", &rc);
+	return written ? written : rc ? rc : -ENODEV;
 }

@@ -378,16 +378,11 @@ static int cache_config(struct tfs_cache *c, const struct tfs_cache_opts *o, cha
 		snprintf(err, errlen, "cache_policy=%s: lru or s3fifo", o->policy);
 		return -EINVAL;
 	}
-	c->promote = o->promote;
-	c->halflife = (uint32_t)(o->halflife * 16);
-	if (c->promote == 0 || c->halflife == 0) {
-		snprintf(err, errlen, "cache_promote=%u, cache_halflife=%g: both must be positive",
-			 o->promote, o->halflife);
-		return -EINVAL;
-	}
+	c->promote = o->promote;			/* 1 to 65535 */
+	c->halflife = (uint32_t)(o->halflife * 16);	/* 1 to 604800 s, in 1/16 s */
 	c->dirty_low = o->dirty_low;
 	c->dirty_high = o->dirty_high;
-	if (c->dirty_high > 100 || c->dirty_low >= c->dirty_high) {
+	if (c->dirty_low >= c->dirty_high) {	/* each in range, but not together */
 		snprintf(err, errlen, "cache_dirty_low=%u, cache_dirty_high=%u: 0 <= low < high <= 100",
 			 c->dirty_low, c->dirty_high);
 		return -EINVAL;

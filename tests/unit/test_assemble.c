@@ -10,7 +10,7 @@
 #include "unit.h"
 
 enum { G_SAFE, G_CLEAN, G_CUT, G_CORRUPT_SAFE, G_CORRUPT_NAMED, G_CORRUPT_MOUNTS,
-       G_CORRUPT_REFUSED, G_EXAMPLES, G_COUNT };
+       G_CORRUPT_REFUSED, G_NAMED_ALONE, G_EXAMPLES, G_COUNT };
 
 static struct unit_group groups[G_COUNT] = {
 	[G_SAFE] = { .name = "history: no member used that missed a write" },
@@ -20,6 +20,7 @@ static struct unit_group groups[G_COUNT] = {
 	[G_CORRUPT_NAMED] = { .name = "one counter above the rest: it is named" },
 	[G_CORRUPT_MOUNTS] = { .name = "outvoted counter: mounts as before" },
 	[G_CORRUPT_REFUSED] = { .name = "put-back-disk distance: count kept" },
+	[G_NAMED_ALONE] = { .name = "a member named is alone at the top count" },
 	[G_EXAMPLES] = { .name = "worked examples (DESIGN section 9)" },
 };
 
@@ -212,6 +213,17 @@ static void describe(const struct model *m, const uint32_t *given_dir, const str
 			 o->mounted ? "mounted" : "refused");
 }
 
+/* How many of the superblocks given say event e. */
+static uint32_t ntop(const struct model *m, const uint32_t *given_dir, uint64_t e)
+{
+	uint32_t c = 0;
+
+	for (uint32_t k = 0; k < m->n; k++)
+		c += given_dir[k] != UINT32_MAX && m->d[given_dir[k]].sb_ok &&
+		     m->d[given_dir[k]].sb.events == e;
+	return c;
+}
+
 /* A mount with the directories given: all current ones, or some away, or
  * an old directory in place of a current one. */
 static void mount(struct model *m)
@@ -249,6 +261,9 @@ static void mount(struct model *m)
 		printf("  mount (knows %d, all %d): %s\n", knows, all, ctx);
 	if (!m->tainted && knows)
 		CHECK(G_SAFE, safe(m, given_dir, &o), "a member that missed writes is used");
+	CHECK(G_NAMED_ALONE, o.b.lone < 0 || ntop(m, given_dir, o.b.events) == 1,
+	      "member %d named, but %u members say event %" PRIu64, o.b.lone,
+	      ntop(m, given_dir, o.b.events), o.b.events);
 	if (!knows) {
 		m->accidents++;
 		m->tainted = true;
@@ -398,10 +413,11 @@ static void corrupt(const struct model *m0)
 			CHECK(G_CORRUPT_NAMED, o.b.lone == (int)i, "member %u's counter +%" PRId64
 			      " is not the one named (%d)", i, delta[x], o.b.lone);
 			if (m.tol == 0 || (uint64_t)delta[x] <= back)
-				CHECK(G_CORRUPT_MOUNTS, o.mounted == ref.mounted &&
-				      !strcmp(o.state, ref.state), "member %u's counter +%" PRId64
-				      " changed the assembly (%s, was %s)", i, delta[x], o.state,
-				      ref.state);
+				CHECK(G_CORRUPT_MOUNTS, o.b.overruled && o.b.ref == top &&
+				      o.mounted == ref.mounted && !strcmp(o.state, ref.state),
+				      "member %u's counter +%" PRId64 " not outvoted (%d) or changed "
+				      "the assembly (%s, was %s)", i, delta[x], o.b.overruled,
+				      o.state, ref.state);
 			else
 				CHECK(G_CORRUPT_REFUSED, o.b.ref == m.d[m.slot[i]].sb.events &&
 				      !o.b.overruled, "member %u's counter +%" PRId64 " outvoted although "

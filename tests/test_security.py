@@ -101,6 +101,23 @@ def test_mount_repairs_a_member_and_a_cache_open_to_users(make_array, tmp_path):
     assert read_as(BOB, a.mnt / "bob") == b"mine"
 
 
+def test_a_refused_mount_leaves_the_members_as_they_were(make_array, tmp_path):
+    """The repair comes after every check: a mount refused for another
+    reason (here a directory that is no member) changes no member's mode."""
+    a = make_array("raid1", 2)
+    os.chmod(a.members[0], 0o755)
+    stranger = tmp_path / "stranger"
+    stranger.mkdir()
+    m = Mount([a.members[0], stranger], tmp_path / "mnt")
+    try:
+        with pytest.raises(RuntimeError):
+            m.start()
+    finally:
+        m.stop()
+    assert "not a tierfs member" in m.log(), m.log()
+    assert mode_owner(a.members[0]) == (0o755, 0, 0)
+
+
 @pytest.mark.parametrize("how", ["owner", "group-writable", "world-writable"])
 def test_a_member_a_user_could_swap_is_refused(tmp_path, how):
     """A directory above a member that a user can rename entries in lets

@@ -40,7 +40,8 @@
  *     member is the odd one out (named).  A member is used iff it is not
  *     failed and at most one record behind that count.
  *  5. An assembled member directory is root's, mode 0700 (repaired with a
- *     warning), and no directory above it lets a user swap it (refused):
+ *     warning, once nothing else refuses the mount), and no directory
+ *     above it lets a user swap it (refused):
  *     secure.h.  a->sb.version is the oldest version any member in use
  *     has, so an upgrade torn by a crash is finished at the next mount
  *     (upgrade.c); a failed member is not upgraded and does not count.
@@ -437,6 +438,7 @@ int tfs_array_assemble(char **paths, unsigned npaths, struct tfs_array *a,
 	for (unsigned i = 0; i < npaths; i++) {
 		struct tfs_super sb;
 		char real[PATH_MAX];
+		char unsafe[PATH_MAX + 200];
 		struct stat st;
 		int fd, lfd;
 
@@ -450,10 +452,10 @@ int tfs_array_assemble(char **paths, unsigned npaths, struct tfs_array *a,
 			close(fd);
 			FAIL(rc, "member %s: %s", paths[i], why);
 		}
-		rc = tfs_dir_secure(fd, real, "member", err, errlen);	/* invariant 5 */
+		rc = tfs_path_check_ancestors(real, unsafe, sizeof(unsafe));	/* invariant 5 */
 		if (rc) {
 			close(fd);
-			goto out_fail;
+			FAIL(rc, "member %s: %s", paths[i], unsafe);
 		}
 		if (i == 0) {
 			a->sb = sb;
@@ -543,6 +545,13 @@ int tfs_array_assemble(char **paths, unsigned npaths, struct tfs_array *a,
 			 "member states (%s, %s): the array ran in two parts; a member either "
 			 "calls failed is not used", a->path[b.tie[0]], a->path[b.tie[1]], b.events,
 			 given[b.tie[0]]->state, given[b.tie[1]]->state);
+	/* invariant 5, once nothing refuses the mount: a refused one leaves
+	 * every directory as it found it */
+	for (uint32_t i = 0; i < a->n; i++) {
+		if (a->dirfd[i] >= 0 &&
+		    (rc = tfs_dir_secure(a->dirfd[i], a->path[i], "member", err, errlen)))
+			goto out_fail;
+	}
 	a->sb.version = TFS_SUPER_VERSION;	/* the oldest in use, below */
 	for (uint32_t i = 0; i < a->n; i++) {
 		if (b.v[i] == TFS_V_USE && given[i]->events < b.ref)

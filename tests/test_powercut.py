@@ -31,6 +31,7 @@ import random
 import shutil
 import struct
 import subprocess
+import threading
 import time
 
 import pytest
@@ -485,7 +486,7 @@ class Cut:
     cuts it now (every unsynced block lost) and remounts the result as
     after a reboot."""
 
-    def __init__(self, tmp, slots=16, keep=0.0, cached=True, level="raid1", n=2):
+    def __init__(self, tmp, slots=16, keep=0.0, cached=True, level="raid1", n=2, fault=""):
         self.base = tmp / "a"
         self.members = make(self.base, level, n)
         self.when = tmp / "cut-now"
@@ -493,7 +494,7 @@ class Cut:
         if cached:
             self.opts += [f"cache={self.base / 'cache'}", f"cache_size={slots * 64}K",
                           "cache_extent=64K"]
-        spec = f"drop_unsynced,cut_keep={keep},cut_when={self.when}"
+        spec = f"drop_unsynced,cut_keep={keep},cut_when={self.when}" + (f",{fault}" if fault else "")
         self.m = Mount(self.members, self.base / "mnt", self.opts, env={"TIERFS_FAULT": spec})
         self.m.start()
         self.mnt = pathlib.Path(self.m.mnt)
@@ -613,6 +614,42 @@ def test_cut_after_a_shrinking_truncate_shows_no_older_bytes(cut):
     got = (pathlib.Path(m.mnt) / "f").read_bytes()
     assert got in (old[:64 * K], old[:64 * K] + new), \
         f"{len(got)} bytes, tail {got[64 * K:64 * K + 8]!r}: neither truncated nor B"
+
+
+def test_cut_inside_a_shrinking_truncate_shows_no_older_bytes(tmp_path):
+    """DESIGN 10.5: a truncate's intent is durable before the tier drops
+    anything (tfs_ns_truncate's tfs_meta_sync).  The cut comes while the
+    truncate waits in its members' ftruncate: the tier's drop is durable
+    (another file's fsync made a durability point of the store, with
+    nothing for the journal), the members still hold the older bytes, and
+    only the intent, replayed at the mount, cuts them.  Unsynced, it was
+    the journal's last commit, which the cut undid: the file read the
+    members' A where the tier had held B."""
+    c = Cut(tmp_path, fault="delay=ftruncate:1500")
+    try:
+        a, b0, b1 = b"A" * (128 * K), b"C" * (64 * K), b"B" * (64 * K)
+        pwrite(c.mnt / "f", 0, a, sync=True)
+        c.flush()                                   # the members hold A
+        pwrite(c.mnt / "g", 0, b"g" * 4096, sync=True)    # g known dirty: its fsync below commits nothing to the journal
+        pwrite(c.mnt / "f", 0, b0 + b1, sync=True)  # both extents dirty in the tier; the first stays so
+        t = threading.Thread(target=lambda: _quiet(os.truncate, c.mnt / "f", 64 * K))
+        t.start()
+        time.sleep(0.5)                             # the tier dropped B; the members' ftruncate waits
+        pwrite(c.mnt / "g", 0, b"h" * 4096, sync=True)    # the store commits the drop
+        m = c.cut()
+        t.join()
+        got = (pathlib.Path(m.mnt) / "f").read_bytes()
+        assert got in (b0, b0 + b1), \
+            f"{len(got)} bytes, tail {got[64 * K:64 * K + 8]!r}: neither truncated nor B"
+    finally:
+        c.stop()
+
+
+def _quiet(fn, *args):
+    try:
+        fn(*args)
+    except OSError:         # the daemon died under it
+        pass
 
 
 def test_cut_after_an_extending_truncate_keeps_fsynced_data(cut):

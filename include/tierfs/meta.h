@@ -33,8 +33,9 @@ int tfs_meta_sync(struct tfs_meta *mt);
 uint64_t tfs_meta_gen(struct tfs_meta *mt);
 /* Is every commit up to generation gen durable? */
 bool tfs_meta_synced(struct tfs_meta *mt, uint64_t gen);
-/* Make every commit up to generation gen durable and every retired intent
- * deleted (durably): a no-op (no lock, no sync) when both are so. */
+/* Make every commit up to generation gen durable and every intent whose own
+ * add or delete failed deleted (durably): a no-op (no lock, no sync) when
+ * both are so.  Intents retired as finished stay for the next write. */
 int tfs_meta_sync_to(struct tfs_meta *mt, uint64_t gen);
 
 /* Intent log: records of namespace operations that may be half-applied. */

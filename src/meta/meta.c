@@ -59,9 +59,12 @@
  *     and replaying a finished change is a no-op (replay.c: the members
  *     already agree with the primary), except a truncate's, which ns.c
  *     deletes at once (tfs_meta_intent_del) and whose deletion an fsync of
- *     the file makes durable (tfs_meta_sync_to, which commits the retired
- *     ones too, and syncs).  A clean close commits them; beyond
- *     RETIRED_MAX a retirement commits them first.
+ *     the file makes durable (tfs_meta_sync_to).  An intent whose own add
+ *     or delete failed may be in some copies (a truncate's would replay):
+ *     it is retired too, and tfs_meta_sync_to commits the retired ones
+ *     before it syncs while there is one ("owed"); a finished change's
+ *     retirement alone costs an fsync no commit.  A clean close commits
+ *     them; beyond RETIRED_MAX a retirement commits them first.
  *  8. Group commit: write_txn queues the caller's transaction; the first
  *     caller to find no group committing commits every queued one as one
  *     LMDB transaction on each copy (in queue order) and wakes their
@@ -109,6 +112,7 @@ struct tfs_meta {
 	struct store st[TFS_META_MAX];
 	unsigned nretired;		/* intents the next write txn deletes (wlock) */
 	uint64_t retired[RETIRED_MAX];
+	bool owed;			/* one of them is a failed intent txn's (atomic) */
 	uint64_t gen;			/* write transactions begun, under wlock */
 	/* group commit (invariant 8): callers of write_txn queue here; one of
 	 * them at a time commits everything queued, as one transaction */
@@ -573,6 +577,7 @@ static int write_txn_locked(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync
 	rc = tfs_mdb_errno(rc);
 	if (rc == 0) {	/* every copy deleted them */
 		__atomic_store_n(&mt->nretired, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&mt->owed, false, __ATOMIC_RELAXED);
 	}
 	if (rc == 0 && sync)
 		rc = sync_locked(mt);
@@ -701,9 +706,10 @@ static int intent_txn(struct tfs_meta *mt, struct intent_op *op)
 {
 	int rc = write_txn(mt, intent_fn, op);
 
-	if (rc) {	/* it may be in some copies */
+	if (rc) {	/* it may be in some copies: gone before an fsync returns */
 		pthread_mutex_lock(&mt->wlock);
 		retire_locked(mt, op->seq);
+		__atomic_store_n(&mt->owed, true, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&mt->wlock);
 	}
 	return rc;
@@ -763,10 +769,11 @@ int tfs_meta_sync_to(struct tfs_meta *mt, uint64_t gen)
 {
 	int rc = 0;
 
-	if (tfs_meta_synced(mt, gen) && __atomic_load_n(&mt->nretired, __ATOMIC_RELAXED) == 0)
+	if (tfs_meta_synced(mt, gen) && !__atomic_load_n(&mt->owed, __ATOMIC_RELAXED))
 		return 0;
 	pthread_mutex_lock(&mt->wlock);
-	rc = retired_commit_locked(mt);
+	if (mt->owed)	/* invariant 7: a finished change's retirement can wait */
+		rc = retired_commit_locked(mt);
 	if (rc == 0 && __atomic_load_n(&mt->synced, __ATOMIC_ACQUIRE) < mt->gen)
 		rc = sync_locked(mt);
 	pthread_mutex_unlock(&mt->wlock);

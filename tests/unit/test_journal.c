@@ -14,7 +14,7 @@
 #include "tierfs/meta.h"
 #include "unit.h"
 
-enum { G_FILL, G_KEPT, G_FREED, G_REOPEN, G_OPENFULL, G_GROUP, G_COUNT };
+enum { G_FILL, G_KEPT, G_FREED, G_REOPEN, G_OPENFULL, G_GROUP, G_RETIRE, G_COUNT };
 
 static struct unit_group groups[G_COUNT] = {
 	[G_FILL] = { .name = "commits on a full fs: ENOSPC, no signal" },
@@ -23,6 +23,7 @@ static struct unit_group groups[G_COUNT] = {
 	[G_REOPEN] = { .name = "reopen keeps everything" },
 	[G_OPENFULL] = { .name = "open on a full fs: an error, no signal" },
 	[G_GROUP] = { .name = "group commit: every caller's record, fewer commits" },
+	[G_RETIRE] = { .name = "a finished change's retirement costs an fsync no commit" },
 };
 
 static char root[64];
@@ -195,6 +196,42 @@ static void group(void)
 		printf("could not remove %s\n", base);
 }
 
+/* meta.c invariant 7: an intent retired as finished waits for the next
+ * write transaction; tfs_meta_sync_to (every fsync) neither commits nor
+ * syncs for it, and the next transaction deletes it. */
+static void retire(void)
+{
+	static const char rec[] = "finished";
+	const char *dirs[2] = { "r0", "r1" };
+	const uint32_t tags[2] = { 0, 1 };
+	uint64_t seq, gen, count = 0;
+	struct tfs_meta *mt;
+	int rc;
+
+	/* the copies beside the full-filesystem test's, on the same tmpfs */
+	snprintf(ctx, sizeof(ctx), "two copies, one intent added and retired");
+	rc = chdir(root) ? -errno : tfs_meta_open(dirs, tags, 2, &mt);
+	CHECK(G_RETIRE, rc == 0, "open in %s: %s", root, strerror(-rc));
+	if (rc)
+		return;
+	rc = tfs_meta_intent_add(mt, rec, sizeof(rec), &seq);
+	CHECK(G_RETIRE, rc == 0, "intent add: %s", strerror(-rc));
+	rc = tfs_meta_sync(mt);
+	CHECK(G_RETIRE, rc == 0, "sync: %s", strerror(-rc));
+	tfs_meta_intent_retire(mt, seq);
+	gen = tfs_meta_gen(mt);
+	rc = tfs_meta_sync_to(mt, gen);
+	CHECK(G_RETIRE, rc == 0 && tfs_meta_gen(mt) == gen,
+	      "sync_to: %s, %" PRIu64 " commit(s) for a retirement", strerror(-rc),
+	      tfs_meta_gen(mt) - gen);
+	rc = tfs_meta_set_put(mt, TFS_SET_MARK, 5, 6);
+	CHECK(G_RETIRE, rc == 0, "mark put: %s", strerror(-rc));
+	rc = tfs_meta_intent_count(mt, &count);
+	CHECK(G_RETIRE, rc == 0 && count == 0, "%" PRIu64 " intent(s) after the next "
+	      "transaction (%s)", count, strerror(-rc));
+	tfs_meta_close(mt);
+}
+
 int main(void)
 {
 	if (geteuid() != 0 || unshare(CLONE_NEWNS) ||
@@ -209,6 +246,7 @@ int main(void)
 		return 1;
 	}
 	journal();
+	retire();
 	group();
 	umount(root);
 	rmdir(root);

@@ -413,9 +413,11 @@ def test_an_array_made_before_is_upgraded_in_place(tmp_path, crash):
         mnt = tmp_path / f"mnt{len(members)}"
         if crash:
             m = Mount(members, mnt, opts, env={"TIERFS_FAULT": crash}, expect_errors=True)
-            with pytest.raises(RuntimeError):
-                m.start()
-            m.stop()
+            try:
+                with pytest.raises(RuntimeError):
+                    m.start()
+            finally:        # a daemon that did not die must not outlive the test
+                m.stop()
             assert "upgrading from superblock version 2 to 3" in m.log()
             assert "upgraded to" not in m.log()
         m = Mount(members, mnt, opts)

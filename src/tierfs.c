@@ -353,7 +353,7 @@ static int fs_setup(struct tfs_fs *fs, struct tfs_array *array, const struct opt
 	/* row geometry and marks first: replay leaves marks (replay.c inv. 5) */
 	if (tfs_level_ops(fs->layout.level)->tolerates(&fs->layout))
 		rc = tfs_stripe_init(fs);
-	if (rc == 0 && (rc = tfs_replay(fs)))
+	if (rc == 0 && (rc = tfs_replay(fs, tfs_stripe_cut_replayed)))
 		tfs_err("recovery of interrupted changes failed: %s", strerror(-rc));
 	if (rc == 0)
 		rc = tfs_maint_init(fs);

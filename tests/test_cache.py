@@ -2076,3 +2076,29 @@ def test_ssd_enospc_reaches_the_application_as_enospc(make_array, tmp_path):
         for mm in a.mounts:
             mm.stop()
         subprocess.run(["umount", str(cdir)], check=False)
+
+
+def test_truncate_that_cannot_open_the_file_drops_nothing(make_array, tmp_path):
+    """A truncate whose member files cannot be opened (EIO on the primary)
+    fails with nothing cut: the tier keeps the file's dirty data past the
+    new end (dispatch.c invariant 3 opens every member file before the
+    tier drops anything).  Before, the tier dropped it first and then the
+    truncate failed: after a kill the file read back empty (0 bytes of
+    204,800), though nothing had been cut."""
+    a = make_array("raid1", 2, "64K")
+    m = a.mount(opts=copts(tmp_path / "cache", dirty_low=90, dirty_high=95),
+                env={"TIERFS_FAULT": "eio_at=openat:t"}, expect_errors=True)
+    data = random.Random(71).randbytes(200 * K)
+    x, t = os.path.join(a.mnt, "x"), os.path.join(a.mnt, "t")
+    pwrite(x, 0, data)
+    assert cst(a.mnt)["dirty_bytes"] >= len(data)
+    os.rename(x, t)                     # its member files are now opened as 't'
+    with pytest.raises(OSError) as e:
+        os.truncate(t, 4 * K)
+    assert e.value.errno == errno.EIO, e.value
+    assert "fault: EIO on member" in m.log(), "the fault was not injected"
+    m.kill()
+    m.env = None
+    m.start()
+    same(read_all(t), data, "t after the failed truncate and a kill")
+    m.stop()

@@ -618,7 +618,7 @@ def test_cut_after_a_shrinking_truncate_shows_no_older_bytes(cut):
 
 def test_cut_inside_a_shrinking_truncate_shows_no_older_bytes(tmp_path):
     """DESIGN 10.5: a truncate's intent is durable before the tier drops
-    anything (tfs_ns_truncate's tfs_meta_sync).  The cut comes while the
+    anything (tfs_ns_cut_begin's tfs_meta_sync).  The cut comes while the
     truncate waits in its members' ftruncate: the tier's drop is durable
     (another file's fsync made a durability point of the store, with
     nothing for the journal), the members still hold the older bytes, and

@@ -25,5 +25,9 @@ int tfs_data_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync);
  * 0, -EOPNOTSUPP for any other mode, -EFBIG, or -errno. */
 int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
 		       uint64_t len);
+/* Truncate (or extend) the file to len (dispatch.c invariant 3): 0, or
+ * -EISDIR / -EINVAL for a directory / another non-regular file, -EUCLEAN
+ * for a file whose identity another claims, or -errno. */
+int tfs_data_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len);
 
 #endif

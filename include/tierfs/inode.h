@@ -8,6 +8,8 @@
 /* ---- inode.c: the inode table ---- */
 int tfs_fs_init(struct tfs_fs *fs);
 void tfs_fs_destroy(struct tfs_fs *fs);
+/* The root's node id (the kernel's FUSE_ROOT_ID; fs.c checks they agree). */
+#define TFS_ROOT_ID 1
 struct tfs_inode *tfs_inode_get(struct tfs_fs *fs, uint64_t nodeid);
 uint64_t tfs_inode_nodeid(struct tfs_fs *fs, struct tfs_inode *in);
 /* Inodes allocated now (known to the kernel, or held by an alias or a

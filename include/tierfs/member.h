@@ -10,6 +10,8 @@
 #ifndef TIERFS_MEMBER_H
 #define TIERFS_MEMBER_H
 
+#include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -118,5 +120,13 @@ struct tfs_backend *tfs_hdd_backend(struct tfs_backend *inner, const struct tfs_
 
 /* Fault injection wrapper, configured by a spec string (see fault.c). */
 struct tfs_backend *tfs_fault_backend(struct tfs_backend *inner, const char *spec);
+
+/* Refusals of a write that are not the device failing (a full or
+ * over-quota filesystem, a file too big): true for -ENOSPC, -EDQUOT,
+ * -EFBIG.  The member (or the journal's store) stays in use. */
+static inline bool tfs_space_error(int err)
+{
+	return err == -ENOSPC || err == -EDQUOT || err == -EFBIG;
+}
 
 #endif

@@ -15,6 +15,17 @@ struct tfs_entry {
 int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		  struct tfs_entry *e);
 int tfs_ns_getattr(struct tfs_fs *fs, struct tfs_inode *in, struct stat *st);
+/* What tfs_ns_setattr sets (fs.c maps the kernel's FUSE_SET_ATTR_*; a
+ * size goes to the data path, tfs_data_truncate). */
+enum tfs_set_attr {
+	TFS_SET_MODE = 1 << 0,
+	TFS_SET_UID = 1 << 1,
+	TFS_SET_GID = 1 << 2,
+	TFS_SET_ATIME = 1 << 3,
+	TFS_SET_MTIME = 1 << 4,
+	TFS_SET_ATIME_NOW = 1 << 5,	/* atime becomes now (st_atim ignored) */
+	TFS_SET_MTIME_NOW = 1 << 6,
+};
 int tfs_ns_setattr(struct tfs_fs *fs, struct tfs_inode *in, const struct stat *attr,
 		   int to_set, struct stat *out);
 int tfs_ns_mknod(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *parent,
@@ -57,13 +68,26 @@ int tfs_ns_load_file(struct tfs_fs *fs, struct tfs_inode *in);
  * changes (TFS_XATTR_SIZE) if it changed, or always when force; the caller
  * holds a handle. */
 int tfs_ns_save_size(struct tfs_fs *fs, struct tfs_inode *in, bool force);
+/* tfs_ns_save_size where the caller cannot fail for it (the end of a
+ * truncate): a failure is logged, naming when. */
+void tfs_ns_save_size_logged(struct tfs_fs *fs, struct tfs_inode *in, const char *when);
 /* The open file in's data changed where the members do not show it (a
  * write the SSD tier holds): its modification time becomes now, as a
  * write to the members would have made it.  Best effort: a failure leaves
  * the older time. */
 void tfs_ns_touch(struct tfs_fs *fs, struct tfs_inode *in);
-/* Set every member of a regular file to its share of len. */
-int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len);
+/* The namespace's part of a truncate of a loaded regular file to len
+ * (the data path's tfs_data_truncate does the rest): refuses a file whose
+ * identity another file claims (-EUCLEAN), begins a TRUNCATE intent (durable
+ * first when durable: the SSD tier holds some of the file, DESIGN 10.5)
+ * and opens every member file, pinned until tfs_ns_cut_end.  *seq is the
+ * intent (0: none, an unlinked file).  Returns 0, or -errno with nothing
+ * begun. */
+int tfs_ns_cut_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, bool durable,
+		     uint64_t *seq);
+/* Retire the intent seq (after the members' cut is durable) and unpin
+ * the member files. */
+void tfs_ns_cut_end(struct tfs_fs *fs, struct tfs_inode *in, uint64_t seq);
 
 /* Intent records (encoded by ns.c, replayed by replay.c). */
 enum tfs_intent_op {

@@ -21,6 +21,13 @@ int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync);
 /* Grow the member files of an open file to hold logical size size (never
  * shrinks; the bytes added are holes).  Returns how many grew, or -errno. */
 int tfs_raid_grow(struct tfs_fs *fs, struct tfs_inode *in, uint64_t size);
+/* Cut or extend the member files of a file to their shares of logical
+ * size len, under the row locks of the rows between the old and the new
+ * end; on the parity levels the cut part of the new last row is zeroed
+ * first.  The caller pinned every member file (tfs_ns_cut_begin); durable:
+ * the members' change is synced before return.  Returns 0 or -errno (the
+ * primary's error; another member failing it is failed, health.c). */
+int tfs_raid_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, bool durable);
 /* The RAID part of fallocate, the mode checked by tfs_data_fallocate: 0 or
  * -errno. */
 int tfs_raid_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
@@ -32,11 +39,6 @@ int tfs_raid_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64
 int tfs_space_reserve(struct tfs_fs *fs, const struct tfs_mio *v, unsigned n);
 /* A write on member k was refused for want of space: reserve from now on. */
 void tfs_space_refused(struct tfs_fs *fs, uint32_t k);
-/* Refusals of a write that are not a member failing: the member stays. */
-static inline bool tfs_space_error(int err)
-{
-	return err == -ENOSPC || err == -EDQUOT || err == -EFBIG;
-}
 
 /* ---- stripe.c: file data on the parity levels ---- */
 struct tfs_stripes;
@@ -82,6 +84,9 @@ void tfs_rows_unlock(struct tfs_fs *fs, const unsigned *held, unsigned n);
  * check/resync need every member in sync. */
 int tfs_stripe_rows(struct tfs_fs *fs, struct tfs_inode *in, uint64_t r0, uint64_t r1,
 		    enum tfs_stripe_op op, tfs_stripe_report_fn report, void *arg);
+/* replay.c's tfs_replay_cut_fn: a replayed truncate that cut into a row
+ * of a parity level leaves a mark on it.  Returns 0 or -errno. */
+int tfs_stripe_cut_replayed(struct tfs_fs *fs, uint64_t fid, uint64_t len);
 /* Rows one write-intent mark covers (mark region g is rows g*n..g*n+n-1). */
 uint64_t tfs_mark_rows(struct tfs_fs *fs);
 

@@ -2,8 +2,9 @@
  * file goes to the SSD tier when one is attached (and not detached), else
  * to the RAID.
  *
- * Owns: the choice of the tier or the RAID for each request, and the one
- * request that needs both in order (a punch or zero range with a tier).
+ * Owns: the choice of the tier or the RAID for each request, and the
+ * requests that need the namespace, the tier and the RAID in order: a
+ * punch or zero range with a tier, and a truncate.
  * Layers: the FUSE front end (fs.c) calls it; it calls the tier
  * (cache/) and the RAID (raid/data.c), which never call it back.
  *
@@ -20,8 +21,16 @@
  *     truncate intent (fs.h, trunc_gen): were the retirement lost, the
  *     next mount would replay the truncate over what the fsync made
  *     durable (replay.c invariant 4).
+ *  3. A truncate goes: the namespace's intent (durable first when the
+ *     tier holds some of the file) and every member file open; the tier
+ *     drops what is cut and keeps its flusher off the file; the members
+ *     are cut, synced when there is an intent; the intent retires; the
+ *     tier lets the flusher back.  A crash at any point leaves the intent
+ *     to cut the members at the next mount, so the members' older bytes
+ *     never come back where the tier had newer ones (DESIGN 10.5).
  */
 #include <errno.h>
+#include <sys/stat.h>
 #include <linux/falloc.h>
 
 #include "tierfs/cache.h"
@@ -96,5 +105,26 @@ int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64
 	if (rc == 0 && tfs_cache_knows(fs, in))
 		rc = tfs_raid_fsync(fs, in, true);
 	tfs_cache_zero_end(fs, in, off, rc ? 0 : len);
+	return rc;
+}
+
+int tfs_data_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
+{
+	uint64_t seq;
+	int rc;
+
+	if (!S_ISREG(in->type))
+		return S_ISDIR(in->type) ? -EISDIR : -EINVAL;
+	rc = tfs_ns_load_file(fs, in);
+	if (rc == 0)
+		rc = tfs_ns_cut_begin(fs, in, len, fs->cache && tfs_cache_knows(fs, in), &seq);
+	if (rc)
+		return rc;
+	if (fs->cache)	/* invariant 3 */
+		tfs_cache_zero_begin(fs, in, len, UINT64_MAX);
+	rc = tfs_raid_truncate(fs, in, len, seq != 0);
+	tfs_ns_cut_end(fs, in, seq);
+	if (fs->cache)
+		tfs_cache_zero_end(fs, in, 0, 0);
 	return rc;
 }

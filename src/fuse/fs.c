@@ -131,11 +131,38 @@ static void tfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_attr(req, &st, FS(req)->timeout);
 }
 
+_Static_assert(TFS_ROOT_ID == FUSE_ROOT_ID, "the inode table's root is the kernel's");
+
+/* The kernel's FUSE_SET_ATTR_* as the namespace's TFS_SET_* (ns.h). */
+static int ns_set_attr(int to_set)
+{
+	static const int map[][2] = {
+		{ FUSE_SET_ATTR_MODE, TFS_SET_MODE },	{ FUSE_SET_ATTR_UID, TFS_SET_UID },
+		{ FUSE_SET_ATTR_GID, TFS_SET_GID },	{ FUSE_SET_ATTR_ATIME, TFS_SET_ATIME },
+		{ FUSE_SET_ATTR_MTIME, TFS_SET_MTIME },
+		{ FUSE_SET_ATTR_ATIME_NOW, TFS_SET_ATIME_NOW },
+		{ FUSE_SET_ATTR_MTIME_NOW, TFS_SET_MTIME_NOW },
+	};
+	int r = 0;
+
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (to_set & map[i][0])
+			r |= map[i][1];
+	return r;
+}
+
 static void tfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 			struct fuse_file_info *fi)
 {
+	struct tfs_inode *in = INO(req, ino);
 	struct stat st;
-	int rc = tfs_ns_setattr(FS(req), INO(req, ino), attr, to_set, &st);
+	int rc = 0;
+
+	/* a size first: the data path's (the namespace keeps the rest) */
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		rc = tfs_data_truncate(FS(req), in, (uint64_t)attr->st_size);
+	if (rc == 0)
+		rc = tfs_ns_setattr(FS(req), in, attr, ns_set_attr(to_set), &st);
 
 	if (rc)
 		fuse_reply_err(req, -rc);
@@ -242,7 +269,7 @@ static void tfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int rc = h ? tfs_ns_open(FS(req), in) : -ENOMEM;
 
 	if (rc == 0 && (fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
-		rc = tfs_ns_truncate(FS(req), in, 0);
+		rc = tfs_data_truncate(FS(req), in, 0);
 		if (rc)
 			tfs_ns_release(FS(req), in);
 	}

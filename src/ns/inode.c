@@ -53,7 +53,6 @@
 #include "tierfs/health.h"
 #include "tierfs/inode.h"
 
-#include <fuse_lowlevel.h>
 
 static size_t hslot(struct tfs_fs *fs, uint64_t ino)
 {
@@ -243,7 +242,7 @@ void tfs_fs_destroy(struct tfs_fs *fs)
 
 struct tfs_inode *tfs_inode_get(struct tfs_fs *fs, uint64_t nodeid)
 {
-	return nodeid == FUSE_ROOT_ID ? &fs->root : (struct tfs_inode *)(uintptr_t)nodeid;
+	return nodeid == TFS_ROOT_ID ? &fs->root : (struct tfs_inode *)(uintptr_t)nodeid;
 }
 
 uint64_t tfs_inode_count(struct tfs_fs *fs)
@@ -258,7 +257,7 @@ uint64_t tfs_inode_count(struct tfs_fs *fs)
 
 uint64_t tfs_inode_nodeid(struct tfs_fs *fs, struct tfs_inode *in)
 {
-	return in == &fs->root ? FUSE_ROOT_ID : (uint64_t)(uintptr_t)in;
+	return in == &fs->root ? TFS_ROOT_ID : (uint64_t)(uintptr_t)in;
 }
 
 static struct tfs_alias *alias_find(struct tfs_inode *in, struct tfs_inode *parent,

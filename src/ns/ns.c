@@ -52,7 +52,6 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include <fuse_lowlevel.h>
 
 #include "tierfs/log.h"
 #include "tierfs/meta.h"
@@ -60,7 +59,6 @@
 #include "tierfs/health.h"
 #include "tierfs/inode.h"
 #include "tierfs/ns.h"
-#include "tierfs/raid.h"
 #include "tierfs/super.h"
 
 /* ------------------------------------------------------------------ */
@@ -123,7 +121,7 @@ static int intent_begin(struct tfs_fs *fs, struct tfs_intent it, const struct tf
 
 	*seq = 0;
 	/* one member: nothing to make agree, but a truncate with an SSD tier
-	 * is replayed so the members follow the cache's cut (tfs_ns_truncate) */
+	 * is replayed so the members follow the cache's cut (tfs_data_truncate) */
 	if (fs->n == 1 && !(it.op == TFS_I_TRUNCATE && fs->tier))
 		return 0;
 	p1 = tfs_loc_path(fs, a);
@@ -523,6 +521,13 @@ static void size_save_or_warn(struct tfs_fs *fs, struct tfs_inode *in, const cha
 			 when, strerror(-rc));
 }
 
+void tfs_ns_save_size_logged(struct tfs_fs *fs, struct tfs_inode *in, const char *when)
+{
+	pthread_mutex_lock(&in->lock);
+	size_save_or_warn(fs, in, when);
+	pthread_mutex_unlock(&in->lock);
+}
+
 int tfs_ns_save_size(struct tfs_fs *fs, struct tfs_inode *in, bool force)
 {
 	int rc;
@@ -815,13 +820,13 @@ static int set_times(struct tfs_fs *fs, struct target *t, const struct stat *att
 	struct timespec ts[2] = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } };
 	int rc = 0;
 
-	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+	if (to_set & TFS_SET_ATIME_NOW)
 		ts[0].tv_nsec = UTIME_NOW;
-	else if (to_set & FUSE_SET_ATTR_ATIME)
+	else if (to_set & TFS_SET_ATIME)
 		ts[0] = attr->st_atim;
-	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+	if (to_set & TFS_SET_MTIME_NOW)
 		ts[1].tv_nsec = UTIME_NOW;
-	else if (to_set & FUSE_SET_ATTR_MTIME)
+	else if (to_set & TFS_SET_MTIME)
 		ts[1] = attr->st_mtim;
 	uint32_t ord[TFS_MAX_MEMBERS], nm = tfs_members(fs, ord);
 
@@ -882,32 +887,25 @@ int tfs_ns_setattr(struct tfs_fs *fs, struct tfs_inode *in, const struct stat *a
 	uint64_t seq = 0;
 	int rc;
 
-	if (to_set & FUSE_SET_ATTR_SIZE) {
-		if (!S_ISREG(in->type))
-			return S_ISDIR(in->type) ? -EISDIR : -EINVAL;
-		rc = tfs_ns_truncate(fs, in, (uint64_t)attr->st_size);
-		if (rc)
-			return rc;
-	}
 	rc = target_open(fs, in, &t);
 	if (rc)
 		return rc;
-	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
-		      FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
+	if (to_set & (TFS_SET_MODE | TFS_SET_UID | TFS_SET_GID |
+		      TFS_SET_ATIME | TFS_SET_MTIME)) {
 		if (t.has_loc)	/* an unlinked file has no path to repair */
 			rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_ATTR }, &t.loc, NULL, NULL, &seq);
 	}
-	if (rc == 0 && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
-		uid_t u = (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
-		gid_t g = (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
+	if (rc == 0 && (to_set & (TFS_SET_UID | TFS_SET_GID))) {
+		uid_t u = (to_set & TFS_SET_UID) ? attr->st_uid : (uid_t)-1;
+		gid_t g = (to_set & TFS_SET_GID) ? attr->st_gid : (gid_t)-1;
 
 		rc = each_member(fs, &t, "chown", chown_one, &(struct chown_arg){ u, g });
 	}
-	if (rc == 0 && (to_set & FUSE_SET_ATTR_MODE) && !S_ISLNK(in->type)) {
+	if (rc == 0 && (to_set & TFS_SET_MODE) && !S_ISLNK(in->type)) {
 		rc = each_member(fs, &t, "chmod", chmod_one, (void *)&attr->st_mode);
 	}
-	if (rc == 0 && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
-				  FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW)))
+	if (rc == 0 && (to_set & (TFS_SET_ATIME | TFS_SET_MTIME |
+				  TFS_SET_ATIME_NOW | TFS_SET_MTIME_NOW)))
 		rc = set_times(fs, &t, attr, to_set);
 	intent_end(fs, seq);
 	if (rc == 0)
@@ -916,18 +914,13 @@ int tfs_ns_setattr(struct tfs_fs *fs, struct tfs_inode *in, const struct stat *a
 	return rc;
 }
 
-int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
+int tfs_ns_cut_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, bool durable,
+		     uint64_t *seq)
 {
 	struct tfs_loc loc;
-	uint64_t seq = 0;
-	bool cached;
 	int rc;
 
-	unsigned held[TFS_ROW_LOCKS], nheld = 0;
-
-	rc = tfs_ns_load_file(fs, in);
-	if (rc)
-		return rc;
+	*seq = 0;
 	/* refused before the tier is told anything (invariant 4): its cut
 	 * would drop the other file's extents */
 	pthread_mutex_lock(&in->lock);
@@ -939,87 +932,36 @@ int tfs_ns_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 	 * the tier holds some of the file: a crash (or power cut) after the
 	 * drop then finds it and cuts the members too, so the members' older
 	 * bytes never come back where the tier had newer ones (DESIGN 10.5) */
-	cached = fs->tier && fs->tier->holds(fs, in);
 	if (tfs_inode_loc(fs, in, &loc) == 0) {
 		rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_TRUNCATE, .arg = len, .fid = in->fid },
-				  &loc, NULL, NULL, &seq);
+				  &loc, NULL, NULL, seq);
 		tfs_loc_put(fs, &loc);
 		if (rc)
 			return rc;
 	}
-	if (cached && seq && (rc = tfs_meta_sync(fs->meta)) != 0) {
-		truncate_intent_end(fs, seq);
-		return rc;
-	}
-	if (fs->tier)	/* the SSD tier; its flusher stays off the file */
-		fs->tier->cut_begin(fs, in, len, UINT64_MAX);
-	if (fs->stripes) {
-		/* the rows between the old and the new end: a rebuild or scrub
-		 * must not copy them while they change (row locks come before
-		 * in->lock; the kernel keeps writes out during a truncate) */
-		uint64_t rb = tfs_row_bytes(fs), old;
-
-		pthread_mutex_lock(&in->lock);
-		old = in->size;
-		pthread_mutex_unlock(&in->lock);
-		nheld = tfs_rows_lock(fs, in->fid, (len < old ? len : old) / rb,
-				      (len < old ? old : len) / rb, held);
-	}
+	if (durable && *seq)
+		rc = tfs_meta_sync(fs->meta);
+	/* every member file open, before the tier drops anything: a member
+	 * that cannot open it fails the truncate with nothing cut */
 	pthread_mutex_lock(&in->lock);
-	rc = ofile_get_locked(fs, in);
-	if (rc == 0 && (rc = ofile_fill_locked(fs, in)))
+	if (rc == 0 && (rc = ofile_get_locked(fs, in)) == 0 && (rc = ofile_fill_locked(fs, in)))
 		ofile_put_locked(fs, in);
-	if (rc) {
-		pthread_mutex_unlock(&in->lock);
-		if (nheld)
-			tfs_rows_unlock(fs, held, nheld);
-		if (fs->tier)
-			fs->tier->cut_end(fs, in, 0, 0);
-		truncate_intent_end(fs, seq);
-		return rc;
-	}
-	/* parity levels: the bytes cut from the new last row are zeroed
-	 * first, so its parity stays right (what is cut is then a hole) */
-	if (rc == 0 && tfs_layout_nparity(&fs->layout) && len < in->size) {
-		uint64_t rowbytes = tfs_row_bytes(fs);
-		uint64_t end = (len / rowbytes + 1) * rowbytes;
-
-		if (len % rowbytes)
-			rc = tfs_stripe_zero(fs, in, true, len,
-					     (end < in->size ? end : in->size) - len);
-	}
-	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
-		uint64_t share = tfs_layout_share(&fs->layout, in->rot, k, len);
-
-		if (!tfs_m_writable(fs, k) || in->of->fd[k] < 0)
-			continue;
-		rc = OPS(fs)->ftruncate(BE(fs), k, in->of->fd[k], share);
-		if (rc && k != tfs_primary(fs) && tfs_member_diverged(fs, k, &rc, "truncate"))
-			rc = 0;
-	}
-	if (rc == 0)
-		in->size = len;
-	if (rc == 0)
-		size_save_or_warn(fs, in, "truncate");
 	pthread_mutex_unlock(&in->lock);
-	/* the members' cut is durable before the intent goes: with the
-	 * intent gone, a power cut could keep the cut on some members and
-	 * lose it on others (a size nobody wrote: the exploration on RAID5
-	 * x3), and the tier's drop may already be durable (any durability
-	 * point commits it) */
-	if (rc == 0 && seq)
-		rc = tfs_raid_fsync(fs, in, true);
+	if (rc) {
+		truncate_intent_end(fs, *seq);
+		*seq = 0;
+	}
+	return rc;
+}
+
+void tfs_ns_cut_end(struct tfs_fs *fs, struct tfs_inode *in, uint64_t seq)
+{
 	truncate_intent_end(fs, seq);
 	if (seq)	/* the retirement is durable before the file's next fsync */
 		__atomic_store_n(&in->trunc_gen, tfs_meta_gen(fs->meta), __ATOMIC_RELAXED);
 	pthread_mutex_lock(&in->lock);
 	ofile_put_locked(fs, in);
 	pthread_mutex_unlock(&in->lock);
-	if (nheld)
-		tfs_rows_unlock(fs, held, nheld);
-	if (fs->tier)
-		fs->tier->cut_end(fs, in, 0, 0);
-	return rc;
 }
 
 /* ------------------------------------------------------------------ */

@@ -16,10 +16,13 @@
  *     finished truncate is not replayed over what the file got since is
  *     ns.c's part: an fsync of the file makes the intent's retirement
  *     durable first (tfs_data_fsync, trunc_gen).
- *  5. A replayed truncate on a parity level leaves a write-intent mark on
- *     the new last row before the members are cut (the bytes cut from it
- *     were under its parity); the resync that follows replay recomputes
- *     it.  The mark is committed with the intents' deletion.
+ *  5. Every replayed truncate is told to the RAID (tfs_replay's cut, which
+ *     is stripe.c's tfs_stripe_cut_replayed): on a parity level it leaves
+ *     a write-intent mark on the new last row (the bytes cut from it were
+ *     under its parity), which the resync that follows replay recomputes.
+ *     The marks are committed before the intents are deleted (journal
+ *     commits are durable in order): a crash between leaves the intents
+ *     too, replayed again at the next mount (a mark put twice is one).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,7 +37,6 @@
 #include "tierfs/fs.h"
 #include "tierfs/health.h"
 #include "tierfs/ns.h"
-#include "tierfs/raid.h"
 #include "tierfs/replay.h"
 #include "tierfs/super.h"
 
@@ -266,13 +268,13 @@ static int replay_link(struct tfs_fs *fs, const struct tfs_intent *it)
 	return rc ? rc : reconcile_all(fs, it->path2);
 }
 
-/* The pass over the intents (tfs_replay), and the marks replayed
- * truncates leave, put once it is over (a visitor must not write to the
+/* The pass over the intents (tfs_replay), and the truncates it replayed,
+ * told to the RAID once it is over (a visitor must not write to the
  * journal). */
 struct replay {
 	struct tfs_fs *fs;
-	unsigned nmark, cap;
-	uint64_t (*mark)[2];
+	unsigned ncut, cap;
+	uint64_t (*cut)[2];	/* fid, length */
 };
 
 static int replay_truncate(struct replay *rp, const struct tfs_intent *it)
@@ -290,21 +292,18 @@ static int replay_truncate(struct replay *rp, const struct tfs_intent *it)
 			 it->path);
 		return reconcile_all(fs, it->path);
 	}
-	/* parity levels: the new last row's parity covered the bytes cut from
-	 * it; a mark has the resync after replay recompute it (invariant 5) */
-	if (fs->stripes && tfs_layout_nparity(&fs->layout) && it->arg % tfs_row_bytes(fs)) {
-		if (rp->nmark == rp->cap) {
-			unsigned cap = rp->cap ? 2 * rp->cap : 16;
-			void *p = realloc(rp->mark, cap * sizeof(*rp->mark));
+	/* the RAID may have to redo redundancy the cut left (invariant 5) */
+	if (rp->ncut == rp->cap) {
+		unsigned cap = rp->cap ? 2 * rp->cap : 16;
+		void *p = realloc(rp->cut, cap * sizeof(*rp->cut));
 
-			if (!p)
-				return -ENOMEM;
-			rp->mark = p;
-			rp->cap = cap;
-		}
-		rp->mark[rp->nmark][0] = o0.fid % TFS_MARK_BUCKETS;
-		rp->mark[rp->nmark++][1] = it->arg / tfs_row_bytes(fs) / tfs_mark_rows(fs);
+		if (!p)
+			return -ENOMEM;
+		rp->cut = p;
+		rp->cap = cap;
 	}
+	rp->cut[rp->ncut][0] = o0.fid;
+	rp->cut[rp->ncut++][1] = it->arg;
 	for (uint32_t m = 0; m < fs->n && rc == 0; m++) {
 		if (!tfs_m_writable(fs, m))
 			continue;
@@ -399,7 +398,7 @@ static int delete_one(void *arg, uint64_t seq, const void *rec, size_t len)
 	return seqs[0] == 4096 ? 1 : 0;
 }
 
-int tfs_replay(struct tfs_fs *fs)
+int tfs_replay(struct tfs_fs *fs, tfs_replay_cut_fn cut)
 {
 	struct replay rp = { fs, 0, 0, NULL };
 	uint64_t count = 0;
@@ -410,9 +409,9 @@ int tfs_replay(struct tfs_fs *fs)
 	tfs_warn("recovery: %" PRIu64 " namespace change(s) may be unfinished; finishing them",
 		 count);
 	rc = tfs_meta_intent_foreach(fs->meta, replay_one, &rp);
-	for (unsigned i = 0; i < rp.nmark && rc == 0; i++)
-		rc = tfs_meta_set_put(fs->meta, TFS_SET_MARK, rp.mark[i][0], rp.mark[i][1]);
-	free(rp.mark);
+	for (unsigned i = 0; i < rp.ncut && rc == 0; i++)
+		rc = cut(fs, rp.cut[i][0], rp.cut[i][1]);
+	free(rp.cut);
 	if (rc)
 		return rc;
 	for (;;) {

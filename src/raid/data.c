@@ -561,6 +561,60 @@ int tfs_raid_grow(struct tfs_fs *fs, struct tfs_inode *in, uint64_t size)
 	return rc ? rc : grown;
 }
 
+int tfs_raid_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, bool durable)
+{
+	unsigned held[TFS_ROW_LOCKS], nheld = 0;
+	int rc = 0;
+
+	if (fs->stripes) {
+		/* the rows between the old and the new end: a rebuild or scrub
+		 * must not copy them while they change (row locks come before
+		 * in->lock; the kernel keeps writes out during a truncate) */
+		uint64_t rb = tfs_row_bytes(fs), old;
+
+		pthread_mutex_lock(&in->lock);
+		old = in->size;
+		pthread_mutex_unlock(&in->lock);
+		nheld = tfs_rows_lock(fs, in->fid, (len < old ? len : old) / rb,
+				      (len < old ? old : len) / rb, held);
+	}
+	pthread_mutex_lock(&in->lock);
+	/* parity levels: the bytes cut from the new last row are zeroed
+	 * first, so its parity stays right (what is cut is then a hole) */
+	if (tfs_layout_nparity(&fs->layout) && len < in->size) {
+		uint64_t rowbytes = tfs_row_bytes(fs);
+		uint64_t end = (len / rowbytes + 1) * rowbytes;
+
+		if (len % rowbytes)
+			rc = tfs_stripe_zero(fs, in, true, len,
+					     (end < in->size ? end : in->size) - len);
+	}
+	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {	/* in->of: pinned by the caller */
+		uint64_t share = tfs_layout_share(&fs->layout, in->rot, k, len);
+
+		if (!tfs_m_writable(fs, k) || in->of->fd[k] < 0)
+			continue;
+		rc = OPS(fs)->ftruncate(BE(fs), k, in->of->fd[k], share);
+		if (rc && k != tfs_primary(fs) && tfs_member_diverged(fs, k, &rc, "truncate"))
+			rc = 0;
+	}
+	if (rc == 0)
+		in->size = len;
+	pthread_mutex_unlock(&in->lock);
+	if (rc == 0)
+		tfs_ns_save_size_logged(fs, in, "truncate");
+	/* the members' cut is durable before the caller retires its intent:
+	 * with the intent gone, a power cut could keep the cut on some members
+	 * and lose it on others (a size nobody wrote: the exploration on RAID5
+	 * x3), and the tier's drop may already be durable (any durability
+	 * point commits it) */
+	if (rc == 0 && durable)
+		rc = tfs_raid_fsync(fs, in, true);
+	if (nheld)
+		tfs_rows_unlock(fs, held, nheld);
+	return rc;
+}
+
 /* The RAID part of fallocate (mode checked by tfs_data_fallocate). */
 static int raid_fallocate_gated(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
 				uint64_t len)

@@ -487,6 +487,18 @@ uint64_t tfs_mark_rows(struct tfs_fs *fs)
 	return fs->stripes->region_rows;
 }
 
+int tfs_stripe_cut_replayed(struct tfs_fs *fs, uint64_t fid, uint64_t len)
+{
+	uint64_t rb;
+
+	if (!fs->stripes || !tfs_layout_nparity(&fs->layout) || !(len % (rb = tfs_row_bytes(fs))))
+		return 0;
+	/* the new last row's parity covered the bytes cut from it: a mark
+	 * has the resync after replay recompute it (replay.c invariant 5) */
+	return tfs_meta_set_put(fs->meta, TFS_SET_MARK, fid % TFS_MARK_BUCKETS,
+				len / rb / fs->stripes->region_rows);
+}
+
 uint64_t tfs_stripe_marks(struct tfs_fs *fs)
 {
 	uint64_t n = 0;

@@ -5,7 +5,8 @@
  * file is in which slot of the data file, which of its 4K sectors are
  * valid and which are dirty), the logical size of files the cache has
  * grown past what the members hold, and a few named info strings (the
- * binding to an array, the geometry).  Every function returns 0 or -errno.
+ * binding to an array, the geometry).  Every function that can fail
+ * returns 0 or -errno.
  *
  * Durability: an applied batch is appended to a log (no sync), so it
  * survives the daemon's death at once; tfs_cstore_sync() is a durability

@@ -4,8 +4,8 @@
  * counter, the parity write-intent marks and rebuild progress.  A copy lives
  * on every member that is not failed (MEMBER/.tierfs/journal) and every
  * write goes to all copies, so losing members the level survives loses no
- * journal.  Every function returns 0 or -errno (MDB_* codes are mapped here
- * and nowhere else).
+ * journal.  Every function that can fail returns 0 or -errno (MDB_* codes
+ * are mapped here and nowhere else; tfs_meta_set_has also returns 1).
  */
 #ifndef TIERFS_META_H
 #define TIERFS_META_H

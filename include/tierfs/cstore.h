@@ -5,7 +5,8 @@
  * file is in which slot of the data file, which of its 4K sectors are
  * valid and which are dirty), the logical size of files the cache has
  * grown past what the members hold, and a few named info strings (the
- * binding to an array, the geometry).  Every function returns 0 or -errno.
+ * binding to an array, the geometry).  Every function that can fail
+ * returns 0 or -errno.
  *
  * Durability: an applied batch is appended to a log (no sync), so it
  * survives the daemon's death at once; tfs_cstore_sync() is a durability
@@ -47,40 +48,52 @@ struct tfs_cstore_op {
 
 struct tfs_cstore;
 
-/* Open the store in dir, creating dir and an empty store if needed.
- * -EUCLEAN if what is there is not a readable store. */
+/* Open the store in dir, creating dir and an empty store if needed, and
+ * read back what its log holds.  Returns 0 with *out set, or -errno:
+ * -EUCLEAN if what is there is not a readable store, -ENAMETOOLONG,
+ * -ENOMEM, LMDB's error. */
 int tfs_cstore_open(const char *dir, struct tfs_cstore **out);
 /* Close; what is applied and not synced stays in the log, and the next
  * open reads it back (as after the daemon's death). */
 void tfs_cstore_close(struct tfs_cstore *cs);
 /* A durability point: barrier (if set), then every batch applied before
- * the call is committed and on stable storage.  On failure they stay
- * pending for the next one. */
+ * the call is committed and on stable storage.  Returns 0, or -errno (the
+ * barrier's, LMDB's); on failure they stay pending for the next one. */
 int tfs_cstore_sync(struct tfs_cstore *cs);
 /* fn runs at each durability point before the commit; non-zero fails it. */
 void tfs_cstore_set_barrier(struct tfs_cstore *cs, int (*fn)(void *arg), void *arg);
-/* Whether batches are applied and not yet synced. */
+/* Returns true if batches are applied and not yet synced. */
 bool tfs_cstore_pending(struct tfs_cstore *cs);
 /* After a power cut: drop what the log holds beyond the last durability
- * point (no barrier covered it); *dropped is how many batches. */
+ * point (no barrier covered it); *dropped is how many batches.  Returns 0
+ * or -errno. */
 int tfs_cstore_drop_unsynced(struct tfs_cstore *cs, uint64_t *dropped);
 
-/* Named info strings (NUL-terminated values of up to 255 bytes). */
+/* Named info strings (NUL-terminated values of up to 255 bytes).  Get
+ * copies key's value, its NUL included, into buf.  Returns 0, or -errno:
+ * -ENOENT no such key, -ERANGE buf too small, -EUCLEAN a stored value that
+ * is not a string. */
 int tfs_cstore_info_get(struct tfs_cstore *cs, const char *key, char *buf, size_t len);
+/* Set key to val, committed at once in a transaction of its own (not
+ * through the log).
+ * Returns 0, or -errno (-EINVAL: val NULL or over 255 bytes). */
 int tfs_cstore_info_set(struct tfs_cstore *cs, const char *key, const char *val);
 
 /* Apply ops in order, as one batch (all or nothing): logged before it
  * returns, committed at the next durability point.  DEL of a missing key
- * is not an error. */
+ * is not an error.  Returns 0 or -errno (nothing applied). */
 int tfs_cstore_apply(struct tfs_cstore *cs, const struct tfs_cstore_op *ops, unsigned n);
 /* Every extent record in (fid, idx) order, after a durability point; a
  * non-zero return of cb stops the walk and is returned.  cb must not
- * write to the store. */
+ * write to the store.  Returns 0, cb's non-zero return, or -errno. */
 int tfs_cstore_ext_foreach(struct tfs_cstore *cs,
 			   int (*cb)(void *arg, const struct tfs_cext_rec *rec), void *arg);
+/* Every size record (fid, size) in fid order, as tfs_cstore_ext_foreach.
+ * Returns 0, cb's non-zero return, or -errno. */
 int tfs_cstore_size_foreach(struct tfs_cstore *cs,
 			    int (*cb)(void *arg, uint64_t fid, uint64_t size), void *arg);
-/* Drop every extent and size record (info stays). */
+/* Drop every extent and size record (info stays), pending batches
+ * included.  Returns 0 or -errno. */
 int tfs_cstore_clear(struct tfs_cstore *cs);
 
 #endif

@@ -7,12 +7,14 @@
 
 struct tfs_defer;
 
-/* A pool of at most max threads, started as jobs need them; NULL if out
- * of memory. */
+/* A pool of at most max threads (0 is taken as 1), started as jobs need
+ * them.  Returns the pool, or NULL if out of memory. */
 struct tfs_defer *tfs_defer_start(unsigned max);
-/* Run fn(arg) on a pool thread, or here if the pool cannot take it. */
+/* Run fn(arg) exactly once: on a pool thread, or here, before this
+ * returns, if the pool cannot take it (no memory, stopping, no thread
+ * could be started). */
 void tfs_defer(struct tfs_defer *d, void (*fn)(void *), void *arg);
-/* Run what is queued, then stop the threads (d may be NULL). */
+/* Run what is queued, stop the threads and free d (d may be NULL). */
 void tfs_defer_stop(struct tfs_defer *d);
 
 #endif

@@ -94,20 +94,23 @@ struct tfs_fs;
  * service beside the data path and never calls the tier by name (DESIGN
  * §1); these are the only things it needs from it. */
 struct tfs_tier_hooks {
-	/* Does the tier hold anything of the file (an extent, or a size the
-	 * members do not have yet)? */
+	/* Returns true if the tier holds anything of the file (an extent, or
+	 * a size the members do not have yet). */
 	bool (*holds)(struct tfs_fs *fs, struct tfs_inode *in);
 	/* A truncate to off (len UINT64_MAX) begins and ends: the tier drops
 	 * what is cut and keeps its flusher off the file in between
 	 * (tfs_cache_zero_begin/end). */
 	void (*cut_begin)(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len);
-	void (*cut_end)(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len);
+	void (*cut_end)(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len); /* see cut_begin */
 	/* The file's last name is gone and nobody has it open. */
 	void (*gone)(struct tfs_fs *fs, uint64_t fid);
 	/* A lookup met the file (a regular file, loaded). */
 	void (*found)(struct tfs_fs *fs, struct tfs_inode *in);
-	/* The logical size the tier knows for fid, or 0; bytes only it holds. */
+	/* Returns the logical size the tier knows for fid (grown by writes it
+	 * holds), or 0 if it knows none. */
 	uint64_t (*size)(struct tfs_fs *fs, uint64_t fid);
+	/* Returns the bytes of fid's writes only the tier holds (dirty
+	 * sectors), or 0. */
 	uint64_t (*dirty_bytes)(struct tfs_fs *fs, uint64_t fid);
 };
 
@@ -197,8 +200,9 @@ struct tfs_loc {
 	char name[NAME_MAX + 1];
 };
 
-/* Member-relative path of loc ("a/b/name"; the root is "."), malloc'ed;
- * only intents and messages need one. */
+/* Member-relative path of loc ("a/b/name"; the root is "."); only intents
+ * and messages need one (inode.c).  Returns it malloc'ed, or NULL without
+ * memory or when a directory above it has no name left. */
 char *tfs_loc_path(struct tfs_fs *fs, const struct tfs_loc *loc);
 
 #endif

@@ -13,6 +13,7 @@
 
 #define TFS_GOLDEN64 0x9E3779B97F4A7C15ull	/* 2^64 / golden ratio, odd */
 
+/* Returns x mixed by MurmurHash3's fmix64 (0 stays 0). */
 static inline uint64_t tfs_mix64(uint64_t x)
 {
 	x ^= x >> 33;
@@ -23,6 +24,7 @@ static inline uint64_t tfs_mix64(uint64_t x)
 	return x;
 }
 
+/* Returns the splitmix64 output for counter value z. */
 static inline uint64_t tfs_splitmix64(uint64_t z)
 {
 	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -30,7 +32,7 @@ static inline uint64_t tfs_splitmix64(uint64_t z)
 	return z ^ (z >> 31);
 }
 
-/* A draw in [0, 1) from a mixed value. */
+/* Returns a draw in [0, 1) from a mixed value (its top 53 bits). */
 static inline double tfs_unit(uint64_t z)
 {
 	return (double)(z >> 11) * 0x1.0p-53;

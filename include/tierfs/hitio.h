@@ -16,17 +16,24 @@ struct tfs_hit_job {
 	void *buf;
 	size_t len, done;
 	uint64_t off;
+	/* Runs on the I/O thread once: err 0 with len bytes in buf (a read
+	 * that meets the end of the file early zero-fills the rest), or the
+	 * read's -errno; the job is the caller's again. */
 	void (*finish)(struct tfs_hit_job *j, int err);
 };
 
-/* NULL if io_uring or memory is not available (the caller reads itself). */
+/* Start the I/O thread and its ring.  Returns it, or NULL (logged) if
+ * io_uring, a thread or memory is not available: the caller reads itself. */
 struct tfs_hitio *tfs_hitio_start(void);
+/* Hand j to the I/O thread (j->next and j->done are set here); it is
+ * finished there, even if tfs_hitio_stop comes first. */
 void tfs_hitio_queue(struct tfs_hitio *h, struct tfs_hit_job *j);
-/* A read starts: true if others are under way (then the ring pays: the I/O
- * thread is awake or soon will be; alone, a read is cheaper done on the
- * worker, without the hand-off's wake-up).  Each enter has one leave, when
- * the read is answered. */
+/* A read starts.  Returns true if others are under way (then the ring
+ * pays: the I/O thread is awake or soon will be), false if it is alone (a
+ * read is cheaper done on the worker, without the hand-off's wake-up).
+ * Each enter has one leave, when the read is answered, wherever it ran. */
 bool tfs_hitio_enter(struct tfs_hitio *h);
+/* The read counted by tfs_hitio_enter is answered. */
 void tfs_hitio_leave(struct tfs_hitio *h);
 /* Finish every queued job, then stop the thread (h may be NULL). */
 void tfs_hitio_stop(struct tfs_hitio *h);

@@ -1,4 +1,5 @@
-/* One logging function for the whole project: syslog levels, printf format. */
+/* One logging function for the whole project (src/util/log.c): syslog
+ * levels, printf format.  It owns where messages go and which are kept. */
 #ifndef TIERFS_LOG_H
 #define TIERFS_LOG_H
 
@@ -7,6 +8,8 @@
 extern int tfs_log_level;	/* messages above this level are dropped */
 extern int tfs_log_syslog;	/* 1: to syslog (daemonized), 0: to stderr */
 
+/* Log one line at a syslog level (LOG_ERR ...), dropped above
+ * tfs_log_level; to syslog or to stderr as tfs_log_syslog says. */
 void tfs_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define tfs_err(...)   tfs_log(LOG_ERR, __VA_ARGS__)

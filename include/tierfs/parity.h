@@ -31,7 +31,7 @@ void tfs_parity_xor(void *dst, const void *src, size_t len);
 /* dst ^= coef * src in GF(2^8); dst == src is allowed. */
 void tfs_parity_mul_xor(void *dst, const void *src, uint8_t coef, size_t len);
 
-/* g^i (i taken mod 255). */
+/* Returns g^i in GF(2^8) (i taken mod 255). */
 uint8_t tfs_gf_pow2(unsigned i);
 
 /* Rebuild the nmiss blocks named in miss[] (positions as above, distinct)
@@ -53,7 +53,7 @@ int tfs_parity_recover(void **blocks, unsigned ndata, unsigned nparity,
  * The blocks are not modified. */
 int tfs_parity_locate(void **blocks, unsigned ndata, size_t len);
 
-/* Name of the kernel set in use: "generic" (portable C, vectorised by the
+/* Returns the name of the kernel set in use: "generic" (portable C, vectorised by the
  * compiler), "ssse3", "avx2" or "gfni" (x86 only). */
 const char *tfs_parity_impl(void);
 

@@ -4,9 +4,10 @@
 #define TIERFS_PARSE_H
 #include <stddef.h>
 #include <stdint.h>
-/* "512K", "4k", "16M", "1G", "4096" -> bytes; -EINVAL on junk or overflow. */
+/* "512K", "4k", "16M", "1G", "4096" -> bytes in *out.  Returns 0, or
+ * -EINVAL on junk or overflow. */
 int tfs_parse_size(const char *s, uint64_t *out);
-/* bytes -> "512K" / "1.5G" style, for summaries */
+/* bytes -> "512K" / "1.5G" style, for summaries.  Returns buf. */
 const char *tfs_fmt_size(uint64_t v, char *buf, unsigned len);
 
 /* Numbers from the command line, each with a range (parse.c invariants). */
@@ -23,12 +24,13 @@ struct tfs_num_spec {
 	const char *note;	/* what an end of the range means ("0: off"), or NULL */
 };
 
-/* s as sp says, into *out (unsigned, uint64_t or double by kind): 0, or
+/* s as sp says, into *out (unsigned, uint64_t or double by kind).
+ * Returns 0, or
  * -EINVAL (not a number of that kind) / -ERANGE (outside the range), with
  * one line naming the option, the value and the range in err. */
 int tfs_parse_num(const struct tfs_num_spec *sp, const char *s, void *out, char *err,
 		  size_t errlen);
 /* The range as messages and documentation give it: "1 to 1024",
- * "4K to 1M", "0 to 86400". */
+ * "4K to 1M", "0 to 86400", written into buf.  Returns buf. */
 const char *tfs_num_range(const struct tfs_num_spec *sp, char *buf, size_t len);
 #endif

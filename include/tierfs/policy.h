@@ -38,9 +38,11 @@ struct tfs_policy;
 
 /* A policy for slots 0..cap-1, all empty; NULL on allocation failure. */
 struct tfs_policy *tfs_policy_new(enum tfs_policy_kind kind, uint32_t cap);
+/* Free p (NULL is nothing). */
 void tfs_policy_free(struct tfs_policy *p);
-/* "lru" / "s3fifo" -> kind; -EINVAL for anything else. */
+/* "lru" / "s3fifo" -> kind.  Returns 0, or -EINVAL for anything else. */
 int tfs_policy_parse(const char *name, enum tfs_policy_kind *kind);
+/* Returns the kind's name ("lru", "s3fifo"), or "?". */
 const char *tfs_policy_name(enum tfs_policy_kind kind);
 
 /* slot (empty) now holds the extent whose key hash is key. */
@@ -56,8 +58,9 @@ void tfs_policy_remove(struct tfs_policy *p, uint32_t slot);
  * of the entries looked at could be evicted. */
 uint32_t tfs_policy_victim(struct tfs_policy *p, bool (*ok)(void *arg, uint32_t slot),
 			   void *arg, uint32_t max);
-/* Slots held. */
+/* Returns the number of slots held. */
 uint32_t tfs_policy_count(const struct tfs_policy *p);
+/* Returns true if slot is held. */
 bool tfs_policy_holds(const struct tfs_policy *p, uint32_t slot);
 
 #endif

@@ -25,19 +25,20 @@ struct tfs_pcut_conf {
 
 /* Turn the model on (once, before the writes it is to see). */
 void tfs_pcut_enable(const struct tfs_pcut_conf *conf);
+/* Returns true if the model is on. */
 bool tfs_pcut_on(void);
 
 /* The gate: a noted operation holds it from its pre-image to its
  * completion, so the cut never sees half of one. */
 void tfs_pcut_enter(void);
-void tfs_pcut_leave(void);
+void tfs_pcut_leave(void);	/* see tfs_pcut_enter */
 
 /* Note that [off, off + len) of fd's file (and its size) is about to
  * change; domain is the member (or TFS_PCUT_OWN).  Inside the gate. */
 void tfs_pcut_note(uint32_t domain, int fd, uint64_t off, uint64_t len);
 /* A sync made fd's file (or every file of domain) durable. */
 void tfs_pcut_synced_fd(int fd);
-void tfs_pcut_synced_domain(uint32_t domain);
+void tfs_pcut_synced_domain(uint32_t domain);	/* see tfs_pcut_synced_fd */
 /* Count one noted operation (outside the gate): cuts at cut_after. */
 void tfs_pcut_tick(void);
 

@@ -45,14 +45,16 @@ void *tfs_scratch_array(enum tfs_scratch_slot slot, size_t n, size_t size);
  * TFS_SCRATCH_KEEP.  Nothing it got from tfs_scratch may be in use. */
 void tfs_scratch_trim(void);
 
-/* Bytes of scratch held by all threads now. */
+/* Returns the bytes of scratch held by all threads now. */
 uint64_t tfs_scratch_bytes(void);
 
 /* The idle trim (scratch.c invariant 5): a thread that gives glibc's freed
  * blocks back (malloc_trim) once the daemon has been idle a while after
- * serving requests.  Start: 0 or -errno. */
+ * serving requests.  Start returns 0 or -errno (no thread). */
 int tfs_scratch_start(void);
+/* Stop the idle trim thread (nothing if it is not running). */
 void tfs_scratch_stop(void);
+/* Returns how many idle trims ran (mem.idle_trims of the status). */
 uint64_t tfs_scratch_idle_trims(void);
 
 #endif

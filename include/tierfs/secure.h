@@ -24,7 +24,8 @@ int tfs_path_check_ancestors(const char *real, char *err, size_t errlen);
 
 /* Both, for the directory real (fd: O_PATH of it) that tierfs keeps as
  * what ("member", "cache"): refused (-EPERM, reason in err) if a user
- * could swap it, else made root's with a warning if it was not. */
+ * could swap it, else made root's with a warning if it was not.  Returns 0
+ * or -errno with a reason in err. */
 int tfs_dir_secure(int fd, const char *real, const char *what, char *err, size_t errlen);
 
 #endif

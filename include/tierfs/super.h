@@ -63,14 +63,17 @@ int tfs_super_parse(const char *buf, struct tfs_super *sb, const char **why);
 /* Read MEMBER/.tierfs/superblock: 0, -ENOENT (not a member) or -errno/-EINVAL. */
 int tfs_super_read(int memberfd, struct tfs_super *sb, const char **why);
 /* Write it atomically (temp file, fsync, rename, fsync dir), as version
- * sb->version. */
+ * sb->version.  Returns 0 or -errno. */
 int tfs_super_write(int memberfd, const struct tfs_super *sb);
 
+/* A random (version 4) UUID, text form with its NUL, into out.  If
+ * getrandom fails it silently falls back to rand() and the time. */
 void tfs_uuid_generate(char out[37]);
 
 /* 1 if the directory is empty, 0 if not, -errno. */
 int tfs_dir_empty(const char *path);
-/* Remove a member's tierfs metadata and tree (only tierfs's own names). */
+/* Remove a member's tierfs metadata and tree (only tierfs's own names).
+ * Returns 0 or -errno. */
 int tfs_member_wipe(const char *dir);
 
 /* An assembled array: members in index order.  A failed member has no
@@ -134,8 +137,9 @@ int tfs_array_record(struct tfs_array *a);
  * unchanged (a torn write leaves members of both versions, none stale).
  * Returns 0 or the first error. */
 int tfs_array_set_version(struct tfs_array *a, unsigned v);
-/* Members in state st. */
+/* Returns the number of members in state st. */
 uint32_t tfs_array_count(const struct tfs_array *a, char st);
+/* Close the members' fds (unlocking them) and free their paths. */
 void tfs_array_release(struct tfs_array *a);
 
 #endif

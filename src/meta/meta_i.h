@@ -11,8 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* 0 or -errno for an MDB_* code, an errno code of LMDB (positive) or a
- * -errno (passed through). */
+/* Returns 0 or -errno for an MDB_* code, an errno code of LMDB (positive)
+ * or a -errno (passed through): MDB_NOTFOUND -ENOENT, MDB_MAP_FULL
+ * -ENOSPC, MDB_READERS_FULL -EAGAIN (not the RAID's "member failed,
+ * redo"), MDB_INVALID/CORRUPTED/PAGE_NOTFOUND -EUCLEAN,
+ * MDB_VERSION_MISMATCH -EPROTO, any other MDB_* code -EIO. */
 int tfs_mdb_errno(int rc);
 
 /* Run fn in one write transaction of env, committed if fn returns 0 and
@@ -28,12 +31,14 @@ int tfs_mdb_errno(int rc);
 int tfs_mdb_write(MDB_env *env, size_t *mapsize, pthread_rwlock_t *maplock,
 		  int (*fn)(MDB_txn *txn, void *arg), void *arg, const char *what);
 
+/* v as 8 big-endian bytes into out (keys: cursor order is numeric order). */
 static inline void tfs_be64(uint64_t v, unsigned char out[8])
 {
 	for (int i = 7; i >= 0; i--, v >>= 8)
 		out[i] = (unsigned char)v;
 }
 
+/* Returns the value of the 8 big-endian bytes at p. */
 static inline uint64_t tfs_from_be64(const void *p)
 {
 	const unsigned char *b = p;

@@ -2102,3 +2102,53 @@ def test_truncate_that_cannot_open_the_file_drops_nothing(make_array, tmp_path):
     m.start()
     same(read_all(t), data, "t after the failed truncate and a kill")
     m.stop()
+
+
+@pytest.mark.parametrize("mode", ["writethrough", "writeback"])
+def test_rename_over_a_file_drops_its_extents(make_array, tmp_path, mode):
+    """A rename over a closed file removes its last name: its extents leave
+    the tier then, as an unlink's do (ns.c decides "gone" in one place).
+    Before, they stayed: write-through, cached until evicted; write-back,
+    dirty data of a file nobody can reach, written to no member."""
+    a = make_array("raid1", 2, "64K")
+    a.mount(opts=copts(tmp_path / "cache", mode=mode, extent="64K", seq_cutoff=0, promote=1))
+    old, new = a.mnt / "old", a.mnt / "new"
+    pwrite(old, 0, random.Random(72).randbytes(256 * K))
+    data = random.Random(73).randbytes(64 * K)
+    pwrite(new, 0, data)
+    if mode == "writethrough":      # writes allocate nothing: reads promote
+        for p, n in ((old, 4), (new, 1)):
+            for e in range(n):
+                read_direct(p, e * 64 * K, 4 * K)
+    wait_stat(a.mnt, "cached_extents", 5)
+    os.rename(new, old)
+    # the kernel sends the last release of 'old' after close returns: the
+    # rename or that release drops it, whichever comes last
+    s = wait_stat(a.mnt, "cached_extents", 1, timeout=5)
+    if mode == "writeback":
+        assert s["dirty_bytes"] == len(data), s
+    same(read_all(old), data, "old after the rename")
+
+
+def test_file_unlinked_while_the_flusher_has_it_open_leaves_the_tier(make_array, tmp_path):
+    """The flusher opens a dirty file to destage it (member writes slowed
+    to 400 ms); meanwhile the file is unlinked and closed, so the flusher's
+    is the last use.  Its release finds the file gone (ns.c invariant 7)
+    and the extents leave the tier.  Before, that release's answer was
+    ignored: the extents, clean after the flush, stayed cached for a file
+    nobody could reach, until evicted."""
+    a = make_array("raid1", 2, "64K")
+    a.mount(opts=copts(tmp_path / "cache", extent="64K", dirty_low=90, dirty_high=95),
+            env={"TIERFS_FAULT": "delay=write:400"})
+    p = a.mnt / "f"
+    pwrite(p, 0, random.Random(74).randbytes(256 * K))
+    wait_stat(a.mnt, "cached_extents", 4)
+    t = threading.Thread(target=lambda: ctl(a.mnt, "flush"))
+    t.start()
+    try:
+        wait_until(lambda: cst(a.mnt)["flush_pending"] or None, "the flush started", 5)
+        time.sleep(0.2)                 # inside its first (slowed) member write
+        os.unlink(p)
+    finally:
+        t.join()
+    wait_stat(a.mnt, "cached_extents", 0, timeout=5)

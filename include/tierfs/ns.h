@@ -73,8 +73,9 @@ int tfs_ns_create(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode
 int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name, bool dir);
 /* renameat2(2) of (op, oname) to (np, nname) with RENAME_* flags, on
  * every member, under move_lock shared.  A file replaced at nname loses
- * its name, but its extents in the tier are not dropped here (unlike
- * tfs_ns_remove).  Returns 0 or -errno. */
+ * its name: if that was its last and nobody has it open, its extents
+ * leave the tier, as with tfs_ns_remove (ns.c invariant 7).  Returns 0 or
+ * -errno. */
 int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 		  struct tfs_inode *np, const char *nname, unsigned flags);
 /* link(2) of in as (np, nname) on every member, under move_lock shared;
@@ -132,10 +133,13 @@ int tfs_ns_member_fd(struct tfs_fs *fs, struct tfs_inode *in, uint32_t k, bool d
  * -errno (the primary's). */
 int tfs_ns_fill(struct tfs_fs *fs, struct tfs_inode *in);
 /* Drop a handle (the last one saves the size record, a failure only
- * logged) and its reference on in.  Returns true if that was the last use
- * of a file with no name left (its data is gone for good: the caller tells
- * the tier), false otherwise. */
-bool tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in);
+ * logged) and its reference on in.  The last use of a file with no name
+ * left tells the tier it is gone (ns.c invariant 7). */
+void tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in);
+/* tfs_ns_release for the tier's flusher, which holds the file and so
+ * cannot be told: returns true if the file is gone (the caller drops its
+ * extents), false otherwise. */
+bool tfs_ns_release_gone(struct tfs_fs *fs, struct tfs_inode *in);
 /* Load fid and logical size of a regular file if not known yet (by
  * tfs_ns_getattr).  Returns 0 or -errno. */
 int tfs_ns_load_file(struct tfs_fs *fs, struct tfs_inode *in);

@@ -219,13 +219,7 @@ static void *destage_thread(void *arg)
 	return NULL;
 }
 
-/* Destage up to FLUSH_BATCH dirty extents of f (held: c_file_hold),
- * skipping those written in the last min_age ticks (they would likely be
- * dirtied again at once).  The scan goes round the file's list from where
- * the last one stopped and looks at FLUSH_SCAN extents at most: a big file
- * that is mostly clean, or mostly being rewritten, does not hold c->lock
- * for a walk of all of it.  Returns bytes written, 0 if nothing was to do,
- * or -errno. */
+/* The extents fl[0..n) are the flusher's no more (c->lock held). */
 static void fl_unflag_locked(struct tfs_cache *c, struct fl *fl, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
@@ -234,6 +228,21 @@ static void fl_unflag_locked(struct tfs_cache *c, struct fl *fl, unsigned n)
 	}
 }
 
+/* f (held) belongs to a file that is gone (ns.c invariant 7): unlinked and
+ * closed, or found with no name left; its extents, dirty ones too, go. */
+static void file_gone(struct tfs_cache *c, struct cfile *f)
+{
+	(void)c_zero_file(c, f, 0, UINT64_MAX, true);	/* logged; slots kept owned */
+	tfs_info("cache: file %" PRIu64 " is gone; its dirty extents were dropped", f->fid);
+}
+
+/* Destage up to FLUSH_BATCH dirty extents of f (held: c_file_hold),
+ * skipping those written in the last min_age ticks (they would likely be
+ * dirtied again at once).  The scan goes round the file's list from where
+ * the last one stopped and looks at FLUSH_SCAN extents at most: a big file
+ * that is mostly clean, or mostly being rewritten, does not hold c->lock
+ * for a walk of all of it.  Returns bytes written, 0 if nothing was to do,
+ * or -errno. */
 static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint32_t min_age)
 {
 	struct tfs_fs *fs = c->fs;
@@ -248,6 +257,7 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 	int64_t done = 0;
 	uint32_t now = c_now(), sc;
 	int rc = 0, cerr, grown = 0;
+	bool gone = false;
 
 	pthread_mutex_lock(&c->lock);
 	in = f->in;
@@ -284,8 +294,7 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 		pthread_mutex_lock(&c->lock);
 		fl_unflag_locked(c, fl, n);
 		pthread_mutex_unlock(&c->lock);
-		(void)c_zero_file(c, f, 0, UINT64_MAX, true);	/* logged; slots kept owned */
-		tfs_info("cache: file %" PRIu64 " is gone; its dirty extents were dropped", f->fid);
+		file_gone(c, f);
 		goto out_unref;
 	}
 	if (rc == -EUCLEAN) {
@@ -398,7 +407,7 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 			tfs_err("cache %s: syncing destaged data of file %" PRIu64 ": %s", c->dir,
 				f->fid, strerror(-rc));
 	}
-	tfs_ns_release(fs, in);
+	gone = tfs_ns_release_gone(fs, in);	/* dropped below, once ours are not busy */
 
 out_unflag:
 	/* clear what was written and not written again since (invariant 2);
@@ -440,6 +449,8 @@ out_unflag:
 		c_unpin(c, fl[i].slot);
 	}
 	pthread_mutex_unlock(&c->lock);
+	if (gone)	/* unlinked and closed while we had it open */
+		file_gone(c, f);
 out_unref:
 	tfs_inode_unref(fs, in);
 	return rc ? rc : done;

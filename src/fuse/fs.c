@@ -515,11 +515,8 @@ static void tfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void tfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_fh *h = FH(fi);
-	uint64_t fid = h->in->fid;
 
-	/* the last close of a file with no name left: its cached extents go */
-	if (tfs_ns_release(FS(req), h->in) && FS(req)->cache)
-		tfs_cache_forget(FS(req), fid);
+	tfs_ns_release(FS(req), h->in);	/* the last close of a file gone drops it (ns.c inv. 7) */
 	free(h);
 	fuse_reply_err(req, 0);
 }

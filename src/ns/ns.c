@@ -42,6 +42,14 @@
  *     there any more, the directory kept the old primary's inode number,
  *     and every later open of it failed with ENOENT (a rename into it,
  *     in the concurrent fail/replace test).
+ *  7. "This file is gone" is decided in one place, let_go(): whoever lets
+ *     go of a file (a remove or a rename over it, under in->lock; the last
+ *     release of a handle) asks file_gone_locked, and a regular file with
+ *     no name left that nobody has open is told to the tier (its extents
+ *     go, dirty ones too: nobody can reach them).  Not while another file
+ *     has its identity (invariant 4): the one left takes the extents.
+ *     The tier itself decides only for files that vanished behind the
+ *     mount (a dirty file the flusher or the restart walk cannot find).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -275,6 +283,28 @@ static int fid_check_locked(struct tfs_fs *fs, struct tfs_inode *in)
 static bool fid_refused(struct tfs_inode *in)
 {
 	return __atomic_load_n(&in->fid_dup, __ATOMIC_ACQUIRE);
+}
+
+/* Invariant 7.  Caller holds in->lock. */
+static bool file_gone_locked(const struct tfs_fs *fs, struct tfs_inode *in)
+{
+	return fs->tier && S_ISREG(in->type) && !in->hashed && !in->of && in->fid_valid &&
+	       !fid_refused(in);
+}
+
+/* Let go of in, whose in->lock the caller holds, and of the caller's
+ * reference.  Returns true if the file is gone (invariant 7); told to the
+ * tier when tell. */
+static bool let_go(struct tfs_fs *fs, struct tfs_inode *in, bool tell)
+{
+	bool gone = file_gone_locked(fs, in);
+	uint64_t fid = in->fid;
+
+	pthread_mutex_unlock(&in->lock);
+	tfs_inode_unref(fs, in);
+	if (gone && tell)	/* without in->lock: a promotion may need it */
+		fs->tier->gone(fs, fid);
+	return gone;
 }
 
 /* ------------------------------------------------------------------ */
@@ -538,18 +568,23 @@ int tfs_ns_save_size(struct tfs_fs *fs, struct tfs_inode *in, bool force)
 	return rc;
 }
 
-bool tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in)
+static bool release(struct tfs_fs *fs, struct tfs_inode *in, bool tell)
 {
-	bool gone;
-
 	pthread_mutex_lock(&in->lock);
 	if (in->of && in->of->users == 1)
 		size_save_or_warn(fs, in, "close");
 	ofile_put_locked(fs, in);
-	gone = !in->of && !in->hashed && in->fid_valid;
-	pthread_mutex_unlock(&in->lock);
-	tfs_inode_unref(fs, in);
-	return gone;
+	return let_go(fs, in, tell);
+}
+
+void tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	release(fs, in, true);
+}
+
+bool tfs_ns_release_gone(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	return release(fs, in, false);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1179,10 +1214,8 @@ static struct tfs_inode *hold_named(struct tfs_fs *fs, uint64_t ino)
 
 static void release_named(struct tfs_fs *fs, struct tfs_inode *in)
 {
-	if (in) {
-		pthread_mutex_unlock(&in->lock);
-		tfs_inode_unref(fs, in);
-	}
+	if (in)
+		let_go(fs, in, true);
 }
 
 int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name, bool dir)
@@ -1193,8 +1226,6 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	uint64_t seq = 0;
 	uint32_t ord[TFS_MAX_MEMBERS], nm;
 	int dfd[TFS_MAX_MEMBERS], rc;
-	uint64_t fid = 0;
-	bool forget = false;
 
 	rc = child_open(fs, parent, name, &loc, dfd);
 	if (rc)
@@ -1219,20 +1250,10 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		tfs_inode_alias_drop(fs, in, parent, name);
 		if (dir || st.st_nlink <= 1)
 			tfs_inode_unhash(fs, in);
-		/* its cached extents go with it, unless it is still open (then
-		 * with the last release, fs.c); hold() holds in->lock */
-		/* not while another file has its identity: which of the two
-		 * the tier's extents belong to cannot be told, and the one
-		 * left takes them (inode.c invariant 5) */
-		forget = !dir && st.st_nlink <= 1 && fs->tier && !in->of && in->fid_valid &&
-			 !fid_refused(in);
-		fid = in->fid;
 	}
 	dirs_close(fs, &loc);	/* after the aliases (invariant 6) */
 	tfs_loc_put(fs, &loc);
-	release_named(fs, in);
-	if (forget)	/* without in->lock: a promotion may need it */
-		fs->tier->gone(fs, fid);
+	release_named(fs, in);	/* its extents go if it is gone (invariant 7) */
 	return rc;
 }
 

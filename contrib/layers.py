@@ -5,9 +5,12 @@ calls between folders, one line each, those against the layer order
 marked UP.
 
     contrib/layers.py [BUILD]        (default: ./build)
+    contrib/layers.py --includes     which folder includes which header
 
 The layer order, top to bottom, is ORDER; a folder may call any folder
-below it.  tests/test_layers.py holds the calls up still left."""
+below it, and include the headers of any folder below it (HEADERS says
+which folder each header of include/tierfs is the interface of).
+tests/test_layers.py holds the calls up still left."""
 import collections
 import pathlib
 import re
@@ -19,6 +22,51 @@ ORDER = ["main", "fuse", "data", "cache", "raid", "ns", "meta", "array", "member
 # pure functions with no state, below everything: placement, parity, the
 # eviction policies (each exhaustively tested on its own)
 MATH = {"src_raid_layout.c.o", "src_raid_parity.c.o", "src_cache_policy.c.o"}
+
+
+# The folder each header is the interface of.  fs.h (struct tfs_fs, the
+# inode objects, the tier's hooks) is the namespace's: the layers above it
+# share it, the stores, superblocks and members below never see it.
+HEADERS = {
+    "control.h": "fuse", "defer.h": "fuse", "fuse_fs.h": "fuse", "hitio.h": "fuse",
+    "data.h": "data", "cache.h": "cache", "raid.h": "raid", "maint.h": "raid",
+    "fs.h": "ns", "health.h": "ns", "inode.h": "ns", "ns.h": "ns", "replay.h": "ns",
+    "upgrade.h": "ns", "walk.h": "ns", "meta.h": "meta", "cstore.h": "meta",
+    "super.h": "array", "member.h": "member", "powercut.h": "member", "uring.h": "io",
+    "layout.h": "math", "parity.h": "math", "policy.h": "math", "hash.h": "util",
+    "log.h": "util", "parse.h": "util", "scratch.h": "util", "secure.h": "util",
+}
+INCLUDE = re.compile(r'^#include "tierfs/([a-z_]+\.h)"', re.M)
+
+
+def src_folder(path, root):
+    """src/cache/x.c -> cache, include/tierfs/fs.h -> ns, src/tierfs.c,
+    the tools (mkfs, tierctl) and the headers private to a folder
+    (src/cache/cache_i.h) as their folder or main."""
+    rel = path.relative_to(root)
+    if rel.parts[0] == "include":
+        return HEADERS.get(path.name)
+    if len(rel.parts) == 2 or rel.parts[1] in ("mkfs", "tierctl"):
+        return "main"
+    if rel.name in ("layout.c", "parity.c", "policy.c"):
+        return "math"
+    return rel.parts[1]
+
+
+def includes(root):
+    """{(folder, folder of a header it includes): {"file: header"}}, and the
+    headers of include/tierfs missing from HEADERS."""
+    root = pathlib.Path(root)
+    files = sorted(root.glob("src/**/*.[ch]")) + sorted(root.glob("include/tierfs/*.h"))
+    unknown = sorted(p.name for p in root.glob("include/tierfs/*.h") if p.name not in HEADERS)
+    edges = collections.defaultdict(set)
+    for p in files:
+        a = src_folder(p, root)
+        for h in INCLUDE.findall(p.read_text()):
+            b = HEADERS.get(h)
+            if a and b and a != b:
+                edges[(a, b)].add(f"{p.relative_to(root)}: {h}")
+    return edges, unknown
 
 
 def folder(obj):
@@ -67,6 +115,13 @@ def upward(build):
 
 
 def main():
+    if sys.argv[1:] == ["--includes"]:
+        edges, unknown = includes(pathlib.Path(__file__).resolve().parent.parent)
+        for e in sorted(edges, key=lambda e: (ORDER.index(e[0]), ORDER.index(e[1]))):
+            print(f"{'UP ' if up(e) else '   '}{e[0]} -> {e[1]}: {' '.join(sorted(edges[e]))}")
+        for h in unknown:
+            print(f"?  include/tierfs/{h}: not in HEADERS")
+        return
     edges = calls(sys.argv[1] if len(sys.argv) > 1 else "build")
     for e in sorted(edges, key=lambda e: (ORDER.index(e[0]), ORDER.index(e[1]))):
         print(f"{'UP ' if up(e) else '   '}{e[0]} -> {e[1]}: {' '.join(sorted(edges[e]))}")

@@ -31,3 +31,15 @@ def test_the_check_sees_calls():
     assert "tfs_data_write" in e[("fuse", "data")]
     assert {"tfs_cache_write", "tfs_raid_write"} <= e[("data", "cache")] | e[("data", "raid")]
     assert layers.up(("raid", "cache")) and not layers.up(("cache", "raid"))
+
+
+def test_no_folder_includes_one_above_it():
+    """No source folder includes a header of a folder above it, and every
+    header of include/tierfs has an owner in layers.HEADERS (a new header
+    must be placed).  Read from the sources, so no build is needed."""
+    edges, unknown = layers.includes(ROOT)
+    assert not unknown, f"headers with no folder in contrib/layers.py HEADERS: {unknown}"
+    got = {e: s for e, s in edges.items() if layers.up(e)}
+    assert not got, "\n".join(f"{a} -> {b}: {' '.join(sorted(s))}"
+                              for (a, b), s in sorted(got.items()))
+    assert "src/fuse/fs.c: data.h" in edges[("fuse", "data")]   # it reads real files

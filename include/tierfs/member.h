@@ -1,7 +1,7 @@
 /* The member seam: every byte and every name tierfs puts on a member goes
  * through one backend ops table.  Backends stack: the POSIX backend does the
- * work (data on io_uring); wrappers (fault injection now, the HDD service-time
- * model later) hold an inner backend and forward to it.
+ * work (data on io_uring, uring.h); wrappers (fault injection, fault.c; the
+ * HDD service-time model, hdd.c) hold an inner backend and forward to it.
  *
  * Every call returns >= 0 on success and -errno on failure (the system
  * call's errno; a wrapper may inject -EIO and others).  m is the member
@@ -22,25 +22,7 @@
 #include <sys/types.h>
 #include <time.h>
 
-enum tfs_mio_op {
-	TFS_MIO_READ,
-	TFS_MIO_WRITE,
-	TFS_MIO_FSYNC,
-	TFS_MIO_FDATASYNC,
-};
-
-/* One member data request.  res: bytes transferred (a read that hits the
- * member file's EOF returns fewer bytes than asked; the rest is a hole), or
- * -errno. */
-struct tfs_mio {
-	uint32_t member;
-	uint8_t op;
-	int fd;
-	void *buf;
-	uint32_t len;
-	uint64_t off;
-	int64_t res;
-};
+#include "tierfs/uring.h"	/* struct tfs_mio: one data request */
 
 struct tfs_backend;
 

@@ -23,8 +23,10 @@
  *     damaged inode, and scrub finds it.
  *
  * States of a member (super.h):
- *   U --tfs_member_fail--> _ --tfs_rebuild_start--> R --rebuild_done--> U
+ *   U --tfs_member_fail--> _ --replace (maint.c)--> R --rebuild done--> U
  *   R --tfs_member_fail--> _
+ * (maint.c's rebuild() sets R when the new member starts taking changes
+ * and U once its data is copied; health.c only ever fails members.)
  */
 #include <errno.h>
 #include <fcntl.h>

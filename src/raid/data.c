@@ -673,7 +673,6 @@ int tfs_raid_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64
 /* Maintenance on the mirror levels                                    */
 /* ------------------------------------------------------------------ */
 
-/* Index of the copy most copies agree with (the first on a tie). */
 /* The copy most readable copies agree with (the first on a tie); *split:
  * the copies disagree and no copy has a strict majority. */
 static uint32_t majority(char **buf, const uint32_t *have, uint32_t nh, size_t len, bool *split)

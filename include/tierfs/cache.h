@@ -112,7 +112,7 @@ bool tfs_cache_knows(struct tfs_fs *fs, struct tfs_inode *in);
  * 0: nothing yet): drop it from the cache and hold the flusher off the
  * file until tfs_cache_zero_end, after the members have changed too; that
  * drops [off, off+len) (a punch or zero range, once the members are
- * synced: cache.c invariant 8) and lets the flusher back. */
+ * synced: cut.c invariant 2) and lets the flusher back. */
 void tfs_cache_zero_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len);
 void tfs_cache_zero_end(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len);
 /* The file's last name is gone and nobody has it open: drop its extents. */

@@ -961,7 +961,7 @@ int tfs_cache_file_stats(struct tfs_fs *fs, struct tfs_inode *in, char *buf, siz
 /* Detach: everything flushed, the cache emptied and unbound, the array
  * uncached from now on.  A write that read the mode before it either ends
  * before the last flush (which takes what it wrote) or waits at the gate
- * and then goes to the RAID (cache.c invariant 8). */
+ * and then goes to the RAID (write.c invariant 5). */
 static int cache_detach(struct tfs_cache *c, char *err, size_t errlen)
 {
 	bool stopped = false;

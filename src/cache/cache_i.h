@@ -299,6 +299,46 @@ void c_promote_queue(struct tfs_cache *c, struct tfs_inode *in, uint64_t idx);
  * stopped, or files not found since a restart). */
 int c_flush_all(struct tfs_cache *c);
 
+/* bind.c */
+
+/* Detach (tierctl detach): flushes everything, empties the cache and
+ * unbinds it; the array runs uncached from then on (write.c invariant 5).
+ * Returns 0, or -errno with one line in err: -EAGAIN (dirty files not
+ * found since a restart) or the flush's error, the cache staying attached
+ * in mode off; or the unbinding's, the cache emptied. */
+int c_detach(struct tfs_cache *c, char *err, size_t errlen);
+
+/* store.c: the cache directory */
+
+enum c_probe { C_PROBE_EMPTY, C_PROBE_CORRUPT, C_PROBE_OK };
+/* Refuses dir if a user could swap it, else makes it root's (with a
+ * warning) if it was not (store.c invariant 1).  Returns 0 or -errno
+ * (-EPERM: a user could swap it) with one line in err. */
+int c_dir_private(const char *dir, char *err, size_t errlen);
+/* Removes what tierfs keeps in dir, and only that (store.c invariant 2);
+ * what is not there is no error.  Returns 0 or -errno. */
+int c_dir_wipe(const char *dir);
+/* Makes a new, empty cache in c->dir with c's geometry, bound to this
+ * array (a new uuid in c->uuid; store.c invariant 3).  Returns 0 or
+ * -errno with one line in err; a data file it made but could not
+ * allocate is removed. */
+int c_create(struct tfs_cache *c, char *err, size_t errlen);
+/* What is in c->dir: nothing (C_PROBE_EMPTY), something that is not a
+ * whole cache (C_PROBE_CORRUPT, why in why), or a cache (C_PROBE_OK:
+ * its uuid and geometry in c, the array it names in array, "" if
+ * detached). */
+enum c_probe c_probe(struct tfs_cache *c, char *array, size_t alen, char *why, size_t wlen);
+/* At start: opens the data file (c->fd; c->dfd with O_DIRECT, or -1) and
+ * the store (c->cs).  Returns 0 or -errno (logged). */
+int c_dir_open(struct tfs_cache *c);
+
+/* opts.c */
+
+/* The options into c's geometry, mode, policy and tunables (the ranges of
+ * the numbers were checked by tierfs.c; opts.c invariant 2).  Returns 0,
+ * or -EINVAL with one line in err. */
+int c_config(struct tfs_cache *c, const struct tfs_cache_opts *o, char *err, size_t errlen);
+
 /* One of f's extents gained (d > 0) or lost dirty sectors.  Under c->lock. */
 static inline void c_dirty_add(struct tfs_cache *c, struct cfile *f, int64_t d)
 {

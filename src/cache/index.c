@@ -125,7 +125,7 @@ uint64_t c_slot_off(const struct tfs_cache *c, uint32_t s)
 }
 
 /* ------------------------------------------------------------------ */
-/* The journal's queue of CDIRTY changes (invariant 3)                */
+/* The journal's queue of CDIRTY changes (invariant 3)                 */
 /* ------------------------------------------------------------------ */
 
 /* Note that fid now has (put) or no longer has writes only in the cache;
@@ -237,7 +237,7 @@ int c_journal_sync(struct tfs_cache *c)
 }
 
 /* ------------------------------------------------------------------ */
-/* Files                                                              */
+/* Files                                                               */
 /* ------------------------------------------------------------------ */
 
 struct cfile *c_file_find(struct tfs_cache *c, uint64_t fid)
@@ -593,7 +593,7 @@ struct uheat *c_uheat(struct tfs_cache *c, uint64_t key, uint32_t now)
 }
 
 /* ------------------------------------------------------------------ */
-/* What the tier knows of a file (the namespace asks, fs.h hooks)     */
+/* What the tier knows of a file (the namespace asks, fs.h hooks)      */
 /* ------------------------------------------------------------------ */
 
 bool tfs_cache_knows(struct tfs_fs *fs, struct tfs_inode *in)

@@ -26,7 +26,7 @@
  *     section, after waiting while the detach's gate is closed, and goes
  *     to the RAID once the cache is detached.  The detach closes the gate,
  *     waits for the writers inside, and flushes what they wrote before it
- *     unbinds (bind.c cache_detach).
+ *     unbinds (bind.c c_detach).
  *  6. An fsync makes durable, in this order, the data file and the
  *     store's records (one durability point), the journal's CDIRTY
  *     changes drained so far, then the file on the members

@@ -1,5 +1,12 @@
 /* Private to src/cache: the SSD tier's in-memory state, and what its
- * files call of each other.
+ * files call of each other.  The files, each opening with what it owns
+ * and its invariants: index.c (slots and their records, per-file
+ * records, the journal's CDIRTY queue, heat), request.c (a request's
+ * pieces, the file's snapshot), read.c (reads, the I/O thread's hits),
+ * write.c (writes of every mode, fsync), cut.c (truncate, punch, zero
+ * range, unlink), flush.c (flusher, promoter), bind.c (binding, set-up,
+ * start, stop, detach), store.c (the cache directory), opts.c (options),
+ * status.c (status and control), policy.c (eviction policies, pure).
  *
  * Locking: one mutex (c->lock) guards the index, the per-file lists, the
  * free list, the policy, the heat table and the counters; it is held for
@@ -9,9 +16,11 @@
  * c_alloc_slot), and the SSD write that zeroes part of a cached extent in
  * a cut (cut.c zero_extent).  Other I/O on a slot is fenced by flags on
  * its extent instead (index.c invariant 2, write.c invariants 1-2).  Lock
- * order: a file's flush lock (cfile.flock), then c->lock; the namespace's
- * locks (in->lock, row locks, io_gate) are only taken by the RAID calls,
- * made without c->lock.
+ * order: a file's flush lock (cfile.flock), then c->lock.  c->lock comes
+ * after in->lock (the namespace asks the tier for a file's size and dirty
+ * bytes under in->lock; the tier never takes in->lock under c->lock) and
+ * before fs->ilock (tfs_inode_ref/unref under c->lock); the row locks and
+ * io_gate are only taken by the RAID calls, made without c->lock.
  */
 #ifndef TIERFS_CACHE_I_H
 #define TIERFS_CACHE_I_H
@@ -339,7 +348,8 @@ int c_dir_open(struct tfs_cache *c);
  * or -EINVAL with one line in err. */
 int c_config(struct tfs_cache *c, const struct tfs_cache_opts *o, char *err, size_t errlen);
 
-/* One of f's extents gained (d > 0) or lost dirty sectors.  Under c->lock. */
+/* One of f's extents gained (d > 0) or lost dirty sectors: counts them
+ * in f and the cache.  Under c->lock. */
 static inline void c_dirty_add(struct tfs_cache *c, struct cfile *f, int64_t d)
 {
 	c->dirty_sectors += (uint64_t)d;
@@ -378,7 +388,9 @@ static inline unsigned c_heat_bump(struct tfs_cache *c, uint16_t *h, uint32_t *t
 	return v;
 }
 
-/* Sector bitmaps */
+/* Sector bitmaps of an extent: bm_set and bm_clear change [a, b);
+ * bm_test returns whether sector i is set, bm_all and bm_any_in whether
+ * all or any of [a, b) are, bm_any whether any is, bm_count how many. */
 static inline void bm_set(uint64_t *m, unsigned a, unsigned b)	/* [a, b) */
 {
 	for (unsigned i = a; i < b; i++)

@@ -29,9 +29,11 @@
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "tierfs/cache.h"
 #include "tierfs/cstore.h"
+#include "tierfs/hash.h"
 #include "tierfs/policy.h"
 
 #define C_SECTOR 4096u
@@ -177,13 +179,6 @@ struct piece {
 
 /* index.c: the slots, the files, the journal queue, heat */
 
-/* The monotonic clock (coarse) in 1/16 s: the unit of heat and write times. */
-uint32_t c_now(void);
-/* The mode now: an atomic load (tierctl cache_mode and detach change it). */
-enum tfs_cache_mode c_mode(const struct tfs_cache *c);
-/* The hash of extent (fid, idx): the key of the index, the policy, the
- * guards and the heat of extents not cached. */
-uint64_t c_ekey(uint64_t fid, uint64_t idx);
 /* The calling thread's 4K-aligned buffer of at least len bytes for an
  * extent's bytes (not tfs_iobuf's: index.c says why); its contents are
  * not kept when it grows.  NULL: no memory. */
@@ -193,8 +188,6 @@ void *c_buf(size_t len);
  * read past the file's end gives zeros.  Returns 0 or -errno (logged;
  * -ENOSPC stays -ENOSPC). */
 int c_ssd_io(struct tfs_cache *c, bool write, bool direct, void *buf, size_t len, uint64_t off);
-/* Where slot s starts in the data file. */
-uint64_t c_slot_off(const struct tfs_cache *c, uint32_t s);
 /* Apply the queued CDIRTY changes, in order (not under c->lock).  Returns
  * 0 or the -errno of the first that failed (logged once while it lasts;
  * it and those after it stay queued, index.c invariant 3). */
@@ -244,8 +237,6 @@ struct cfile *c_link_slot(struct tfs_cache *c, uint32_t s, uint64_t fid, uint64_
  * sectors uncounted); s is free now, or at its last unpin (dead).  Under
  * c->lock. */
 void c_unlink_slot(struct tfs_cache *c, uint32_t s);
-/* Drops a pin of s; the last pin of a dead slot frees it.  Under c->lock. */
-void c_unpin(struct tfs_cache *c, uint32_t s);
 /* Fills r with slot s's record for the store.  Under c->lock. */
 void c_record(const struct tfs_cache *c, uint32_t s, struct tfs_cext_rec *r);
 /* Applies n changes to the store (none: nothing).  Returns 0 or -errno
@@ -262,8 +253,6 @@ uint32_t c_alloc_slot(struct tfs_cache *c, uint64_t fid, uint64_t idx);
 void c_wait_idle(struct tfs_cache *c, struct cext *x);
 /* Gives up owning s (busy) and wakes those waiting.  Under c->lock. */
 void c_release_busy(struct tfs_cache *c, uint32_t s);
-/* Heat h as of time t, decayed to now (halved every halflife). */
-unsigned c_heat_now(const struct tfs_cache *c, uint16_t h, uint32_t t, uint32_t now);
 /* The heat entry of key (taken over if another key held it).  Under
  * c->lock. */
 struct uheat *c_uheat(struct tfs_cache *c, uint64_t key, uint32_t now);
@@ -354,6 +343,56 @@ static inline void c_dirty_add(struct tfs_cache *c, struct cfile *f, int64_t d)
 {
 	c->dirty_sectors += (uint64_t)d;
 	f->dsec += (uint64_t)d;
+}
+
+/* Small helpers of index.c, inline: the request paths call them under
+ * c->lock on every request (they were static in one file once). */
+
+/* The mode now: an atomic load (tierctl cache_mode and detach change it). */
+static inline enum tfs_cache_mode c_mode(const struct tfs_cache *c)
+{
+	return __atomic_load_n(&c->mode, __ATOMIC_ACQUIRE);
+}
+
+/* The monotonic clock (coarse) in 1/16 s: the unit of heat and write times. */
+static inline uint32_t c_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint32_t)(ts.tv_sec * 16 + ts.tv_nsec / (1000000000 / 16));
+}
+
+/* The hash of extent (fid, idx): the key of the index, the policy, the
+ * guards and the heat of extents not cached. */
+static inline uint64_t c_ekey(uint64_t fid, uint64_t idx)
+{
+	return tfs_mix64(fid * TFS_GOLDEN64 ^ tfs_mix64(idx + 1));
+}
+
+/* Where slot s starts in the data file. */
+static inline uint64_t c_slot_off(const struct tfs_cache *c, uint32_t s)
+{
+	return (uint64_t)s * c->extent;
+}
+
+/* Drops a pin of s; the last pin of a dead slot frees it.  Under c->lock. */
+static inline void c_unpin(struct tfs_cache *c, uint32_t s)
+{
+	struct cext *x = &c->e[s];
+
+	if (--x->pins == 0 && x->dead) {
+		x->dead = false;
+		c->freel[c->nfree++] = s;
+	}
+}
+
+/* Heat h as of time t, decayed to now (halved every halflife). */
+static inline unsigned c_heat_now(const struct tfs_cache *c, uint16_t h, uint32_t t, uint32_t now)
+{
+	uint32_t halves = (now - t) / c->halflife;
+
+	return halves >= 16 ? 0 : h >> halves;
 }
 
 /* The data file's fd for a transfer: the O_DIRECT one when asked and

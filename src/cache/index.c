@@ -55,27 +55,9 @@ bool tfs_cache_detached(const struct tfs_cache *c)
 	return __atomic_load_n(&c->detached, __ATOMIC_ACQUIRE);
 }
 
-enum tfs_cache_mode c_mode(const struct tfs_cache *c)
-{
-	return __atomic_load_n(&c->mode, __ATOMIC_ACQUIRE);
-}
-
 /* ------------------------------------------------------------------ */
 /* Small helpers                                                       */
 /* ------------------------------------------------------------------ */
-
-uint32_t c_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint32_t)(ts.tv_sec * 16 + ts.tv_nsec / (1000000000 / 16));
-}
-
-uint64_t c_ekey(uint64_t fid, uint64_t idx)
-{
-	return tfs_mix64(fid * TFS_GOLDEN64 ^ tfs_mix64(idx + 1));
-}
 
 /* Per-thread 4K-aligned scratch for an extent's bytes (scratch.c bounds
  * it).  The same mechanism as data.c's tfs_iobuf (a slot of scratch.c),
@@ -117,11 +99,6 @@ int c_ssd_io(struct tfs_cache *c, bool write, bool direct, void *buf, size_t len
 		done += (size_t)r;
 	}
 	return 0;
-}
-
-uint64_t c_slot_off(const struct tfs_cache *c, uint32_t s)
-{
-	return (uint64_t)s * c->extent;
 }
 
 /* ------------------------------------------------------------------ */
@@ -457,16 +434,6 @@ void c_unlink_slot(struct tfs_cache *c, uint32_t s)
 	}
 }
 
-void c_unpin(struct tfs_cache *c, uint32_t s)
-{
-	struct cext *x = &c->e[s];
-
-	if (--x->pins == 0 && x->dead) {
-		x->dead = false;
-		c->freel[c->nfree++] = s;
-	}
-}
-
 void c_record(const struct tfs_cache *c, uint32_t s, struct tfs_cext_rec *r)
 {
 	const struct cext *x = &c->e[s];
@@ -575,13 +542,6 @@ void c_release_busy(struct tfs_cache *c, uint32_t s)
 /* ------------------------------------------------------------------ */
 /* Heat                                                                */
 /* ------------------------------------------------------------------ */
-
-unsigned c_heat_now(const struct tfs_cache *c, uint16_t h, uint32_t t, uint32_t now)
-{
-	uint32_t halves = (now - t) / c->halflife;
-
-	return halves >= 16 ? 0 : h >> halves;
-}
 
 struct uheat *c_uheat(struct tfs_cache *c, uint64_t key, uint32_t now)
 {

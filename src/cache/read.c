@@ -9,8 +9,9 @@
  * Invariants:
  *  1. A read pins every slot it copies from, in the c->lock section that
  *     snapshots the slot's valid sectors, and unpins it after the copy; it
- *     never owns a slot (busy), so it never waits for a writer, a fill or
- *     the flusher (index.c invariant 2 keeps a pinned slot from reuse).
+ *     never owns a slot (busy) nor waits for a slot's owner (a writer, a
+ *     fill, an invalidation); index.c invariant 2 keeps a pinned slot
+ *     from reuse.
  *  2. A piece whose every sector is valid (in mode off: of an extent with
  *     dirty sectors) is read from the SSD alone.  Any other piece is read
  *     from the RAID, in one request over the span of the misses, and the

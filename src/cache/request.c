@@ -9,8 +9,8 @@
  * Invariants:
  *  1. A request's pieces are in extent order, one per extent, and cover
  *     [off, off+len) exactly; they live in the calling thread's scratch
- *     (scratch.c), so a request allocates nothing, and a thread has one
- *     request's pieces at a time.
+ *     (scratch.c), so a request allocates nothing, and nothing that runs
+ *     inside a request may cut another on the same thread.
  *  2. The identity and size a request runs on and its note in the
  *     sequential detector come from one in->lock section (c_file_snap); a
  *     file not loaded yet is loaded once (tfs_ns_load_file), and one still

@@ -29,8 +29,9 @@
  *     unbinds (bind.c c_detach).
  *  6. An fsync makes durable, in this order, the data file and the
  *     store's records (one durability point), the journal's CDIRTY
- *     changes drained so far, then the file on the members
- *     (tfs_raid_fsync); it fails if any of them failed (DESIGN §10.5).
+ *     changes drained so far, then, if both succeeded, the file on the
+ *     members (tfs_raid_fsync); it fails if any of them failed (DESIGN
+ *     §10.5).
  */
 #include <errno.h>
 #include <string.h>

@@ -1,12 +1,14 @@
 /* The SSD tier: hot extents of files kept in a cache directory.
  *
- * Sits between the namespace and the RAID layout: data.c sends every read
- * and write here when a cache is attached, and the cache sends what it
- * does not hold (or must also write) to the RAID (tfs_raid_read/write).
+ * Sits between the data path and the RAID: data/dispatch.c sends every
+ * read, write, fsync and zeroing fallocate here when a cache is attached,
+ * and the cache sends what it does not hold (or must also write) to the
+ * RAID (tfs_raid_read/write/fsync).
  * Extents are keyed by (file identity, extent index), so a cached extent
  * follows its file through renames and remounts.  docs/DESIGN.md §10 has
  * the layout of the cache directory, the LMDB schema, the request paths
- * and the crash-consistency argument.
+ * and the crash-consistency argument; src/cache/cache_i.h the files of
+ * the module and what each owns.
  */
 #ifndef TIERFS_CACHE_H
 #define TIERFS_CACHE_H
@@ -46,31 +48,43 @@ struct tfs_cache_opts {
 	.promote = 2, .halflife = 60.0, .dirty_low = 20, .dirty_high = 70 })
 
 /* The checks of the options that need no cache directory (geometry, mode,
- * policy, dirty levels): 0, or -EINVAL with one line in err.  Run before
- * anything is touched; tfs_cache_setup runs them again. */
+ * policy, dirty levels).  Run before anything is touched; tfs_cache_setup
+ * runs them again.  Returns 0 or -errno: -EINVAL with one line in err,
+ * -ENOMEM. */
 int tfs_cache_opts_check(const struct tfs_cache_opts *o, char *err, size_t errlen);
 
-/* Detached by tierctl detach: the array runs uncached. */
+/* Returns true once tierctl detach has unbound the cache: the array runs
+ * uncached. */
 bool tfs_cache_detached(const struct tfs_cache *c);
 
 /* Before the mount (the journal is open): check the cache directory and
  * its binding to this array, create or recreate it, or refuse with a
  * reason in err.  Also run when no cache is given (an array whose dirty
- * data lives in a cache cannot mount without it). */
+ * data lives in a cache cannot mount without it).  Returns 0 (fs->cache
+ * set if the cache is used; NULL without one, or on a read-only mount
+ * that cannot use it), or -errno with one line in err: -EBUSY (files
+ * have writes only in another cache, or in one not given: cache_discard
+ * gives them up), -EEXIST (the cache belongs to another array), -EROFS
+ * (cache_discard on a read-only mount), -EINVAL (an option), -EPERM (a
+ * user could swap the directory), -ENOMEM, or the journal's or the
+ * cache directory's error. */
 int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err,
 		    size_t errlen);
 /* The mount was refused after tfs_cache_setup (before tfs_cache_start):
- * remove what the set-up made and forget the cache (bind.c invariant 4). */
+ * removes what the set-up made and forgets the cache (bind.c invariant 4). */
 void tfs_cache_abandon(struct tfs_fs *fs);
 /* In the daemon: open the store, load the extent map, start the flusher
- * and the promoter. */
+ * and the promoter.  Returns 0 (also with no cache) or -errno: the data
+ * file's, the store's or the journal's, -ENOMEM, -EUCLEAN (the extent map
+ * names a slot twice or out of range), or -EAGAIN (a thread). */
 int tfs_cache_start(struct tfs_fs *fs);
-/* Clean unmount: stop the threads, save heat, mark the cache clean. */
+/* Clean unmount: stops the threads, saves heat, marks the cache clean
+ * (failures logged). */
 void tfs_cache_stop(struct tfs_fs *fs);
 
-/* Whether the cache holds every byte of [off, off+len) (up to the file's
- * size) at this moment, so tfs_cache_read would not touch the RAID; it
- * changes nothing (no heat, no statistics). */
+/* Returns true if the cache holds every byte of [off, off+len) (up to
+ * the file's size) at this moment, so tfs_cache_read would not touch the
+ * RAID; it changes nothing (no heat, no statistics). */
 bool tfs_cache_holds(struct tfs_fs *fs, struct tfs_inode *in, size_t len, uint64_t off);
 /* A read the cache holds whole, inside one extent: its slot stays pinned
  * from tfs_cache_hit_begin to tfs_cache_hit_end, and it is read by
@@ -87,54 +101,81 @@ enum tfs_hit {
 	TFS_HIT_NO,	/* inside one extent and not (wholly) cached: a miss */
 	TFS_HIT_UNSURE,	/* over extents, at the end, or file not loaded: ask tfs_cache_holds */
 };
-/* Only TFS_HIT changes anything. */
+/* Returns TFS_HIT, TFS_HIT_NO or TFS_HIT_UNSURE (above); only TFS_HIT
+ * changes anything. */
 enum tfs_hit tfs_cache_hit_begin(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 				 struct tfs_cache_hit *hit, size_t len, uint64_t off);
-/* Read the hit into buf (page-aligned): 0 or -errno. */
+/* Reads the hit into buf (page-aligned).  Returns 0 or -errno (logged). */
 int tfs_cache_hit_read(struct tfs_fs *fs, const struct tfs_cache_hit *hit, void *buf);
-/* The read is done (res: 0 or -errno; ring: by the I/O thread): unpin. */
+/* The read is done (res: 0 or -errno, logged here when ring; ring: by the
+ * I/O thread): unpins the slot. */
 void tfs_cache_hit_end(struct tfs_fs *fs, const struct tfs_cache_hit *hit, int res, bool ring);
+/* Reads [off, off+len) of in: hits from the SSD, the rest from the RAID
+ * in one request (cache/read.c).  Returns the bytes read (cut at the
+ * file's size, 0 at or past it), or -errno: the file's load, -ENOMEM, or
+ * the RAID's or the SSD's error. */
 ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void *buf,
 		       size_t len, uint64_t off);
-/* Whether tfs_cache_write of [off, off+len) would wait for the RAID or
+/* Returns true if tfs_cache_write of [off, off+len) would wait for the RAID or
  * for the flusher, as far as can be seen now: a mode other than
  * write-back, a sequential stream that bypasses, the writer throttle, or
  * a partial sector the cache does not hold.  It changes nothing. */
 bool tfs_cache_write_waits(struct tfs_fs *fs, struct tfs_inode *in, size_t len, uint64_t off);
+/* Writes [off, off+len) of in in the current mode (cache/write.c).
+ * Returns len (0 for len 0), or -errno: -EFBIG (off + len wraps),
+ * -ENOMEM, or the error of the file's load, the RAID, the SSD, the store
+ * or the journal (not acknowledged then: some of the bytes may have
+ * been written). */
 ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 			const void *buf, size_t len, uint64_t off);
-/* Make the file's data durable: on the SSD (write-back) and the members. */
+/* Makes the file's data durable: on the SSD (write-back) and the
+ * members.  Returns 0 or -errno: the store's durability point's, the
+ * journal sync's, or the members' (tfs_raid_fsync). */
 int tfs_cache_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync);
-/* Whether the SSD tier holds anything of the file (an extent, or a size
- * the members do not have yet). */
+/* Returns true if the SSD tier holds anything of the file (an extent, or
+ * a size the members do not have yet). */
 bool tfs_cache_knows(struct tfs_fs *fs, struct tfs_inode *in);
 /* [off, off+len) becomes zeros or goes away (truncate: len = UINT64_MAX;
  * 0: nothing yet): drop it from the cache and hold the flusher off the
  * file until tfs_cache_zero_end, after the members have changed too; that
  * drops [off, off+len) (a punch or zero range, once the members are
- * synced: cache.c invariant 8) and lets the flusher back. */
+ * synced: cut.c invariant 2) and lets the flusher back. */
 void tfs_cache_zero_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len);
+/* The members have changed too: drops [off, off+len) (0: nothing) and
+ * lets the flusher back on the file.  A store error is logged. */
 void tfs_cache_zero_end(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len);
-/* The file's last name is gone and nobody has it open: drop its extents. */
+/* The file's last name is gone and nobody has it open: drops its
+ * extents and its size (a store error is logged). */
 void tfs_cache_forget(struct tfs_fs *fs, uint64_t fid);
 /* A lookup met in (a regular file, loaded): if it has dirty extents not
  * found since a restart, the flusher can reach them now. */
 void tfs_cache_found(struct tfs_fs *fs, struct tfs_inode *in);
-/* Logical size the cache knows for fid (grown by cached writes), or 0. */
+/* Returns the logical size the cache knows for fid (grown by cached
+ * writes), or 0 (none, or no cache). */
 uint64_t tfs_cache_size(struct tfs_fs *fs, uint64_t fid);
 
-/* Bytes of fid's writes that only the cache holds (dirty sectors). */
+/* Returns the bytes of fid's writes that only the cache holds (its dirty
+ * sectors), 0 without a cache. */
 uint64_t tfs_cache_dirty_bytes(struct tfs_fs *fs, uint64_t fid);
 
-/* Control (user.tierfs.ctl): "flush", "cache_mode MODE", "detach". */
+/* Control (user.tierfs.ctl): "flush", "cache_mode MODE", "detach".
+ * Returns 0 or -errno with one line in err: -ENODEV (no cache attached),
+ * -EROFS (read-only mount), -EINVAL (an unknown command or mode), or the
+ * detach's (-EAGAIN: dirty files not found since a restart; the flush's
+ * error; the unbinding's). */
 int tfs_cache_ctl(struct tfs_fs *fs, const char *cmd, const char *arg, char *err,
 		  size_t errlen);
-/* cache.* lines of user.tierfs.status into buf; returns their length. */
+/* The cache.* lines of user.tierfs.status into buf (paths: the cache
+ * directory shown, else "-").  Returns their length, cut at len - 1. */
 int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths);
-/* Per-file user.tierfs.cache: cached and dirty bytes of in. */
+/* Per-file user.tierfs.cache: the fid, cached and dirty bytes of in.
+ * Returns the length written, or -errno: the file's load, -ERANGE (buf
+ * too small). */
 int tfs_cache_file_stats(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len);
 
+/* Returns the mode's name ("?" for a value that is not a mode). */
 const char *tfs_cache_mode_name(enum tfs_cache_mode m);
+/* Returns 0 with *m the mode named s, or -EINVAL (not a mode's name). */
 int tfs_cache_mode_parse(const char *s, enum tfs_cache_mode *m);
 
 #endif

@@ -1,11 +1,14 @@
-/* bind.c - the SSD tier's life: binding to the array, start, stop,
- * status and control.
+/* bind.c - the SSD tier's life: binding to the array, set-up, start,
+ * stop and detach.
  *
- * Owns: the cache directory as a whole (DIR/data, the preallocated slots;
- * DIR/meta, the LMDB store), the journal's record of which cache the array
- * is bound to and which files have writes only in it (DESIGN §10.2),
- * loading the index at start and saving heat at a clean stop, the cache.*
- * status lines and the user.tierfs.ctl cache commands.
+ * Owns: the journal's record of which cache the array is bound to and
+ * which files have writes only in it (DESIGN §10.2), as a mount reads it:
+ * whether the cache directory given is used, made anew or refused, and
+ * what cache_discard gives up (tfs_cache_setup, tfs_cache_abandon);
+ * loading the index from the store at start, saving heat and marking the
+ * cache clean at a clean stop; and detach (tierctl detach).  store.c has
+ * what is in the cache directory, opts.c the options, status.c the
+ * status lines and the control commands.
  *
  * Invariants:
  *  1. A cache is used only if the journal names it as the array's cache:
@@ -19,15 +22,15 @@
  *     as it found it, as far as it can: what set-up made (the directory,
  *     a new data file and extent map) is removed again (cache_unmake); a
  *     stale cache it wiped stays wiped (it would have been made anew).  The
- *     options are checked before (tfs_cache_opts_check), so a bad option
- *     makes nothing.
- *  5. The cache directory is root's, mode 0700, before anything in it is
- *     read or written, and no directory above it lets a user swap it.
+ *     options are checked before (tfs_cache_opts_check, opts.c), so a bad
+ *     option makes nothing.
+ *
+ * The cache directory is private before set-up reads it (store.c
+ * invariant 1); detach never leaves a write in the unbound cache
+ * (write.c invariant 5).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,37 +45,8 @@
 #include "tierfs/ns.h"
 #include "tierfs/walk.h"
 #include "tierfs/parse.h"
-#include "tierfs/secure.h"
 #include "tierfs/super.h"
 #include "cache_i.h"
-
-#define DEF_SIZE	(1ull << 30)
-#define DEF_EXTENT	(256u << 10)
-#define DATA_FILE	"data"
-#define META_DIR	"meta"
-#define STORE_VERSION	"1"
-
-static const char *const mode_names[] = {
-	[TFS_CACHE_WRITEBACK] = "writeback",
-	[TFS_CACHE_WRITETHROUGH] = "writethrough",
-	[TFS_CACHE_WRITEAROUND] = "writearound",
-	[TFS_CACHE_OFF] = "off",
-};
-
-const char *tfs_cache_mode_name(enum tfs_cache_mode m)
-{
-	return m <= TFS_CACHE_OFF ? mode_names[m] : "?";
-}
-
-int tfs_cache_mode_parse(const char *s, enum tfs_cache_mode *m)
-{
-	for (unsigned i = 0; i <= TFS_CACHE_OFF; i++)
-		if (strcmp(s, mode_names[i]) == 0) {
-			*m = (enum tfs_cache_mode)i;
-			return 0;
-		}
-	return -EINVAL;
-}
 
 /* ------------------------------------------------------------------ */
 /* Binding and set-up                                                  */
@@ -160,54 +134,15 @@ static int discard_lost(struct tfs_fs *fs, uint64_t ndirty)
 	return rc ? rc : journal_bind(fs, NULL);
 }
 
-static int path_of(char *out, size_t len, const char *dir, const char *name)
-{
-	return snprintf(out, len, "%s/%s", dir, name) >= (int)len ? -ENAMETOOLONG : 0;
-}
-
-/* Invariant 5: the directory is root's (secure.h). */
-static int cache_private(const char *dir, char *err, size_t errlen)
-{
-	int fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), rc;
-
-	if (fd < 0) {
-		snprintf(err, errlen, "cache %s: %s", dir, strerror(errno));
-		return -errno;
-	}
-	rc = tfs_dir_secure(fd, dir, "cache", err, errlen);
-	close(fd);
-	return rc;
-}
-
-static int cache_wipe(const char *dir);
-
 /* Remove what this mount's set-up made (invariant 4). */
 static void cache_unmake(struct tfs_cache *c)
 {
-	if (c->made_files && cache_wipe(c->dir))
+	if (c->made_files && c_dir_wipe(c->dir))
 		tfs_warn("cache %s: cannot remove the cache this refused mount made", c->dir);
 	if (c->made_dir && rmdir(c->dir))
 		tfs_warn("cache %s: cannot remove the directory this refused mount made: %s",
 			 c->dir, strerror(errno));
 	c->made_files = c->made_dir = false;
-}
-
-/* Remove what tierfs keeps in a cache directory (only its own names). */
-static int cache_wipe(const char *dir)
-{
-	char p[PATH_MAX];
-	static const char *const names[] = { META_DIR "/data.mdb", META_DIR "/lock.mdb",
-					     META_DIR "/log", META_DIR "/log.new", DATA_FILE };
-
-	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		if (path_of(p, sizeof(p), dir, names[i]))
-			return -ENAMETOOLONG;
-		if (unlink(p) && errno != ENOENT)
-			return -errno;
-	}
-	if (path_of(p, sizeof(p), dir, META_DIR) == 0 && rmdir(p) && errno != ENOENT)
-		return -errno;
-	return 0;
 }
 
 /* The kernel's boot id; TIERFS_BOOT_ID stands in for it in tests, which
@@ -230,180 +165,6 @@ static void boot_id(char *out, size_t len)
 	}
 }
 
-/* Make a new, empty cache in dir bound to this array. */
-static int cache_create(struct tfs_cache *c, char *err, size_t errlen)
-{
-	char p[PATH_MAX], v[32];
-	uint64_t bytes = (uint64_t)c->nslots * c->extent;
-	struct tfs_cstore *cs;
-	int fd, rc;
-
-	tfs_uuid_generate(c->uuid);
-	if (path_of(p, sizeof(p), c->dir, DATA_FILE))
-		return -ENAMETOOLONG;
-	fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "cache %s: cannot create %s: %s", c->dir, p, strerror(errno));
-		return rc;
-	}
-	/* preallocated: a full SSD must not surface as ENOSPC on a write */
-	rc = posix_fallocate(fd, 0, (off_t)bytes);
-	if (rc == EOPNOTSUPP || rc == EINVAL)
-		rc = ftruncate(fd, (off_t)bytes) ? errno : 0;
-	close(fd);
-	if (rc) {
-		snprintf(err, errlen, "cache %s: cannot allocate %" PRIu64 " bytes: %s", c->dir,
-			 bytes, strerror(rc));
-		unlink(p);
-		return -rc;
-	}
-	if (path_of(p, sizeof(p), c->dir, META_DIR))
-		return -ENAMETOOLONG;
-	rc = tfs_cstore_open(p, &cs);
-	if (rc) {
-		snprintf(err, errlen, "cache %s: cannot create its store: %s", c->dir, strerror(-rc));
-		return rc;
-	}
-	rc = tfs_cstore_info_set(cs, "version", STORE_VERSION);
-	if (rc == 0)
-		rc = tfs_cstore_info_set(cs, "array", c->fs->array->sb.uuid);
-	if (rc == 0)
-		rc = tfs_cstore_info_set(cs, "cache", c->uuid);
-	snprintf(v, sizeof(v), "%u", c->extent);
-	if (rc == 0)
-		rc = tfs_cstore_info_set(cs, "extent", v);
-	snprintf(v, sizeof(v), "%u", c->nslots);
-	if (rc == 0)
-		rc = tfs_cstore_info_set(cs, "slots", v);
-	if (rc == 0)
-		rc = tfs_cstore_info_set(cs, "clean", "1");
-	if (rc == 0)
-		rc = tfs_cstore_sync(cs);
-	tfs_cstore_close(cs);
-	if (rc)
-		snprintf(err, errlen, "cache %s: cannot write its store: %s", c->dir, strerror(-rc));
-	else
-		tfs_info("cache %s: created, %u slots of %u KiB", c->dir, c->nslots, c->extent >> 10);
-	return rc;
-}
-
-enum probe { P_EMPTY, P_CORRUPT, P_OK };
-
-/* What is in dir: nothing, something unreadable (why), or a cache whose
- * info lands in c (uuid, geometry) and *array. */
-static enum probe cache_probe(struct tfs_cache *c, char *array, size_t alen, char *why,
-			      size_t wlen)
-{
-	char p[PATH_MAX], v[256];
-	struct tfs_cstore *cs;
-	struct stat st;
-	bool meta, data;
-	uint64_t ext = 0, slots = 0;
-	int rc;
-
-	path_of(p, sizeof(p), c->dir, META_DIR);
-	meta = stat(p, &st) == 0;
-	path_of(p, sizeof(p), c->dir, DATA_FILE);
-	data = stat(p, &st) == 0;
-	if (!meta && !data)
-		return P_EMPTY;
-	if (!meta || !data) {
-		snprintf(why, wlen, "its %s is missing", meta ? "data file" : "extent map");
-		return P_CORRUPT;
-	}
-	path_of(p, sizeof(p), c->dir, META_DIR);
-	rc = tfs_cstore_open(p, &cs);
-	if (rc) {
-		snprintf(why, wlen, "its extent map cannot be read (%s)", strerror(-rc));
-		return P_CORRUPT;
-	}
-	rc = tfs_cstore_info_get(cs, "version", v, sizeof(v));
-	if (rc == 0 && strcmp(v, STORE_VERSION) != 0)
-		rc = -EPROTO;
-	if (rc == 0)
-		rc = tfs_cstore_info_get(cs, "array", array, alen);
-	if (rc == 0)
-		rc = tfs_cstore_info_get(cs, "cache", c->uuid, sizeof(c->uuid));
-	if (rc == 0 && (rc = tfs_cstore_info_get(cs, "extent", v, sizeof(v))) == 0)
-		ext = strtoull(v, NULL, 10);
-	if (rc == 0 && (rc = tfs_cstore_info_get(cs, "slots", v, sizeof(v))) == 0)
-		slots = strtoull(v, NULL, 10);
-	tfs_cstore_close(cs);
-	if (rc) {
-		snprintf(why, wlen, "its extent map is incomplete (%s)", strerror(-rc));
-		return P_CORRUPT;
-	}
-	if (ext < C_SECTOR || ext > C_SECTOR * 64 * TFS_CEXT_WORDS || (ext & (ext - 1)) ||
-	    slots == 0 || slots > UINT32_MAX / 2 || (uint64_t)st.st_size != ext * slots) {
-		snprintf(why, wlen, "its geometry is inconsistent (extent %" PRIu64 ", %" PRIu64
-			 " slots, data file %lld bytes)", ext, slots, (long long)st.st_size);
-		return P_CORRUPT;
-	}
-	c->extent = (uint32_t)ext;
-	c->nslots = (uint32_t)slots;
-	return P_OK;
-}
-
-/* Options into c (the ranges of the numbers were checked by tierfs.c);
- * returns 0 or -EINVAL with err set. */
-static int cache_config(struct tfs_cache *c, const struct tfs_cache_opts *o, char *err,
-			size_t errlen)
-{
-	uint64_t ext = o->extent ? o->extent : DEF_EXTENT, size = o->size ? o->size : DEF_SIZE;
-	char b1[32], b2[32], b3[32];
-
-	if (ext < C_SECTOR || ext > C_SECTOR * 64 * TFS_CEXT_WORDS || (ext & (ext - 1))) {
-		snprintf(err, errlen, "cache_extent=%s: a power of two from 4K to 1M",
-			 tfs_fmt_size(ext, b1, sizeof(b1)));
-		return -EINVAL;
-	}
-	c->extent = (uint32_t)ext;
-	if (size / ext < 16 || size / ext > UINT32_MAX / 2) {
-		snprintf(err, errlen, "cache_size=%s: from 16 extents (%s) to %u extents of %s",
-			 tfs_fmt_size(size, b1, sizeof(b1)), tfs_fmt_size(ext * 16, b2, sizeof(b2)),
-			 UINT32_MAX / 2, tfs_fmt_size(ext, b3, sizeof(b3)));
-		return -EINVAL;
-	}
-	c->nslots = (uint32_t)(size / ext);
-	c->seq_cutoff = o->seq_cutoff;
-	c->mode = TFS_CACHE_WRITEBACK;
-	if (o->mode && tfs_cache_mode_parse(o->mode, &c->mode)) {
-		snprintf(err, errlen, "cache_mode=%s: writeback, writethrough, writearound or off",
-			 o->mode);
-		return -EINVAL;
-	}
-	c->policy_kind = TFS_POLICY_S3FIFO;
-	if (o->policy && tfs_policy_parse(o->policy, &c->policy_kind)) {
-		snprintf(err, errlen, "cache_policy=%s: lru or s3fifo", o->policy);
-		return -EINVAL;
-	}
-	c->promote = o->promote;			/* 1 to 65535 */
-	c->halflife = (uint32_t)(o->halflife * 16);	/* 1 to 604800 s, in 1/16 s */
-	c->dirty_low = o->dirty_low;
-	c->dirty_high = o->dirty_high;
-	if (c->dirty_low >= c->dirty_high) {	/* each in range, but not together */
-		snprintf(err, errlen, "cache_dirty_low=%u, cache_dirty_high=%u: 0 <= low < high <= 100",
-			 c->dirty_low, c->dirty_high);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-int tfs_cache_opts_check(const struct tfs_cache_opts *o, char *err, size_t errlen)
-{
-	struct tfs_cache *c = calloc(1, sizeof(*c));
-	int rc;
-
-	if (!c) {
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	rc = cache_config(c, o, err, errlen);
-	free(c);
-	return rc;
-}
-
 /* What the namespace needs from the tier (fs.h): it calls nothing else. */
 static const struct tfs_tier_hooks tier_hooks = {
 	.holds = tfs_cache_knows,
@@ -422,7 +183,7 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 	struct bound bd = { 0 };
 	uint64_t ndirty = 0, a, b;
 	char array[256] = "", why[512] = "";
-	enum probe pr;
+	enum c_probe pr;
 	bool bound, discarded = false;
 	int rc;
 
@@ -465,13 +226,13 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 		rc = -errno;
 		goto fail;
 	}
-	rc = cache_private(c->dir, err, errlen);
+	rc = c_dir_private(c->dir, err, errlen);
 	if (rc == 0)
-		rc = cache_config(c, o, err, errlen);
+		rc = c_config(c, o, err, errlen);
 	if (rc)
 		goto fail;
-	pr = cache_probe(c, array, sizeof(array), why, sizeof(why));
-	if (pr == P_OK && strcmp(array, fs->array->sb.uuid) != 0) {
+	pr = c_probe(c, array, sizeof(array), why, sizeof(why));
+	if (pr == C_PROBE_OK && strcmp(array, fs->array->sb.uuid) != 0) {
 		if (array[0]) {
 			snprintf(err, errlen, "cache %s belongs to array %s, not to this array "
 				 "(%s): give another directory, or detach it from its array first",
@@ -479,11 +240,11 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 			rc = -EEXIST;
 			goto fail;
 		}
-		pr = P_CORRUPT;	/* detached from its array: free to reuse */
+		pr = C_PROBE_CORRUPT;	/* detached from its array: free to reuse */
 		snprintf(why, sizeof(why), "it was detached");
 	}
 	uuid_pair(c->uuid, &a, &b);
-	bound = pr == P_OK && bd.n == 1 && bd.a == a && bd.b == b;
+	bound = pr == C_PROBE_OK && bd.n == 1 && bd.a == a && bd.b == b;
 	if (!bound && ndirty) {
 		if (!o->discard) {
 			snprintf(err, errlen, "%" PRIu64 " files have writes that are only in the "
@@ -510,18 +271,18 @@ int tfs_cache_setup(struct tfs_fs *fs, const struct tfs_cache_opts *o, char *err
 		goto fail_quiet;
 	}
 	if (!bound) {
-		if (pr == P_CORRUPT)
+		if (pr == C_PROBE_CORRUPT)
 			tfs_warn("cache %s: %s; made anew (%s)", c->dir, why, discarded
 				 ? "the writes only it held are given up: cache_discard"
 				 : "no dirty data was in it");
-		else if (pr == P_OK)
+		else if (pr == C_PROBE_OK)
 			tfs_warn("cache %s is stale (the array ran without it): emptied", c->dir);
-		rc = cache_config(c, o, err, errlen);	/* probe may have set geometry */
+		rc = c_config(c, o, err, errlen);	/* probe may have set geometry */
 		if (rc == 0)
-			rc = cache_wipe(c->dir);
+			rc = c_dir_wipe(c->dir);
 		if (rc == 0) {
 			c->made_files = true;
-			rc = cache_create(c, err, errlen);
+			rc = c_create(c, err, errlen);
 		}
 		if (rc == 0)
 			rc = journal_bind(fs, c->uuid);
@@ -707,7 +468,7 @@ int tfs_cache_start(struct tfs_fs *fs)
 {
 	struct tfs_cache *c = fs->cache;
 	struct loader ld = { .c = c };
-	char p[PATH_MAX], v[64], boot[64];
+	char v[64], boot[64];
 	int rc;
 
 	if (!c)
@@ -717,19 +478,9 @@ int tfs_cache_start(struct tfs_fs *fs)
 	pthread_cond_init(&c->cond, NULL);
 	pthread_cond_init(&c->fcond, NULL);
 	pthread_cond_init(&c->pcond, NULL);
-	path_of(p, sizeof(p), c->dir, DATA_FILE);
-	c->fd = open(p, (c->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-	if (c->fd < 0) {
-		tfs_err("cache %s: %s: %s", c->dir, p, strerror(errno));
-		return -errno;
-	}
-	c->dfd = open(p, (c->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_DIRECT);
-	path_of(p, sizeof(p), c->dir, META_DIR);
-	rc = tfs_cstore_open(p, &c->cs);
-	if (rc) {
-		tfs_err("cache %s: extent map: %s", c->dir, strerror(-rc));
+	rc = c_dir_open(c);
+	if (rc)
 		return rc;
-	}
 	c->e = calloc(c->nslots, sizeof(*c->e));
 	c->hmask = pow2_at_least(c->nslots) - 1;
 	c->htab = malloc((size_t)(c->hmask + 1) * sizeof(*c->htab));
@@ -857,112 +608,14 @@ void tfs_cache_stop(struct tfs_fs *fs)
 }
 
 /* ------------------------------------------------------------------ */
-/* Statistics and control                                              */
+/* Detach                                                              */
 /* ------------------------------------------------------------------ */
-
-int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
-{
-	struct tfs_cache *c = fs->cache;
-	unsigned hot = 0, warm = 0, cold = 0;
-	uint32_t now = c_now();
-	struct cstats st;
-	uint64_t dirty;
-	uint32_t used, ndirty, unresolved;
-	enum tfs_cache_mode mode;
-	bool flushing, flush_unresolved;
-	char ferr[96] = "";
-	int l, flush_err;
-
-	if (!c || c->detached)
-		return snprintf(buf, len, "cache=none\n");
-	pthread_mutex_lock(&c->lock);
-	for (uint32_t s = 0; s < c->nslots; s++) {
-		unsigned h;
-
-		if (!c->e[s].used)
-			continue;
-		h = c_heat_now(c, c->e[s].heat, c->e[s].heat_t, now);
-		if (h >= 2 * c->promote)
-			hot++;
-		else if (h >= c->promote)
-			warm++;
-		else
-			cold++;
-	}
-	st = c->st;
-	dirty = c->dirty_sectors * C_SECTOR;
-	used = c->nused;
-	ndirty = c->ndirty;
-	unresolved = c->unresolved;
-	flushing = c->flush_req != c->flush_done;
-	flush_err = c->flush_err;
-	flush_unresolved = c->flush_unresolved;
-	mode = c_mode(c);
-	pthread_mutex_unlock(&c->lock);
-	if (flush_err)
-		snprintf(ferr, sizeof(ferr), "%s", strerror(-flush_err));
-	else if (flush_unresolved && unresolved)
-		snprintf(ferr, sizeof(ferr), "%u files with dirty data not found since the restart",
-			 unresolved);
-	l = snprintf(buf, len,
-		     "cache=%s\ncache.uuid=%s\ncache.mode=%s\ncache.policy=%s\n"
-		     "cache.extent=%u\ncache.slots=%u\ncache.size=%" PRIu64 "\n"
-		     "cache.cached_extents=%u\ncache.dirty_extents=%u\ncache.dirty_bytes=%" PRIu64 "\n"
-		     "cache.hot_extents=%u\ncache.warm_extents=%u\ncache.cold_extents=%u\n"
-		     "cache.read_hits=%" PRIu64 "\ncache.read_misses=%" PRIu64 "\n"
-		     "cache.read_hit_bytes=%" PRIu64 "\ncache.read_miss_bytes=%" PRIu64 "\n"
-		     "cache.ring_hits=%" PRIu64 "\n"
-		     "cache.write_hits=%" PRIu64 "\ncache.write_misses=%" PRIu64 "\n"
-		     "cache.write_around=%" PRIu64 "\ncache.seq_bypass=%" PRIu64 "\n"
-		     "cache.promotions=%" PRIu64 "\ncache.promote_dropped=%" PRIu64 "\n"
-		     "cache.evictions=%" PRIu64 "\ncache.invalidations=%" PRIu64 "\n"
-		     "cache.fills=%" PRIu64 "\ncache.flushed_bytes=%" PRIu64 "\n"
-		     "cache.flush_writes=%" PRIu64 "\ncache.full_stripe_flushes=%" PRIu64 "\n"
-		     "cache.throttled=%" PRIu64 "\ncache.flush_pending=%d\n"
-		     "cache.unresolved_files=%u\ncache.promote_threshold=%u\n"
-		     "cache.seq_cutoff=%" PRIu64 "\ncache.dirty_low=%u\ncache.dirty_high=%u\n"
-		     "cache.flush_error=%s\n",
-		     paths ? c->dir : "-", c->uuid, tfs_cache_mode_name(mode), tfs_policy_name(c->policy_kind),
-		     c->extent, c->nslots, (uint64_t)c->nslots * c->extent,
-		     used, ndirty, dirty, hot, warm, cold,
-		     st.read_hits, st.read_misses, st.read_hit_bytes, st.read_miss_bytes,
-		     st.ring_hits,
-		     st.write_hits, st.write_misses, st.write_around, st.seq_bypass,
-		     st.promotions, st.promote_dropped, st.evictions, st.invalidations,
-		     st.fills, st.flushed_bytes, st.flush_writes, st.full_stripe_flushes,
-		     st.throttled, flushing, unresolved, c->promote, c->seq_cutoff,
-		     c->dirty_low, c->dirty_high, ferr);
-	return l < 0 ? 0 : (size_t)l >= len ? (int)len - 1 : l;
-}
-
-int tfs_cache_file_stats(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len)
-{
-	struct tfs_cache *c = fs->cache;
-	uint64_t cached = 0, dirty = 0;
-	struct cfile *f;
-	int rc = tfs_ns_load_file(fs, in);
-
-	if (rc)
-		return rc;
-	if (c && !c->detached) {
-		pthread_mutex_lock(&c->lock);
-		f = c_file_find(c, in->fid);
-		for (uint32_t s = f ? f->head : C_NONE; s != C_NONE; s = c->e[s].fnext) {
-			cached += (uint64_t)bm_count(c->e[s].valid) * C_SECTOR;
-			dirty += (uint64_t)bm_count(c->e[s].dirty) * C_SECTOR;
-		}
-		pthread_mutex_unlock(&c->lock);
-	}
-	rc = snprintf(buf, len, "fid=%" PRIu64 "\ncached_bytes=%" PRIu64 "\ndirty_bytes=%" PRIu64
-		      "\n", in->fid, cached, dirty);
-	return rc >= (int)len ? -ERANGE : rc;
-}
 
 /* Detach: everything flushed, the cache emptied and unbound, the array
  * uncached from now on.  A write that read the mode before it either ends
  * before the last flush (which takes what it wrote) or waits at the gate
- * and then goes to the RAID (cache.c invariant 8). */
-static int cache_detach(struct tfs_cache *c, char *err, size_t errlen)
+ * and then goes to the RAID (write.c invariant 5). */
+int c_detach(struct tfs_cache *c, char *err, size_t errlen)
 {
 	bool stopped = false;
 	int rc;
@@ -1027,42 +680,3 @@ static int cache_detach(struct tfs_cache *c, char *err, size_t errlen)
 	return rc;
 }
 
-int tfs_cache_ctl(struct tfs_fs *fs, const char *cmd, const char *arg, char *err,
-		  size_t errlen)
-{
-	struct tfs_cache *c = fs->cache;
-	enum tfs_cache_mode m;
-
-	if (!c || c->detached) {
-		snprintf(err, errlen, "no cache is attached (mount with -o cache=DIR)");
-		return -ENODEV;
-	}
-	if (c->readonly) {
-		snprintf(err, errlen, "the mount is read-only");
-		return -EROFS;
-	}
-	if (strcmp(cmd, "flush") == 0) {
-		pthread_mutex_lock(&c->lock);
-		c_flush_request(c);
-		pthread_mutex_unlock(&c->lock);
-		return 0;
-	}
-	if (strcmp(cmd, "cache_mode") == 0) {
-		if (!arg || tfs_cache_mode_parse(arg, &m)) {
-			snprintf(err, errlen, "cache_mode: writeback, writethrough, writearound or off");
-			return -EINVAL;
-		}
-		__atomic_store_n(&c->mode, m, __ATOMIC_RELEASE);
-		tfs_info("cache %s: mode %s", c->dir, tfs_cache_mode_name(m));
-		if (m != TFS_CACHE_WRITEBACK) {	/* leaving write-back: drain */
-			pthread_mutex_lock(&c->lock);
-			c_flush_request(c);
-			pthread_mutex_unlock(&c->lock);
-		}
-		return 0;
-	}
-	if (strcmp(cmd, "detach") == 0)
-		return cache_detach(c, err, errlen);
-	snprintf(err, errlen, "unknown cache command '%s' (flush, cache_mode MODE, detach)", cmd);
-	return -EINVAL;
-}

@@ -1,23 +1,39 @@
-/* Private to src/cache: the SSD tier's in-memory state.
+/* Private to src/cache: the SSD tier's in-memory state, and what its
+ * files call of each other.  The files, each opening with what it owns
+ * and its invariants: index.c (slots and their records, per-file
+ * records, the journal's CDIRTY queue, heat), request.c (a request's
+ * pieces, the file's snapshot), read.c (reads, the I/O thread's hits),
+ * write.c (writes of every mode, fsync), cut.c (truncate, punch, zero
+ * range, unlink), flush.c (flusher, promoter), bind.c (binding, set-up,
+ * start, stop, detach), store.c (the cache directory), opts.c (options),
+ * status.c (status and control), policy.c (eviction policies, pure).
  *
  * Locking: one mutex (c->lock) guards the index, the per-file lists, the
  * free list, the policy, the heat table and the counters; it is held for
- * bookkeeping, and across I/O in two places only: the store commit of an
- * eviction batch (cache.c evict_some) and the SSD write that zeroes
- * part of a cached extent in a cut (zero_extent).  Other I/O on a slot is
- * fenced by flags on its extent instead (cache.c invariants 2-4).  Lock order: a file's flush
- * lock (cfile.flock), then c->lock; the namespace's locks (in->lock, row
- * locks, io_gate) are only taken by the RAID calls, made without c->lock.
+ * bookkeeping, and across I/O in three places only: the store commit of
+ * an eviction batch (index.c evict_some), the store's durability point
+ * before a slot freed since the last one is handed out (index.c
+ * c_alloc_slot), and the SSD write that zeroes part of a cached extent in
+ * a cut (cut.c zero_extent).  Other I/O on a slot is fenced by flags on
+ * its extent instead (index.c invariant 2, write.c invariants 1-2).  Lock
+ * order: a file's flush lock (cfile.flock), then c->lock.  c->lock comes
+ * after in->lock (the namespace asks the tier for a file's size and dirty
+ * bytes under in->lock; the tier never takes in->lock under c->lock) and
+ * before fs->ilock (tfs_inode_ref/unref under c->lock); the row locks and
+ * io_gate are only taken by the RAID calls, made without c->lock.
  */
 #ifndef TIERFS_CACHE_I_H
 #define TIERFS_CACHE_I_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "tierfs/cache.h"
 #include "tierfs/cstore.h"
+#include "tierfs/hash.h"
 #include "tierfs/policy.h"
 
 #define C_SECTOR 4096u
@@ -103,7 +119,7 @@ struct tfs_cache {
 	struct cext *e;			/* [nslots] */
 	uint32_t *htab, hmask;
 	uint32_t *freel, nfree;
-	uint32_t free_synced;		/* cache.c invariant 1 */
+	uint32_t free_synced;		/* index.c invariant 1 */
 	struct tfs_policy *pol;
 	struct cfile **ftab;
 	uint32_t fmask, nfiles;
@@ -132,7 +148,7 @@ struct tfs_cache {
 	int resolve_err;
 	uint64_t resolve_req;
 	/* detach (bind.c): writes inside tfs_cache_write; gate closed: new
-	 * ones wait until the detach is decided (cache.c invariant 8) */
+	 * ones wait until the detach is decided (write.c invariant 5) */
 	unsigned writers;
 	bool gate;
 	uint64_t jgen;			/* journal generation after the last CDIRTY change */
@@ -149,61 +165,271 @@ struct tfs_cache {
 	pthread_cond_t pcond;
 };
 
-/* cache.c */
-uint32_t c_now(void);
-enum tfs_cache_mode c_mode(const struct tfs_cache *c);
-unsigned c_heat_now(const struct tfs_cache *c, uint16_t h, uint32_t t, uint32_t now);
-struct cfile *c_file_get(struct tfs_cache *c, uint64_t fid);
-/* Put free slot s in the index for (fid, idx); NULL: no memory. */
-struct cfile *c_link_slot(struct tfs_cache *c, uint32_t s, uint64_t fid, uint64_t idx);
-struct cfile *c_file_find(struct tfs_cache *c, uint64_t fid);
-void c_wait_idle(struct tfs_cache *c, struct cext *x);
-void c_unpin(struct tfs_cache *c, uint32_t s);
-void c_record(const struct tfs_cache *c, uint32_t s, struct tfs_cext_rec *r);
-int c_commit(struct tfs_cache *c, struct tfs_cstore_op *ops, unsigned n);
-uint64_t c_ekey(uint64_t fid, uint64_t idx);
-uint64_t c_slot_off(const struct tfs_cache *c, uint32_t s);
-uint32_t c_lookup(struct tfs_cache *c, uint64_t fid, uint64_t idx);
-void c_release_busy(struct tfs_cache *c, uint32_t s);
-void c_unlink_slot(struct tfs_cache *c, uint32_t s);
-/* Extent x of f became clean (flushed, zeroed or dropped). */
-void c_file_cleaned(struct tfs_cache *c, struct cfile *f, const struct cext *x);
-/* A "flush everything" request: it is done when every extent dirty now is
- * clean (writes after it do not hold it up).  Under c->lock. */
-void c_flush_request(struct tfs_cache *c);
-void c_file_maybe_free(struct tfs_cache *c, struct cfile *f);
-/* f with a reference and its flush lock held (made if need be), or NULL */
-struct cfile *c_file_hold(struct tfs_cache *c, uint64_t fid);
-void c_file_unhold(struct tfs_cache *c, struct cfile *f);
-/* Zero or drop [off, off+len) of f's extents; caller holds f (c_file_hold).
- * 0, or the store's error (logged; the dropped slots stay, empty). */
-int c_zero_file(struct tfs_cache *c, struct cfile *f, uint64_t off, uint64_t len, bool trunc);
-int c_ssd_io(struct tfs_cache *c, bool write, bool direct, void *buf, size_t len, uint64_t off);
+/* A request is cut at extent boundaries; one piece per extent (request.c). */
+struct piece {
+	struct tfs_cext_rec rec;	/* its record, when one is committed */
+	uint64_t idx, a, b;		/* logical [a, b) */
+	uint32_t slot;			/* pinned or owned slot, or C_NONE */
+	uint64_t valid[TFS_CEXT_WORDS];	/* snapshot when pinned */
+	uint8_t act;
+	bool full;			/* read: every sector valid */
+	bool promote;
+	bool fresh;			/* write: slot allocated for it (no record yet) */
+};
+
+/* index.c: the slots, the files, the journal queue, heat */
+
+/* The calling thread's 4K-aligned buffer of at least len bytes for an
+ * extent's bytes (not tfs_iobuf's: index.c says why); its contents are
+ * not kept when it grows.  NULL: no memory. */
 void *c_buf(size_t len);
-/* Apply the queued CDIRTY changes and sync the journal: 0 or -errno. */
-int c_journal_sync(struct tfs_cache *c);
-/* Apply the queued CDIRTY changes (not under c->lock): 0, or the error of
- * the first that failed (it and those after it stay queued). */
+/* One transfer of len bytes at off in the data file, on the O_DIRECT fd
+ * when direct and aligned; EINTR and short transfers are continued, and a
+ * read past the file's end gives zeros.  Returns 0 or -errno (logged;
+ * -ENOSPC stays -ENOSPC). */
+int c_ssd_io(struct tfs_cache *c, bool write, bool direct, void *buf, size_t len, uint64_t off);
+/* Apply the queued CDIRTY changes, in order (not under c->lock).  Returns
+ * 0 or the -errno of the first that failed (logged once while it lasts;
+ * it and those after it stay queued, index.c invariant 3). */
 int c_journal_drain(struct tfs_cache *c);
+/* Apply the queued CDIRTY changes and sync the journal up to them (not
+ * under c->lock).  Returns 0 or -errno: the drain's, else the sync's
+ * (logged once while it lasts). */
+int c_journal_sync(struct tfs_cache *c);
+/* fid's file record, or NULL.  Under c->lock. */
+struct cfile *c_file_find(struct tfs_cache *c, uint64_t fid);
+/* fid's file record, made (empty) if there is none.  NULL: no memory.
+ * Under c->lock. */
+struct cfile *c_file_get(struct tfs_cache *c, uint64_t fid);
+/* Frees f if nothing refers to it any more (no extent, reference, size or
+ * dirty extent), letting go of its inode and queueing the removal of its
+ * journal entry.  Under c->lock. */
+void c_file_maybe_free(struct tfs_cache *c, struct cfile *f);
+/* Extent x of f got its first dirty sector (a request on in): counts it,
+ * wakes the flusher at the low watermark, keeps in for the flusher and
+ * queues f's journal entry if f has none.  Under c->lock. */
+void c_file_dirtied(struct tfs_cache *c, struct cfile *f, struct cext *x, struct tfs_inode *in);
+/* in is f's inode (a request on it): if f is dirty with no inode yet, the
+ * flusher gets in (referenced), and a file unresolved since a restart is
+ * resolved.  Under c->lock. */
+void c_file_attach(struct tfs_cache *c, struct cfile *f, struct tfs_inode *in);
+/* A "flush everything" request: it is done when every extent dirty now is
+ * clean (writes after it do not hold it up).  Wakes the flusher.  Under
+ * c->lock. */
+void c_flush_request(struct tfs_cache *c);
+/* Extent x of f became clean (flushed, zeroed or dropped): uncounts it;
+ * at f's last, queues the removal of f's journal entry and lets go of its
+ * inode.  Wakes those waiting on c->cond.  Under c->lock. */
+void c_file_cleaned(struct tfs_cache *c, struct cfile *f, const struct cext *x);
+/* fid's file record (made if need be) with a reference and its flush lock
+ * held: the flusher and the promoter stay off the file until
+ * c_file_unhold.  NULL: no memory.  Not under c->lock. */
+struct cfile *c_file_hold(struct tfs_cache *c, uint64_t fid);
+/* Lets go of c_file_hold's flush lock and reference (f may be freed). */
+void c_file_unhold(struct tfs_cache *c, struct cfile *f);
+/* The slot holding extent (fid, idx), or C_NONE.  Under c->lock. */
+uint32_t c_lookup(struct tfs_cache *c, uint64_t fid, uint64_t idx);
+/* Puts free slot s in the index for (fid, idx), in the policy and at the
+ * head of its file's list.  Returns the file's record; NULL: no memory
+ * (s untouched).  Under c->lock. */
+struct cfile *c_link_slot(struct tfs_cache *c, uint32_t s, uint64_t fid, uint64_t idx);
+/* Takes s out of the index, the policy and its file's list (its dirty
+ * sectors uncounted); s is free now, or at its last unpin (dead).  Under
+ * c->lock. */
+void c_unlink_slot(struct tfs_cache *c, uint32_t s);
+/* Fills r with slot s's record for the store.  Under c->lock. */
+void c_record(const struct tfs_cache *c, uint32_t s, struct tfs_cext_rec *r);
+/* Applies n changes to the store (none: nothing).  Returns 0 or -errno
+ * (logged). */
+int c_commit(struct tfs_cache *c, struct tfs_cstore_op *ops, unsigned n);
+/* A free slot for (fid, idx), linked and busy (the caller fills it):
+ * evicts clean slots when none is free, and makes a durability point
+ * first when the slot was freed since the last (index.c invariant 1).
+ * Returns the slot, or C_NONE: every slot dirty or in use, no memory, or
+ * the durability point failed (logged).  Under c->lock. */
 uint32_t c_alloc_slot(struct tfs_cache *c, uint64_t fid, uint64_t idx);
+/* Waits until nobody owns x (busy), then owns it.  c->lock is let go while
+ * it waits: the slot may hold another extent after.  Under c->lock. */
+void c_wait_idle(struct tfs_cache *c, struct cext *x);
+/* Gives up owning s (busy) and wakes those waiting.  Under c->lock. */
+void c_release_busy(struct tfs_cache *c, uint32_t s);
+/* The heat entry of key (taken over if another key held it).  Under
+ * c->lock. */
+struct uheat *c_uheat(struct tfs_cache *c, uint64_t key, uint32_t now);
+
+/* request.c: a request's pieces and the file's snapshot */
+
+/* The pieces of [off, off+len) (len > 0), *np of them, and in *ops
+ * (unless ops is NULL) room for one store op per piece plus one: the
+ * calling thread's arrays (request.c invariant 1).  NULL: no memory. */
+struct piece *c_pieces_of(struct tfs_cache *c, uint64_t off, uint64_t len, unsigned *np,
+			  struct tfs_cstore_op **ops);
+/* Notes [off, off+len) in the file's sequential-stream detector.  Returns
+ * true if it continues a run that reached the cutoff.  Under in->lock. */
+bool c_seq_note(const struct tfs_cache *c, struct tfs_inode *in, uint64_t off, uint64_t len);
+/* The file's fid and logical size, and in *seq whether [off, off+len)
+ * continues a sequential run past the cutoff (noted), in one in->lock
+ * section, the file loaded first if need be.  Returns 0 or -errno: the
+ * load's, or -EIO (not a regular file on the primary any more). */
+int c_file_snap(struct tfs_cache *c, struct tfs_inode *in, uint64_t off, uint64_t len,
+		uint64_t *fid, uint64_t *size, bool *seq);
+
+/* cut.c */
+
+/* Zeroes or drops [off, off+len) of f's cached extents; trunc: the size
+ * record goes too.  The caller holds f (c_file_hold).  Returns 0 or
+ * -errno: -ENOMEM, or the store's (logged; the dropped slots stay,
+ * empty). */
+int c_zero_file(struct tfs_cache *c, struct cfile *f, uint64_t off, uint64_t len, bool trunc);
 
 /* flush.c */
+
+/* Starts the flusher and the promoters.  Returns 0 or -EAGAIN (a thread
+ * could not be made; those made are stopped again). */
 int c_threads_start(struct tfs_cache *c);
+/* Stops and joins the flusher and the promoters, if running. */
 void c_threads_stop(struct tfs_cache *c);
+/* Queues a promotion of extent idx of in (opened for it, released if the
+ * queue is full: counted as dropped).  Not under c->lock. */
 void c_promote_queue(struct tfs_cache *c, struct tfs_inode *in, uint64_t idx);
-/* The heat entry of key (taken over if another key held it); c->lock. */
-struct uheat *c_uheat(struct tfs_cache *c, uint64_t key, uint32_t now);
-/* Flush everything dirty now; waits.  Returns 0 or -errno. */
+/* Flushes everything dirty now and waits.  Returns 0 or -errno: the
+ * flusher's last error, or -EIO if dirty extents remain (the threads
+ * stopped, or files not found since a restart). */
 int c_flush_all(struct tfs_cache *c);
 
-/* One of f's extents gained (d > 0) or lost dirty sectors.  Under c->lock. */
+/* bind.c */
+
+/* Detach (tierctl detach): flushes everything, empties the cache and
+ * unbinds it; the array runs uncached from then on (write.c invariant 5).
+ * Returns 0, or -errno with one line in err: -EAGAIN (dirty files not
+ * found since a restart) or the flush's error, the cache staying attached
+ * in mode off; or the unbinding's, the cache emptied. */
+int c_detach(struct tfs_cache *c, char *err, size_t errlen);
+
+/* store.c: the cache directory */
+
+enum c_probe { C_PROBE_EMPTY, C_PROBE_CORRUPT, C_PROBE_OK };
+/* Refuses dir if a user could swap it, else makes it root's (with a
+ * warning) if it was not (store.c invariant 1).  Returns 0 or -errno
+ * (-EPERM: a user could swap it) with one line in err. */
+int c_dir_private(const char *dir, char *err, size_t errlen);
+/* Removes what tierfs keeps in dir, and only that (store.c invariant 2);
+ * what is not there is no error.  Returns 0 or -errno. */
+int c_dir_wipe(const char *dir);
+/* Makes a new, empty cache in c->dir with c's geometry, bound to this
+ * array (a new uuid in c->uuid; store.c invariant 3).  Returns 0 or
+ * -errno with one line in err; a data file it made but could not
+ * allocate is removed. */
+int c_create(struct tfs_cache *c, char *err, size_t errlen);
+/* What is in c->dir: nothing (C_PROBE_EMPTY), something that is not a
+ * whole cache (C_PROBE_CORRUPT, why in why), or a cache (C_PROBE_OK:
+ * its uuid and geometry in c, the array it names in array, "" if
+ * detached). */
+enum c_probe c_probe(struct tfs_cache *c, char *array, size_t alen, char *why, size_t wlen);
+/* At start: opens the data file (c->fd; c->dfd with O_DIRECT, or -1) and
+ * the store (c->cs).  Returns 0 or -errno (logged). */
+int c_dir_open(struct tfs_cache *c);
+
+/* opts.c */
+
+/* The options into c's geometry, mode, policy and tunables (the ranges of
+ * the numbers were checked by tierfs.c; opts.c invariant 2).  Returns 0,
+ * or -EINVAL with one line in err. */
+int c_config(struct tfs_cache *c, const struct tfs_cache_opts *o, char *err, size_t errlen);
+
+/* One of f's extents gained (d > 0) or lost dirty sectors: counts them
+ * in f and the cache.  Under c->lock. */
 static inline void c_dirty_add(struct tfs_cache *c, struct cfile *f, int64_t d)
 {
 	c->dirty_sectors += (uint64_t)d;
 	f->dsec += (uint64_t)d;
 }
 
-/* Sector bitmaps */
+/* Small helpers of index.c, inline: the request paths call them under
+ * c->lock on every request (they were static in one file once). */
+
+/* The mode now: an atomic load (tierctl cache_mode and detach change it). */
+static inline enum tfs_cache_mode c_mode(const struct tfs_cache *c)
+{
+	return __atomic_load_n(&c->mode, __ATOMIC_ACQUIRE);
+}
+
+/* The monotonic clock (coarse) in 1/16 s: the unit of heat and write times. */
+static inline uint32_t c_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint32_t)(ts.tv_sec * 16 + ts.tv_nsec / (1000000000 / 16));
+}
+
+/* The hash of extent (fid, idx): the key of the index, the policy, the
+ * guards and the heat of extents not cached. */
+static inline uint64_t c_ekey(uint64_t fid, uint64_t idx)
+{
+	return tfs_mix64(fid * TFS_GOLDEN64 ^ tfs_mix64(idx + 1));
+}
+
+/* Where slot s starts in the data file. */
+static inline uint64_t c_slot_off(const struct tfs_cache *c, uint32_t s)
+{
+	return (uint64_t)s * c->extent;
+}
+
+/* Drops a pin of s; the last pin of a dead slot frees it.  Under c->lock. */
+static inline void c_unpin(struct tfs_cache *c, uint32_t s)
+{
+	struct cext *x = &c->e[s];
+
+	if (--x->pins == 0 && x->dead) {
+		x->dead = false;
+		c->freel[c->nfree++] = s;
+	}
+}
+
+/* Heat h as of time t, decayed to now (halved every halflife). */
+static inline unsigned c_heat_now(const struct tfs_cache *c, uint16_t h, uint32_t t, uint32_t now)
+{
+	uint32_t halves = (now - t) / c->halflife;
+
+	return halves >= 16 ? 0 : h >> halves;
+}
+
+/* The data file's fd for a transfer: the O_DIRECT one when asked and
+ * aligned (buf NULL: the caller's buffer is page-aligned). */
+static inline int c_ssd_fd(const struct tfs_cache *c, bool direct, const void *buf, size_t len,
+			   uint64_t off)
+{
+	return direct && c->dfd >= 0 && !((uintptr_t)buf % C_SECTOR) && !(len % C_SECTOR) &&
+	       !(off % C_SECTOR) ? c->dfd : c->fd;
+}
+
+/* Sector range [s0, s1) of piece p inside its extent. */
+static inline void c_piece_sectors(const struct tfs_cache *c, const struct piece *p,
+				   unsigned *s0, unsigned *s1)
+{
+	uint64_t base = p->idx * c->extent;
+
+	*s0 = (unsigned)((p->a - base) / C_SECTOR);
+	*s1 = (unsigned)((p->b - base + C_SECTOR - 1) / C_SECTOR);
+}
+
+/* One more access to heat (h, t) at now.  Returns the new heat
+ * (saturating at UINT16_MAX). */
+static inline unsigned c_heat_bump(struct tfs_cache *c, uint16_t *h, uint32_t *t, uint32_t now)
+{
+	unsigned v = c_heat_now(c, *h, *t, now);
+
+	if (v < UINT16_MAX)
+		v++;
+	*h = (uint16_t)v;
+	*t = now;
+	return v;
+}
+
+/* Sector bitmaps of an extent: bm_set and bm_clear change [a, b);
+ * bm_test returns whether sector i is set, bm_all and bm_any_in whether
+ * all or any of [a, b) are, bm_any whether any is, bm_count how many. */
 static inline void bm_set(uint64_t *m, unsigned a, unsigned b)	/* [a, b) */
 {
 	for (unsigned i = a; i < b; i++)

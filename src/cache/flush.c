@@ -9,8 +9,8 @@
  *  1. The flusher works on one file at a time holding its flush lock
  *     (cfile.flock), which truncate and punch hold too: what it writes to
  *     the RAID can never land behind a cut.
- *  2. Extents being flushed are pinned and flagged flushing (cache.c
- *     invariant 3: they take writes write-back, so nobody else writes
+ *  2. Extents being flushed are pinned and flagged flushing (write.c
+ *     invariant 1: they take writes write-back, so nobody else writes
  *     their RAID bytes).  A sector's dirty bit is cleared only if the
  *     extent was not written since the flusher read it (wseq).
  *  3. On the parity levels, in write-back mode, a row whose every sector
@@ -21,9 +21,9 @@
  *     works when the array is idle or asked to; between the watermarks it
  *     paces itself, faster as dirt grows, and skips extents written in
  *     the last WRITE_AGE (they absorb overwrites); above dirty_high it
- *     runs flat out and writers wait for it (cache.c throttle).
+ *     runs flat out and writers wait for it (write.c throttle).
  *  5. A promotion allocates its slot only when no RAID write of the
- *     extent is in flight (cache.c invariant 4) and no truncate holds the
+ *     extent is in flight (write.c invariant 2) and no truncate holds the
  *     file, and fills it while owning it (busy).
  *  6. A dirty bit is cleared only after the members synced what was
  *     destaged (tfs_raid_fsync), so a clean record never stands for bytes
@@ -811,7 +811,7 @@ static void promote_one(struct tfs_cache *c, const struct promote_job *j)
 										 : c->extent, base);
 	nsec = r > 0 ? (unsigned)(((uint64_t)r + C_SECTOR - 1) / C_SECTOR) : 0;
 	if (nsec) {
-		/* slot bytes past the end of the file are zeros (cache.c inv. 5) */
+		/* slot bytes past the end of the file are zeros (cut.c invariant 1) */
 		memset(buf + r, 0, (size_t)nsec * C_SECTOR - (size_t)r);
 		mio = (struct tfs_mio){ .op = TFS_MIO_WRITE, .fd = c->fd, .buf = buf,
 					.len = nsec * C_SECTOR, .off = c_slot_off(c, s) };

@@ -90,7 +90,7 @@ int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64
 	/* zeros: the flusher off the file, the members first (synced if the
 	 * cache holds some of the file), then out of the cache: dropped
 	 * before, dirty sectors would leave the members' older bytes to show
-	 * after a crash (cache.c invariant 8) */
+	 * after a crash (cut.c invariant 2) */
 	rc = tfs_ns_load_file(fs, in);
 	if (rc)
 		return rc;

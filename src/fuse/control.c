@@ -7,10 +7,10 @@
  * Invariants:
  *  1. A command goes to the one subsystem that owns what it changes:
  *     maintenance (raid/maint.c: fail, replace, scrub, repair, cancel) or
- *     the SSD tier (cache/bind.c: flush, cache_mode, detach).
+ *     the SSD tier (cache/status.c: flush, cache_mode, detach).
  *  2. The status is each subsystem's part, in this order: the array's
  *     health (ns/health.c), maintenance (raid/maint.c), write-intent marks
- *     and parity counters (raid/stripe.c), the tier (cache/bind.c), memory
+ *     and parity counters (raid/stripe.c), the tier (cache/status.c), memory
  *     (ns/inode.c, util/scratch.c), the last refusal.  Paths only for
  *     root (DESIGN §11).
  */

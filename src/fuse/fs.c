@@ -662,7 +662,7 @@ static void tfs_statfs(fuse_req_t req, fuse_ino_t ino)
  * user.tierfs.status (read the array's state) on the root (control.c). */
 #define XATTR_CTL    "user.tierfs.ctl"
 #define XATTR_STATUS "user.tierfs.status"
-/* On a regular file: its bytes in the SSD tier (cache.c). */
+/* On a regular file: its bytes in the SSD tier (cache/status.c). */
 #define XATTR_CACHE  "user.tierfs.cache"
 
 static void tfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,

@@ -15,7 +15,7 @@
  *             files whose data a running rebuild has finished (maint.c)
  *   "cache"   key: the bound SSD tier's uuid as two u64      value: empty
  *   "cdirty"  key: u64 fid, u64 0        value: empty
- *             files with writes only in the SSD tier (cache.c)
+ *             files with writes only in the SSD tier (cache/index.c)
  *
  * Invariants:
  *  1. Writers are serialised by wlock (write_txn) and every write

@@ -1,0 +1,491 @@
+/* write.c - the SSD tier's write paths and fsync.
+ *
+ * Owns: tfs_cache_write in every mode (write-back into slots,
+ * write-through to both tiers, write-around to the RAID with the SSD's
+ * copy invalidated, the sequential bypass, uncached extents straight to
+ * the RAID), the writer throttle above the high watermark,
+ * tfs_cache_write_waits, and tfs_cache_fsync.
+ *
+ * Invariants:
+ *  1. Dirty sectors are valid; a dirty or flushing extent takes every write
+ *     write-back, whatever the mode, so the RAID is written by the flusher
+ *     alone for it and never behind the flusher's back.
+ *  2. A RAID write of an extent that is not cached raises guard[hash] for
+ *     its duration; the promoter allocates only with the guard at zero, so
+ *     a promotion never fills a slot with bytes a write is replacing.
+ *  3. A clean valid sector's slot bytes equal the members' (the flusher
+ *     writes them as part of whole rows): a write-back write over one
+ *     marks it dirty, committed, before it changes the slot.
+ *  4. A write that goes to the RAID over cached sectors (write-through,
+ *     write-around) clears the valid sectors it overlaps, committed, before
+ *     the RAID is written; write-through makes its whole sectors valid
+ *     again only after both tiers have them.  A crash in between leaves
+ *     those sectors to the members.
+ *  5. Detach never leaves a write in an unbound cache: tfs_cache_write
+ *     reads the mode and counts itself in c->writers in one c->lock
+ *     section, after waiting while the detach's gate is closed, and goes
+ *     to the RAID once the cache is detached.  The detach closes the gate,
+ *     waits for the writers inside, and flushes what they wrote before it
+ *     unbinds (bind.c c_detach).
+ *  6. An fsync makes durable, in this order, the data file and the
+ *     store's records (one durability point), the journal's CDIRTY
+ *     changes drained so far, then, if both succeeded, the file on the
+ *     members (tfs_raid_fsync); it fails if any of them failed (DESIGN
+ *     §10.5).
+ */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "tierfs/cache.h"
+#include "tierfs/fs.h"
+#include "tierfs/health.h"
+#include "tierfs/ns.h"
+#include "tierfs/raid.h"
+#include "cache_i.h"
+
+enum {
+	A_CACHE,	/* write-back into the slot */
+	A_THROUGH,	/* RAID, then the slot's whole sectors */
+	A_AROUND,	/* invalidate the slot's sectors, then RAID */
+	A_RAW,		/* RAID only: not cached (guarded, invariant 2) */
+};
+
+/* Bytes of the sector at logical offset pos that are not being written:
+ * from the slot if valid there, else from the RAID. */
+static int sector_fill(struct tfs_cache *c, struct tfs_inode *in, const struct piece *p,
+		       unsigned sec, char *dst)
+{
+	uint64_t pos = p->idx * c->extent + (uint64_t)sec * C_SECTOR;
+	ssize_t r;
+
+	if (bm_test(p->valid, sec))
+		return c_ssd_io(c, false, false, dst, C_SECTOR,
+				c_slot_off(c, p->slot) + (uint64_t)sec * C_SECTOR);
+	r = tfs_raid_read(c->fs, in, false, dst, C_SECTOR, pos);
+	if (r < 0)
+		return (int)r;
+	memset(dst + r, 0, C_SECTOR - (size_t)r);
+	c->st.fills++;
+	return 0;
+}
+
+/* Write piece p into its slot as whole sectors (partial ones filled). */
+static int slot_write(struct tfs_cache *c, struct tfs_inode *in, const struct piece *p,
+		      bool direct, const char *src)
+{
+	uint64_t base = p->idx * c->extent;
+	unsigned s0, s1;
+	size_t span;
+	char *b;
+	int rc = 0;
+
+	c_piece_sectors(c, p, &s0, &s1);
+	span = (size_t)(s1 - s0) * C_SECTOR;
+	b = c_buf(span);
+	if (!b)
+		return -ENOMEM;
+	if ((p->a - base) % C_SECTOR)
+		rc = sector_fill(c, in, p, s0, b);
+	if (rc == 0 && (p->b - base) % C_SECTOR && (s1 - 1 != s0 || !((p->a - base) % C_SECTOR)))
+		rc = sector_fill(c, in, p, s1 - 1, b + span - C_SECTOR);
+	if (rc)
+		return rc;
+	memcpy(b + (p->a - base - (uint64_t)s0 * C_SECTOR), src, p->b - p->a);
+	return c_ssd_io(c, true, direct, b, span, c_slot_off(c, p->slot) + (uint64_t)s0 * C_SECTOR);
+}
+
+/* Decide what each piece does and take what it needs (busy slots,
+ * guards), under c->lock.  Pieces are taken in extent order, so two
+ * writers never wait for each other's slots in a cycle. */
+static void plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache_mode mode,
+		       bool seq, uint64_t fid, struct piece *p, unsigned np)
+{
+	uint32_t now = c_now();
+
+	for (unsigned i = 0; i < np; i++) {
+		uint32_t s = c_lookup(c, fid, p[i].idx);
+		struct cext *x;
+
+		if (s != C_NONE) {
+			x = &c->e[s];
+			c_wait_idle(c, x);
+			/* the wait let go of c->lock: the slot may have gone */
+			if (!x->used || x->fid != fid || x->idx != p[i].idx) {
+				x->busy = false;
+				pthread_cond_broadcast(&c->cond);
+				i--;
+				continue;
+			}
+			c_heat_bump(c, &x->heat, &x->heat_t, now);
+			tfs_policy_hit(c->pol, s);
+			p[i].slot = s;
+			memcpy(p[i].valid, x->valid, sizeof(p[i].valid));
+			if (mode == TFS_CACHE_WRITEBACK || bm_any(x->dirty) || x->flushing)
+				p[i].act = A_CACHE;
+			else
+				p[i].act = mode == TFS_CACHE_WRITETHROUGH ? A_THROUGH : A_AROUND;
+			if (p[i].act == A_CACHE)
+				c->st.write_hits++;
+			else if (p[i].act == A_AROUND)
+				c->st.write_around++;
+			continue;
+		}
+		{
+			struct uheat *g = c_uheat(c, c_ekey(fid, p[i].idx), now);
+
+			c_heat_bump(c, &g->heat, &g->t, now);
+		}
+		p[i].act = A_RAW;
+		if (mode == TFS_CACHE_WRITEBACK && !seq && !c->readonly) {
+			s = c_alloc_slot(c, fid, p[i].idx);
+			if (s != C_NONE) {
+				p[i].slot = s;
+				memset(p[i].valid, 0, sizeof(p[i].valid));
+				p[i].act = A_CACHE;
+				p[i].fresh = true;
+				c->st.write_misses++;
+				continue;
+			}
+		}
+		if (seq)
+			c->st.seq_bypass++;
+		else
+			c->st.write_around++;
+		c->guard[c_ekey(fid, p[i].idx) % C_GUARDS]++;
+	}
+}
+
+/* Above the high watermark write-back writers wait for the flusher (up to
+ * a second); they are slowed, never failed. */
+static void throttle(struct tfs_cache *c)
+{
+	struct timespec until;
+	bool waited = false;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 1;
+	while ((uint64_t)c->ndirty * 100 >= (uint64_t)c->dirty_high * c->nslots && !c->stop) {
+		pthread_cond_signal(&c->fcond);
+		waited = true;	/* counted also when held the whole second */
+		if (pthread_cond_timedwait(&c->cond, &c->lock, &until))
+			break;
+	}
+	if (waited)
+		c->st.throttled++;
+}
+
+/* A write-back piece over sectors that are valid and clean: they become
+ * dirty (committed) before the slot is written, so a crash in between
+ * leaves them dirty with their old bytes -- which the members hold too --
+ * rather than clean with bytes the members never got (a later flush or
+ * eviction would make the file change under its reader).  Returns true if
+ * the record must be committed first.  Under c->lock. */
+static bool dirty_first(struct tfs_cache *c, struct tfs_inode *in, const struct piece *p)
+{
+	struct cext *x = &c->e[p->slot];
+	struct cfile *f = c_file_find(c, x->fid);
+	unsigned s0, s1, before = bm_count(x->dirty), n = 0;
+
+	c_piece_sectors(c, p, &s0, &s1);
+	for (unsigned s = s0; s < s1; s++)
+		if (bm_test(x->valid, s) && !bm_test(x->dirty, s)) {
+			bm_set(x->dirty, s, s + 1);
+			n++;
+		}
+	if (!n)
+		return false;
+	if (before == 0)
+		c_file_dirtied(c, f, x, in);
+	c_dirty_add(c, f, n);
+	return true;
+}
+
+/* Clear the valid sectors p overlaps (write-around, write-through):
+ * committed before the RAID is written, so a crash never leaves the old
+ * bytes valid over new ones on the members.  False if none was valid
+ * (nothing to commit).  Under c->lock. */
+static bool invalidate_piece(struct tfs_cache *c, struct piece *p, struct tfs_cstore_op *op)
+{
+	struct tfs_cext_rec *rec = &p->rec;
+	struct cext *x = &c->e[p->slot];
+	unsigned s0, s1;
+
+	c_piece_sectors(c, p, &s0, &s1);
+	if (!bm_any_in(x->valid, s0, s1))
+		return false;
+	bm_clear(x->valid, s0, s1);
+	if (bm_any(x->valid)) {
+		c_record(c, p->slot, rec);
+		*op = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = rec };
+	} else {
+		*op = (struct tfs_cstore_op){ .op = TFS_CS_DEL_EXT, .fid = x->fid, .idx = x->idx };
+	}
+	return true;
+}
+
+/* Write-through: the whole sectors p covers become valid in the slot;
+ * partial ones are invalidated (never read-filled on this path). */
+static int through_piece(struct tfs_cache *c, struct piece *p, bool direct, const char *src)
+{
+	uint64_t base = p->idx * c->extent;
+	uint64_t a = (p->a - base + C_SECTOR - 1) / C_SECTOR, b = (p->b - base) / C_SECTOR;
+	unsigned s0, s1;
+	int rc = 0;
+
+	c_piece_sectors(c, p, &s0, &s1);
+	if (b > a)
+		rc = c_ssd_io(c, true, direct, (char *)src + (base + a * C_SECTOR - p->a),
+			      (size_t)(b - a) * C_SECTOR, c_slot_off(c, p->slot) + a * C_SECTOR);
+	pthread_mutex_lock(&c->lock);
+	bm_clear(c->e[p->slot].valid, s0, s1);
+	if (rc == 0 && b > a)
+		bm_set(c->e[p->slot].valid, (unsigned)a, (unsigned)b);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+/* Whether the sector holding pos must be read from the RAID to fill a
+ * partial write: it is not valid in the cache and not past the size. */
+static bool fill_from_raid(struct tfs_cache *c, uint64_t fid, uint64_t size, uint64_t pos)
+{
+	uint64_t idx = pos / c->extent;
+	uint32_t s = c_lookup(c, fid, idx);
+
+	if (pos / C_SECTOR * C_SECTOR >= size)
+		return false;
+	return s == C_NONE || !bm_test(c->e[s].valid, (unsigned)(pos % c->extent / C_SECTOR));
+}
+
+bool tfs_cache_write_waits(struct tfs_fs *fs, struct tfs_inode *in, size_t len, uint64_t off)
+{
+	struct tfs_cache *c = fs->cache;
+	uint64_t fid, size, run, end = off + len;
+	bool waits;
+
+	if (tfs_cache_detached(c) || c_mode(c) != TFS_CACHE_WRITEBACK)
+		return true;
+	pthread_mutex_lock(&in->lock);
+	fid = in->fid;
+	size = in->size;
+	run = in->seq_next == off ? in->seq_len + len : len;
+	waits = !in->fid_valid || !in->size_valid ||
+		(c->seq_cutoff && run >= c->seq_cutoff && len >= tfs_row_bytes(fs));
+	pthread_mutex_unlock(&in->lock);
+	if (waits || len == 0)
+		return waits;
+	pthread_mutex_lock(&c->lock);
+	waits = (uint64_t)c->ndirty * 100 >= (uint64_t)c->dirty_high * c->nslots ||
+		(off % C_SECTOR && fill_from_raid(c, fid, size, off)) ||
+		(end % C_SECTOR && fill_from_raid(c, fid, size, end));
+	pthread_mutex_unlock(&c->lock);
+	return waits;
+}
+
+ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
+			const void *buf, size_t len, uint64_t off)
+{
+	struct tfs_cache *c = fs->cache;
+	enum tfs_cache_mode mode;
+	struct tfs_cstore_op *ops;
+	uint64_t fid, size, end = off + len;
+	struct piece *p;
+	unsigned np, nops = 0;
+	bool seq, cached = false, stored = true;
+	int rc, err;
+
+	if (len == 0)
+		return 0;
+	if (end < off)
+		return -EFBIG;
+	rc = c_file_snap(c, in, off, len, &fid, &size, &seq);
+	if (rc)
+		return rc;
+	/* a stream bypasses only in pieces the RAID takes whole (full rows
+	 * on the parity levels); smaller ones are gathered here and destaged
+	 * as full stripes */
+	seq = seq && len >= tfs_row_bytes(fs);
+	p = c_pieces_of(c, off, len, &np, &ops);
+	if (!p)
+		return -ENOMEM;
+
+	pthread_mutex_lock(&c->lock);
+	while (c->gate)		/* a detach is deciding (invariant 5) */
+		pthread_cond_wait(&c->cond, &c->lock);
+	if (tfs_cache_detached(c)) {
+		pthread_mutex_unlock(&c->lock);
+		return tfs_raid_write(fs, in, direct, buf, len, off);
+	}
+	c->writers++;
+	mode = c_mode(c);
+	c->last_io = c_now();
+	if (mode == TFS_CACHE_WRITEBACK && !seq)
+		throttle(c);
+	plan_write(c, in, mode, seq, fid, p, np);
+	/* write-around and write-through: invalidate first (invariant 4; 1
+	 * keeps the flusher off); write-back over clean valid sectors: dirty
+	 * first (invariant 3) */
+	for (unsigned i = 0; i < np; i++) {
+		if (p[i].act == A_AROUND || p[i].act == A_THROUGH) {
+			if (invalidate_piece(c, &p[i], &ops[nops]))
+				nops++;
+			c->st.invalidations += p[i].act == A_AROUND;
+		} else if (p[i].act == A_CACHE && dirty_first(c, in, &p[i])) {
+			c_record(c, p[i].slot, &p[i].rec);
+			ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &p[i].rec };
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (nops) {
+		rc = c_journal_drain(c);
+		err = c_commit(c, ops, nops);
+		stored = err == 0;	/* else the records may still name the slots */
+		if (rc == 0)
+			rc = err;
+	}
+	nops = 0;
+
+	/* the RAID: runs of consecutive pieces that go there, one call each */
+	for (unsigned i = 0; i < np && rc == 0;) {
+		unsigned j = i;
+		ssize_t r;
+
+		if (p[i].act == A_CACHE) {
+			i++;
+			continue;
+		}
+		while (j + 1 < np && p[j + 1].act != A_CACHE)
+			j++;
+		r = tfs_raid_write(fs, in, direct, (const char *)buf + (p[i].a - off),
+				   p[j].b - p[i].a, p[i].a);
+		if (r < 0)
+			rc = (int)r;
+		for (unsigned k = i; k <= j && rc == 0; k++)
+			if (p[k].act == A_THROUGH)
+				rc = through_piece(c, &p[k], direct, (const char *)buf + (p[k].a - off));
+		i = j + 1;
+	}
+	/* the SSD: write-back pieces */
+	for (unsigned i = 0; i < np && rc == 0; i++)
+		if (p[i].act == A_CACHE) {
+			rc = slot_write(c, in, &p[i], direct, (const char *)buf + (p[i].a - off));
+			cached = true;
+		}
+	/* the size grows before the sectors are marked dirty and let go: the
+	 * flusher cuts what it writes at the size */
+	if (rc == 0 && cached)
+		tfs_size_grow(in, end);
+
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < np; i++) {
+		struct cext *x = p[i].slot == C_NONE ? NULL : &c->e[p[i].slot];
+		struct cfile *f;
+		unsigned s0, s1, before;
+
+		if (p[i].act == A_RAW) {
+			c->guard[c_ekey(fid, p[i].idx) % C_GUARDS]--;
+			continue;
+		}
+		if (p[i].act == A_AROUND) {
+			if (stored && !bm_any(x->valid))
+				c_unlink_slot(c, p[i].slot);
+			c_release_busy(c, p[i].slot);
+			continue;
+		}
+		if (p[i].act == A_THROUGH) {
+			/* re-validated by through_piece; a slot left with nothing
+			 * valid goes after its record (below) */
+			if (bm_any(x->valid)) {
+				c_record(c, p[i].slot, &p[i].rec);
+				ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT,
+								      .rec = &p[i].rec };
+			} else {
+				ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_DEL_EXT,
+								      .fid = fid, .idx = p[i].idx };
+			}
+			continue;
+		}
+		/* A_CACHE */
+		f = c_file_find(c, fid);
+		if (rc) {
+			/* the slot may hold part of the bytes: nothing new is
+			 * valid; a slot allocated for this write goes back */
+			if (p[i].fresh && !bm_any(x->valid)) {
+				c_unlink_slot(c, p[i].slot);
+				c_release_busy(c, p[i].slot);
+				p[i].slot = C_NONE;
+			}
+			continue;
+		}
+		c_piece_sectors(c, &p[i], &s0, &s1);
+		before = bm_count(x->dirty);
+		bm_set(x->valid, s0, s1);
+		bm_set(x->dirty, s0, s1);
+		x->wseq++;
+		x->wtime = c->last_io;
+		if (bm_count(x->dirty) != before || !bm_all(p[i].valid, s0, s1)) {
+			if (before == 0)
+				c_file_dirtied(c, f, x, in);
+			c_file_attach(c, f, in);	/* a file found dirty at start */
+			c_dirty_add(c, f, (int64_t)bm_count(x->dirty) - before);
+			c_record(c, p[i].slot, &p[i].rec);
+			ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &p[i].rec };
+		}
+		if (end > size && end > f->size) {
+			f->size = end;
+			ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_SIZE, .fid = fid,
+							      .size = end };
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	/* the journal names the file before the write is acknowledged; the
+	 * records commit while the slots are still busy: two commits of one
+	 * extent cannot pass each other */
+	err = c_journal_drain(c);
+	if (err && !rc)
+		rc = err;	/* the file may not be named: not acknowledged */
+	stored = true;
+	if (nops) {
+		err = c_commit(c, ops, nops);
+		stored = err == 0;
+		if (err && !rc)
+			rc = err;
+	}
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < np; i++) {
+		if ((p[i].act != A_CACHE && p[i].act != A_THROUGH) || p[i].slot == C_NONE)
+			continue;
+		if (p[i].act == A_THROUGH && stored && !bm_any(c->e[p[i].slot].valid))
+			c_unlink_slot(c, p[i].slot);
+		c_release_busy(c, p[i].slot);
+	}
+	if (--c->writers == 0 && c->gate)
+		pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+	if (rc)
+		return rc;
+	if (cached)	/* the members were not written: the change time from here */
+		tfs_ns_touch(fs, in);
+	return (ssize_t)len;
+}
+
+/* ------------------------------------------------------------------ */
+/* fsync (invariant 6)                                                 */
+/* ------------------------------------------------------------------ */
+
+int tfs_cache_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
+{
+	struct tfs_cache *c = fs->cache;
+	int rc = 0, r;
+
+	/* the SSD: data file, then the records naming it (both in the
+	 * store's durability point), then the journal naming the file
+	 * (DESIGN §10.5) */
+	rc = tfs_cstore_sync(c->cs);	/* a failure is logged there */
+	r = c_journal_sync(c);	/* logged there */
+	if (rc == 0)
+		rc = r;
+	if (rc == 0)
+		rc = tfs_raid_fsync(fs, in, datasync);
+	return rc;
+}

@@ -94,14 +94,6 @@ struct tfs_fs;
  * service beside the data path and never calls the tier by name (DESIGN
  * §1); these are the only things it needs from it. */
 struct tfs_tier_hooks {
-	/* Returns true if the tier holds anything of the file (an extent, or
-	 * a size the members do not have yet). */
-	bool (*holds)(struct tfs_fs *fs, struct tfs_inode *in);
-	/* A truncate to off (len UINT64_MAX) begins and ends: the tier drops
-	 * what is cut and keeps its flusher off the file in between
-	 * (tfs_cache_zero_begin/end). */
-	void (*cut_begin)(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len);
-	void (*cut_end)(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len); /* see cut_begin */
 	/* The file's last name is gone and nobody has it open. */
 	void (*gone)(struct tfs_fs *fs, uint64_t fid);
 	/* A lookup met the file (a regular file, loaded). */

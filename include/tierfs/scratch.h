@@ -16,9 +16,9 @@ enum tfs_scratch_slot {
 	TFS_SCR_STRIPE,		/* stripe.c: parity and reconstruction blocks */
 	TFS_SCR_ROWS,		/* stripe.c: rows of one request */
 	TFS_SCR_SVEC,		/* stripe.c: member requests of one request */
-	TFS_SCR_CACHE,		/* cache.c c_buf: an extent's bytes */
-	TFS_SCR_PIECES,		/* cache.c: a request's pieces */
-	TFS_SCR_COPS,		/* cache.c: a request's store ops */
+	TFS_SCR_CACHE,		/* cache/index.c c_buf: an extent's bytes */
+	TFS_SCR_PIECES,		/* cache/request.c: a request's pieces */
+	TFS_SCR_COPS,		/* cache/request.c: a request's store ops */
 	TFS_SCR_LOG,		/* cstore.c: one log entry */
 	TFS_SCR_HDD,		/* hdd.c: one batch of modelled requests */
 	TFS_SCR_NSLOTS

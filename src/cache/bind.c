@@ -167,9 +167,6 @@ static void boot_id(char *out, size_t len)
 
 /* What the namespace needs from the tier (fs.h): it calls nothing else. */
 static const struct tfs_tier_hooks tier_hooks = {
-	.holds = tfs_cache_knows,
-	.cut_begin = tfs_cache_zero_begin,
-	.cut_end = tfs_cache_zero_end,
 	.gone = tfs_cache_forget,
 	.found = tfs_cache_found,
 	.size = tfs_cache_size,

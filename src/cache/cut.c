@@ -12,7 +12,7 @@
  *     the members could still show them after a crash: a punch or zero
  *     range drops it only once the members are punched and synced
  *     (tfs_data_fallocate), a truncate only behind a durable intent that
- *     cuts the members (tfs_ns_truncate), an unlinked file's go with it.
+ *     cuts the members (tfs_data_truncate), an unlinked file's go with it.
  *  3. A cut owns the slots it changes (busy), taken in extent order as
  *     writers and the flusher take them, and commits their records while
  *     it still owns them, before a dropped slot can be reused (index.c

@@ -87,13 +87,4 @@ static inline uint64_t tfs_row_bytes(const struct tfs_fs *fs)
 	       ? (uint64_t)tfs_layout_ndata(&fs->layout) * fs->layout.chunk : fs->layout.chunk;
 }
 
-/* A write or allocation reached end: the logical size grows to it. */
-static inline void tfs_size_grow(struct tfs_inode *in, uint64_t end)
-{
-	pthread_mutex_lock(&in->lock);
-	if (end > in->size)
-		in->size = end;
-	pthread_mutex_unlock(&in->lock);
-}
-
 #endif

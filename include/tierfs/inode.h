@@ -88,4 +88,13 @@ void tfs_inode_rekey(struct tfs_fs *fs, uint64_t (*ino_of)(struct tfs_fs *fs, co
  * on the new member.  Caller holds ns_lock exclusive. */
 void tfs_inode_member_reset(struct tfs_fs *fs, uint32_t k);
 
+/* A write or allocation reached end: the logical size grows to it. */
+static inline void tfs_size_grow(struct tfs_inode *in, uint64_t end)
+{
+	pthread_mutex_lock(&in->lock);
+	if (end > in->size)
+		in->size = end;
+	pthread_mutex_unlock(&in->lock);
+}
+
 #endif

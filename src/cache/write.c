@@ -40,6 +40,7 @@
 #include "tierfs/cache.h"
 #include "tierfs/fs.h"
 #include "tierfs/health.h"
+#include "tierfs/inode.h"
 #include "tierfs/ns.h"
 #include "tierfs/raid.h"
 #include "cache_i.h"

@@ -47,6 +47,7 @@
 #include "tierfs/log.h"
 #include "tierfs/fs.h"
 #include "tierfs/health.h"
+#include "tierfs/inode.h"
 #include "tierfs/ns.h"
 #include "tierfs/raid.h"
 #include "tierfs/scratch.h"

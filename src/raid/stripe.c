@@ -68,6 +68,7 @@
 #include "tierfs/meta.h"
 #include "tierfs/fs.h"
 #include "tierfs/health.h"
+#include "tierfs/inode.h"
 #include "tierfs/ns.h"
 #include "tierfs/raid.h"
 #include "tierfs/parity.h"

@@ -1,56 +1,70 @@
 #!/bin/bash
-# A/B of the hit path on one build: cache hits, 4K random O_DIRECT reads at
-# QD 1 (psync) and QD 32 (libaio), with hit_ring=1 (the I/O thread reads and answers) and hit_ring=0
-# (the FUSE worker does), alternating, 3 rounds of 8 s.  Prints IOPS and the
-# daemon's CPU per request (/proc/PID/stat, all threads).
+# A/B of the hit path: cache hits, 4K random O_DIRECT reads at QD 1 (psync)
+# and QD 32 (libaio) on a RAID5 x3 with a 512 MiB tier holding the whole
+# 256 MiB file, alternating between variants, 3 rounds of 8 s.  Prints IOPS
+# and the daemon's CPU per request (/proc/PID/stat, all threads).
 # usage: contrib/bench/hit_ring_ab.sh BUILD_DIR [TMPDIR]      (run by hand, as root)
+#   compares hit_ring=1 (the I/O thread reads and answers) with hit_ring=0
+#   (the FUSE worker does) on one build.  Other variants, e.g. two builds
+#   (a refactoring's before and after), each LABEL:BUILD:HIT_RING:
+#   VARIANTS="old:/path/A/build:1 new:/path/B/build:1" contrib/bench/hit_ring_ab.sh -
+# Each variant has its own array and tier (made and warmed by its build, so
+# builds of different on-disk versions compare too).
 set -u
-B=${1:?usage: $0 BUILD_DIR [TMPDIR]}
+B=${1:?usage: $0 BUILD_DIR [TMPDIR]   (BUILD_DIR - with VARIANTS)}
+VARIANTS=${VARIANTS:-"hit_ring=1:$B:1 hit_ring=0:$B:0"}
 D=$(mktemp -d "${2:-${TMPDIR:-/tmp}}/hit-ring-ab.XXXX")
-PID=
+PID= MNT=
 cleanup() {
-    if mountpoint -q "$D/mnt"; then
-        fusermount3 -u "$D/mnt" 2>/dev/null || fusermount3 -u -z "$D/mnt"
+    if [ -n "$MNT" ] && mountpoint -q "$MNT"; then
+        fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT"
     fi
     [ -n "$PID" ] && kill "$PID" 2>/dev/null
     rm -rf "$D"
 }
 trap cleanup EXIT
-mkdir -p "$D/m0" "$D/m1" "$D/m2" "$D/mnt" "$D/ssd"
-"$B/mkfs.tierfs" --level raid5 "$D/m0" "$D/m1" "$D/m2" >/dev/null
 
-mnt() {
-    "$B/tierfs" -f -o "cache=$D/ssd,cache_size=512M,cache_promote=1,hit_ring=$1" \
-        "$D/m0:$D/m1:$D/m2" "$D/mnt" 2>>"$D/log" &
+mnt() {    # LABEL BUILD HIT_RING
+    local a=$D/$1
+    MNT=$a/mnt
+    "$2/tierfs" -f -o "cache=$a/ssd,cache_size=512M,cache_promote=1,hit_ring=$3" \
+        "$a/m0:$a/m1:$a/m2" "$MNT" 2>>"$D/log" &
     PID=$!
-    for _ in $(seq 50); do mountpoint -q "$D/mnt" && return; sleep 0.1; done
+    for _ in $(seq 50); do mountpoint -q "$MNT" && return; sleep 0.1; done
     echo "mount failed:"; cat "$D/log"; exit 1
 }
-umnt() { fusermount3 -u "$D/mnt"; wait "$PID"; PID=; }
+umnt() { fusermount3 -u "$MNT"; wait "$PID"; PID= MNT=; }
 
-mnt 1
-dd if=/dev/urandom of="$D/mnt/f" bs=1M count=256 oflag=direct status=none
-for _ in 1 2 3; do      # cache_promote=1: every extent read misses once, then is promoted
-    fio --name=w --filename="$D/mnt/f" --rw=randread --bs=64k --direct=1 --ioengine=psync \
-        --size=256M --io_size=256M --norandommap --output=/dev/null >/dev/null
-    sleep 1
+for v in $VARIANTS; do
+    IFS=: read -r label vb r <<<"$v"
+    a=$D/$label
+    mkdir -p "$a/m0" "$a/m1" "$a/m2" "$a/mnt" "$a/ssd"
+    "$vb/mkfs.tierfs" --level raid5 "$a/m0" "$a/m1" "$a/m2" >/dev/null
+    mnt "$label" "$vb" "$r"
+    dd if=/dev/urandom of="$MNT/f" bs=1M count=256 oflag=direct status=none
+    for _ in 1 2 3; do  # cache_promote=1: every extent read misses once, then is promoted
+        fio --name=w --filename="$MNT/f" --rw=randread --bs=64k --direct=1 --ioengine=psync \
+            --size=256M --io_size=256M --norandommap --output=/dev/null >/dev/null
+        sleep 1
+    done
+    umnt
 done
-umnt
 for round in 1 2 3; do
-    for r in 1 0; do
-        mnt "$r"
+    for v in $VARIANTS; do
+        IFS=: read -r label vb r <<<"$v"
+        mnt "$label" "$vb" "$r"
         for qd in 1 32; do
             eng="--ioengine=libaio --iodepth=$qd"
             [ "$qd" = 1 ] && eng="--ioengine=psync"
             c0=$(awk '{print $14+$15}' "/proc/$PID/stat")
-            fio --name=m --filename="$D/mnt/f" --rw=randread --bs=4k --direct=1 $eng \
+            fio --name=m --filename="$MNT/f" --rw=randread --bs=4k --direct=1 $eng \
                 --runtime=8 --time_based --output-format=json >"$D/fio.json"
             c1=$(awk '{print $14+$15}' "/proc/$PID/stat")
             python3 -c "import json; j = json.load(open('$D/fio.json'))['jobs'][0]['read']; \
-n = j['total_ios']; print('round $round hit_ring=$r qd $qd iops %.0f cpu us/req %.1f' \
+n = j['total_ios']; print('round $round $label qd $qd iops %.0f cpu us/req %.1f' \
 % (j['iops'], ($c1 - $c0) * 1e6 / $(getconf CLK_TCK) / n))"
         done
-        getfattr --absolute-names -n user.tierfs.status --only-values "$D/mnt" | \
+        getfattr --absolute-names -n user.tierfs.status --only-values "$MNT" | \
             grep -E "cache.(read_hits|read_misses|ring_hits)=" | tr '\n' ' '
         echo
         umnt

@@ -1,7 +1,7 @@
 #!/bin/bash
 # A/B of the hit path: cache hits, 4K random O_DIRECT reads at QD 1 (psync)
 # and QD 32 (libaio) on a RAID5 x3 with a 512 MiB tier holding the whole
-# 256 MiB file, alternating between variants, 3 rounds of 8 s.  Prints IOPS
+# 256 MiB file, alternating between variants, ROUNDS (3) rounds of 8 s.  Prints IOPS
 # and the daemon's CPU per request (/proc/PID/stat, all threads).
 # usage: contrib/bench/hit_ring_ab.sh BUILD_DIR [TMPDIR]      (run by hand, as root)
 #   compares hit_ring=1 (the I/O thread reads and answers) with hit_ring=0
@@ -38,7 +38,7 @@ umnt() { fusermount3 -u "$MNT"; wait "$PID"; PID= MNT=; }
 for v in $VARIANTS; do
     IFS=: read -r label vb r <<<"$v"
     a=$D/$label
-    mkdir -p "$a/m0" "$a/m1" "$a/m2" "$a/mnt" "$a/ssd"
+    mkdir -p "$a/m0" "$a/m1" "$a/m2" "$a/mnt"; mkdir -m 700 "$a/ssd"
     "$vb/mkfs.tierfs" --level raid5 "$a/m0" "$a/m1" "$a/m2" >/dev/null
     mnt "$label" "$vb" "$r"
     dd if=/dev/urandom of="$MNT/f" bs=1M count=256 oflag=direct status=none
@@ -49,7 +49,7 @@ for v in $VARIANTS; do
     done
     umnt
 done
-for round in 1 2 3; do
+for round in $(seq "${ROUNDS:-3}"); do
     for v in $VARIANTS; do
         IFS=: read -r label vb r <<<"$v"
         mnt "$label" "$vb" "$r"

@@ -8,7 +8,7 @@
  *
  * Invariants:
  *  1. Maintenance reaches files through the inode table (walk.c) and takes
- *     the same row locks as writes (stripe.c invariant 1), so it runs while
+ *     the same row locks as writes (marks.c invariant 1), so it runs while
  *     applications do I/O.
  *  2. A replacement member is made self-describing before it is written:
  *     superblock (state R), tree root and journal copy first, then the whole

@@ -7,7 +7,7 @@
  * in the journal's mark set, and the cleaner thread that deletes idle
  * ones.  The writes under them are stripe.c's (parity rows) and data.c's
  * (mirror chunks); the next mount's resync of the marked regions is
- * maint.c's tfs_maint_resync.
+ * scrub.c's tfs_maint_resync.
  *
  * Invariants:
  *  1. Every write of a row holds that row's lock (a hash of fid and row)
@@ -24,7 +24,7 @@
  *     files share marks, as md's bitmap bits cover many blocks, so a stream
  *     of new small files costs a synced journal commit per bucket, not per
  *     file.  The next mount resynchronises the marked regions of every file
- *     in a marked bucket (maint.c tfs_maint_resync).
+ *     in a marked bucket (scrub.c tfs_maint_resync).
  *  3. A mark is durable (in the journal and synced) before a write relies
  *     on it; the journal refusing (ENOSPC, EIO) fails the write with that
  *     error before any member is written.  A mark is deleted from the

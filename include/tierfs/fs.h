@@ -126,7 +126,7 @@ struct tfs_fs {
 	pthread_rwlock_t ns_lock;
 	/* Held shared by rename and link (the first lock they take); a
 	 * rebuild's final tree walk holds it exclusive, so no file can move
-	 * behind the walk (maint.c). */
+	 * behind the walk (rebuild.c). */
 	pthread_rwlock_t move_lock;
 	struct tfs_backend *be;
 	struct tfs_meta *meta;

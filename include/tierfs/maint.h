@@ -1,19 +1,16 @@
-/* Array maintenance (src/raid/maint.c): crash resync, scrub, replace and
- * rebuild, the maintenance commands and their lines of the status. */
+/* Array maintenance (src/raid/maint.c, scrub.c, rebuild.c): crash
+ * resync, scrub, replace and rebuild, the maintenance commands and their
+ * lines of the status.  maint.c defines all but tfs_maint_resync
+ * (scrub.c). */
 #ifndef TIERFS_MAINT_H
 #define TIERFS_MAINT_H
 
 #include "tierfs/fs.h"
 
-/* ---- maint.c: resync, scrub, replace/rebuild ---- */
+/* ---- maint.c: the maintenance job, its commands and status ---- */
 struct tfs_maint;
 /* Allocate the maintenance state (no thread yet).  Returns 0 or -ENOMEM. */
 int tfs_maint_init(struct tfs_fs *fs);
-/* Parity levels: recompute the parity of every row of every region marked
- * in the journal (writes in flight at a crash), then clear the marks,
- * synced; run before serving (maint.c invariant 3).  Returns 0 (also with
- * no marks or on a level without parity) or -errno. */
-int tfs_maint_resync(struct tfs_fs *fs);
 /* Resume an interrupted rebuild (a member in state R) on the maintenance
  * thread.  Returns 0 (also when there is none), or -EAGAIN if the thread
  * could not be started. */
@@ -33,5 +30,12 @@ int tfs_maint_ctl(struct tfs_fs *fs, const char *cmd, char *err, size_t errlen);
  * paths of files, and the mismatch= lines, only when paths.  Returns them
  * malloc'ed, or NULL without memory. */
 char *tfs_maint_report(struct tfs_fs *fs, bool paths);
+
+/* ---- scrub.c: the crash resync ---- */
+/* Parity levels: recompute the parity of every row of every region marked
+ * in the journal (writes in flight at a crash), then clear the marks,
+ * synced; run before serving (scrub.c invariant 2).  Returns 0 (also with
+ * no marks or on a level without parity) or -errno. */
+int tfs_maint_resync(struct tfs_fs *fs);
 
 #endif

@@ -1,7 +1,8 @@
-/* The RAID (src/raid/data.c, src/raid/stripe.c): file data over the
+/* The RAID (src/raid/data.c, stripe.c, marks.c): file data over the
  * layout, below the SSD tier - reads, writes, syncs and allocations split
- * into member requests, the parity levels' rows, locks and write-intent
- * marks, and the mirror levels' maintenance. */
+ * into member requests (data.c), the parity levels' rows (stripe.c), the
+ * row locks and write-intent marks (marks.c), and the mirror levels'
+ * maintenance (data.c). */
 #ifndef TIERFS_RAID_H
 #define TIERFS_RAID_H
 
@@ -67,7 +68,7 @@ int tfs_space_reserve(struct tfs_fs *fs, const struct tfs_mio *v, unsigned n);
 /* A write on member k was refused for want of space: reserve from now on. */
 void tfs_space_refused(struct tfs_fs *fs, uint32_t k);
 
-/* ---- stripe.c: file data on the parity levels ---- */
+/* ---- marks.c: row locks and write-intent marks (every redundant level) ---- */
 struct tfs_stripes;
 /* Write-intent marks are kept per (fid % TFS_MARK_BUCKETS, region). */
 #define TFS_MARK_BUCKETS 256
@@ -84,7 +85,7 @@ void tfs_stripe_stop(struct tfs_fs *fs);
  * stripes, and 0 too if the journal cannot be read. */
 uint64_t tfs_stripe_marks(struct tfs_fs *fs);
 /* Write-intent marks around a write of rows (chunks on mirrors) r0..r1
- * (stripe.c invariants 2 and 6): each region's mark is durable in the
+ * (marks.c invariants 2 and 3): each region's mark is durable in the
  * journal before this returns.  Returns 0, or -errno (-ENOMEM, the
  * journal's -ENOSPC or -EIO) with no mark taken. */
 int tfs_marks_get(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1);
@@ -94,6 +95,24 @@ void tfs_marks_put(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1);
 /* Rows r0..r1 (marked by the caller) may disagree with their redundancy and
  * could not be fixed: their marks stay until the next mount resyncs them. */
 void tfs_marks_keep(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1);
+/* Row locks (marks.c invariant 1), for every redundant level: rows are
+ * parity rows, or chunks on the mirror levels.  held[] needs
+ * TFS_ROW_LOCKS entries. */
+#define TFS_ROW_LOCKS 1024
+/* Lock rows r0..r1 of fid, in ascending lock order (all TFS_ROW_LOCKS of
+ * them for a span that long).  Returns how many distinct locks are held,
+ * their numbers in held[0..n). */
+unsigned tfs_rows_lock(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1, unsigned *held);
+/* Unlock what tfs_rows_lock returned. */
+void tfs_rows_unlock(struct tfs_fs *fs, const unsigned *held, unsigned n);
+/* replay.c's tfs_replay_cut_fn: a replayed truncate that cut into a row
+ * of a parity level leaves a mark on it.  Returns 0 or -errno. */
+int tfs_stripe_cut_replayed(struct tfs_fs *fs, uint64_t fid, uint64_t len);
+/* Returns the rows one write-intent mark covers (mark region g is rows
+ * g*n..g*n+n-1); fs->stripes must be set up. */
+uint64_t tfs_mark_rows(struct tfs_fs *fs);
+
+/* ---- stripe.c: file data on the parity levels ---- */
 /* stripe.* lines of user.tierfs.status into buf (nothing without parity).
  * Returns their length as snprintf does (>= len: truncated). */
 int tfs_stripe_stats(struct tfs_fs *fs, char *buf, size_t len);
@@ -106,7 +125,7 @@ ssize_t tfs_stripe_read(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, u
 /* Parity levels: tfs_raid_write's write (the caller holds io_gate), under
  * row locks and marks; the size grows to off + len.  Returns len, or
  * -errno as tfs_raid_write (a member failing during the writes does not
- * fail the request: the parity covers it, stripe.c invariant 4); -EAGAIN
+ * fail the request: the parity covers it, stripe.c invariant 2); -EAGAIN
  * only if members kept failing through fs->n + 1 plans of the reads. */
 ssize_t tfs_stripe_write(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, uint64_t size,
 			 bool direct, const void *buf, size_t len, uint64_t off);
@@ -125,29 +144,14 @@ enum tfs_stripe_op {
 /* A mismatch at logical offset off (the row or chunk start): bad is the
  * member found at fault (RAID6, 3-way mirrors), or -1. */
 typedef void (*tfs_stripe_report_fn)(void *arg, uint64_t fid, uint64_t off, int bad);
-/* Row locks (stripe.c invariant 1), for every redundant level: rows are
- * parity rows, or chunks on the mirror levels.  held[] needs
- * TFS_ROW_LOCKS entries. */
-#define TFS_ROW_LOCKS 1024
-/* Lock rows r0..r1 of fid, in ascending lock order (all TFS_ROW_LOCKS of
- * them for a span that long).  Returns how many distinct locks are held,
- * their numbers in held[0..n). */
-unsigned tfs_rows_lock(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1, unsigned *held);
-/* Unlock what tfs_rows_lock returned. */
-void tfs_rows_unlock(struct tfs_fs *fs, const unsigned *held, unsigned n);
 /* Parity levels: op on whole rows r0..r1 of an open file, locked and (but
  * for a check) marked here, at the file's size now; mismatches go to
  * report(arg, ...).  Returns 0, or -EBUSY (check, repair and resync need
  * every member in sync; nothing done), or -errno. */
 int tfs_stripe_rows(struct tfs_fs *fs, struct tfs_inode *in, uint64_t r0, uint64_t r1,
 		    enum tfs_stripe_op op, tfs_stripe_report_fn report, void *arg);
-/* replay.c's tfs_replay_cut_fn: a replayed truncate that cut into a row
- * of a parity level leaves a mark on it.  Returns 0 or -errno. */
-int tfs_stripe_cut_replayed(struct tfs_fs *fs, uint64_t fid, uint64_t len);
-/* Returns the rows one write-intent mark covers (mark region g is rows
- * g*n..g*n+n-1); fs->stripes must be set up. */
-uint64_t tfs_mark_rows(struct tfs_fs *fs);
 
+/* ---- data.c: the mirror levels' maintenance ---- */
 /* Mirror levels: check, repair or rebuild [off, off+len) of an open file
  * chunk by chunk under row locks, up to its size now; copies that differ
  * go to report (repair and rebuild take the majority, the first copy on a

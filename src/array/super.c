@@ -48,7 +48,7 @@
  *
  * Member states (one character per member in sb.state):
  *   U --fails (I/O error, tierctl fail, missing at mount)--> _
- *   _ --tierctl replace (health.c)--> R --rebuild done (maint.c)--> U
+ *   _ --tierctl replace (health.c)--> R --rebuild done (rebuild.c)--> U
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -10,9 +10,9 @@
  *     the SSD tier (cache/status.c: flush, cache_mode, detach).
  *  2. The status is each subsystem's part, in this order: the array's
  *     health (ns/health.c), maintenance (raid/maint.c), write-intent marks
- *     and parity counters (raid/stripe.c), the tier (cache/status.c), memory
- *     (ns/inode.c, util/scratch.c), the last refusal.  Paths only for
- *     root (DESIGN §11).
+ *     (raid/marks.c) and parity counters (raid/stripe.c), the tier
+ *     (cache/status.c), memory (ns/inode.c, util/scratch.c), the last
+ *     refusal.  Paths only for root (DESIGN §11).
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -10,9 +10,9 @@
  *             value: an intent record, opaque here (ns.c encodes it)
  *   "counter" key: name string          value: u64 next free value
  *   "mark"    key: u64 fid % 256, u64 region (big-endian)   value: empty
- *             parity regions that may have stripes in flight (stripe.c)
+ *             parity regions that may have stripes in flight (marks.c)
  *   "rebuilt" key: u64 fid, u64 0        value: empty
- *             files whose data a running rebuild has finished (maint.c)
+ *             files whose data a running rebuild has finished (rebuild.c)
  *   "cache"   key: the bound SSD tier's uuid as two u64      value: empty
  *   "cdirty"  key: u64 fid, u64 0        value: empty
  *             files with writes only in the SSD tier (cache/index.c)

@@ -1,8 +1,13 @@
 /* stripe.c - file data on the parity levels (RAID5, RAID6).
  *
  * Owns: turning one logical request on a parity level into member reads,
- * parity arithmetic (parity.c) and member writes; the row locks; the
- * write-intent marks that close the write hole.
+ * parity arithmetic (parity.c) and member writes: the planner of a
+ * request's rows, the write and read paths, the whole-row passes of
+ * resync, check, repair and rebuild (tfs_stripe_rows), and the parity
+ * rows' counters of the status.  The row locks and write-intent marks
+ * the paths take are marks.c's (its invariants 1-3).  The whole-row
+ * passes stay here: they run the same planner, and a write refused for
+ * space runs one (invariant 3).
  *
  * A row (stripe) of a file is ndata data chunks plus nparity parity chunks
  * at the same member offset (layout.c).  For every row and every in-chunk
@@ -10,32 +15,17 @@
  * chunks' bytes at x, where bytes past a member file's end count as zeros.
  *
  * Invariants:
- *  1. Every write of a row holds that row's lock (a hash of fid and row)
- *     from its first read to its last write, so two writers never compute
- *     parity from each other's half-written data.  Degraded reads, rebuild
- *     and scrub take the same locks.  Locks of one request are taken in
- *     ascending order.
- *  2. A row written without all of its data and parity in place would have
- *     parity that disagrees with its data if the daemon dies in the middle
- *     (the write hole).  So before any member write, the row's region is
- *     marked in the journal and the mark is made durable; it is cleared
- *     lazily, once no write has touched the region for a while (md's
- *     write-intent bitmap).  A mark is (fid % TFS_MARK_BUCKETS, region):
- *     files share marks, as md's bitmap bits cover many blocks, so a stream
- *     of new small files costs a synced journal commit per bucket, not per
- *     file.  The next mount resynchronises the marked regions of every file
- *     in a marked bucket (maint.c tfs_maint_resync).
- *  3. Per row, a write reads either what it overwrites plus the parity
+ *  1. Per row, a write reads either what it overwrites plus the parity
  *     (read-modify-write) or what it does not overwrite (reconstruct-
  *     write), whichever is fewer member reads and possible with the members
  *     in sync; a write covering whole rows reads nothing.  A degraded row
  *     that allows neither reads everything left, reconstructs what is
  *     missing and recomputes the parity.  All reads of a request go to the
  *     members in one batch, then all writes in a second.
- *  4. A member error during the reads fails the member and the request is
+ *  2. A member error during the reads fails the member and the request is
  *     planned again; during the writes it fails the member and the write
  *     stands, because the parity written covers the data that member lost.
- *  5. A write refused for space (ENOSPC, EDQUOT: not a member error) never
+ *  3. A write refused for space (ENOSPC, EDQUOT: not a member error) never
  *     leaves a row whose parity disagrees with its data: on members short
  *     of space the write's ranges are allocated first and a refusal fails
  *     the request before any member write (data.c invariant 6); a member
@@ -43,12 +33,7 @@
  *     data members hold, rows still locked and marked (write_refused); if
  *     that fails too, the rows' marks are kept for the next mount's resync
  *     (tfs_marks_keep), and the error says so.
- *  6. A mark is durable (in the journal and synced) before a write relies
- *     on it; the journal refusing (ENOSPC, EIO) fails the write with that
- *     error before any member is written.  A mark is deleted from the
- *     journal only after syncfs of every member, while no write holds it:
- *     a writer of a mark being deleted waits, then marks the region again.
- *  7. A planning pass (read_rows, write_rows, rows_read_all) takes one view
+ *  4. A planning pass (read_rows, write_rows, rows_read_all) takes one view
  *     of which members are in sync (req_view) and every decision of the
  *     pass, from what to read to what to recover, uses it: a member coming
  *     into sync meanwhile (a rebuild ending) is used from the next pass
@@ -61,11 +46,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "tierfs/log.h"
-#include "tierfs/meta.h"
 #include "tierfs/fs.h"
 #include "tierfs/health.h"
 #include "tierfs/inode.h"
@@ -74,401 +56,12 @@
 #include "tierfs/parity.h"
 #include "tierfs/scratch.h"
 #include "tierfs/super.h"
+#include "raid_i.h"
 
-#define ROW_LOCKS    TFS_ROW_LOCKS
-#define REGION_BYTES (1ull << 30)	/* logical bytes a write-intent mark covers */
-#define MARK_IDLE_NS (2ull * 1000000000ull)
-#define MARK_SLOTS   1024
 #define BLK_ALIGN    4096		/* scratch blocks: O_DIRECT member requests use them */
 
-/* How a row is written (invariant 3). */
+/* How a row is written (invariant 1). */
 enum { M_FULL, M_RMW, M_RCW, M_DEGRADED };
-
-struct mark {
-	uint64_t fid, region;
-	bool durable;		/* in the journal and synced */
-	bool syncing;		/* a writer is making it durable */
-	bool clearing;		/* the cleaner is deleting it from the journal */
-	bool keep;		/* until the next mount's resync (invariant 5) */
-	unsigned users;		/* writes in flight */
-	uint64_t idle_since;	/* ns, when users dropped to 0 */
-	struct mark *next;
-	struct mark *cnext;	/* marks_clear's list */
-};
-
-struct tfs_stripes {
-	pthread_mutex_t row_lock[ROW_LOCKS];
-	pthread_mutex_t mlock;		/* marks */
-	struct mark *marks[MARK_SLOTS];	/* hash chains by (bucket, region) */
-	pthread_t cleaner;
-	pthread_cond_t cond;
-	pthread_cond_t synced;		/* a new mark became durable */
-	bool stop, cleaner_running;
-	int journal_err;		/* the journal's last refusal, logged once */
-	uint64_t region_rows;
-	/* statistics (user.tierfs.status): rows written per mode, and the
-	 * member requests writes of parity rows cost */
-	_Atomic uint64_t rows[4], reads, writes;
-};
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* ------------------------------------------------------------------ */
-/* Row locks                                                           */
-/* ------------------------------------------------------------------ */
-
-static unsigned lock_of(uint64_t fid, uint64_t row)
-{
-	return (unsigned)(((fid * 0x9E3779B97F4A7C15ull) ^ (row * 0xC2B2AE3D27D4EB4Full)) >> 54) %
-	       ROW_LOCKS;
-}
-
-static int cmp_uint(const void *a, const void *b)
-{
-	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Lock rows [r0, r1] of fid; the distinct lock numbers go to held[]. */
-static unsigned rows_lock(struct tfs_stripes *s, uint64_t fid, uint64_t r0, uint64_t r1,
-			  unsigned *held)
-{
-	unsigned n = 0, m = 0;
-
-	if (r1 - r0 >= ROW_LOCKS) {
-		/* every lock (ROW_LOCKS rows in a row need not hash to all) */
-		for (unsigned i = 0; i < ROW_LOCKS; i++)
-			held[n++] = i;
-	} else {
-		for (uint64_t r = r0; r <= r1; r++)
-			held[n++] = lock_of(fid, r);
-	}
-	qsort(held, n, sizeof(*held), cmp_uint);
-	for (unsigned i = 0; i < n; i++)
-		if (m == 0 || held[m - 1] != held[i])
-			held[m++] = held[i];
-	for (unsigned i = 0; i < m; i++)
-		pthread_mutex_lock(&s->row_lock[held[i]]);
-	return m;
-}
-
-static void rows_unlock(struct tfs_stripes *s, const unsigned *held, unsigned n)
-{
-	while (n-- > 0)
-		pthread_mutex_unlock(&s->row_lock[held[n]]);
-}
-
-unsigned tfs_rows_lock(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1, unsigned *held)
-{
-	return rows_lock(fs->stripes, fid, r0, r1, held);
-}
-
-void tfs_rows_unlock(struct tfs_fs *fs, const unsigned *held, unsigned n)
-{
-	rows_unlock(fs->stripes, held, n);
-}
-
-/* ------------------------------------------------------------------ */
-/* Write-intent marks                                                  */
-/* ------------------------------------------------------------------ */
-
-/* Log the journal refusing a mark change once, and once when it works
- * again; mlock held.  A full member filesystem is the admin's business
- * (a warning); any other journal error is an error. */
-static void journal_result(struct tfs_stripes *s, const char *what, int rc)
-{
-	if (rc == s->journal_err)
-		return;
-	if (rc == -ENOSPC || rc == -EDQUOT)
-		tfs_warn("%s: journal: %s; writes into regions not marked yet fail with it",
-			 what, strerror(-rc));
-	else if (rc)
-		tfs_err("%s: journal: %s", what, strerror(-rc));
-	else
-		tfs_info("write-intent marks: the journal takes changes again");
-	s->journal_err = rc;
-}
-
-static struct mark **mark_slot(struct tfs_stripes *s, uint64_t fid, uint64_t region)
-{
-	return &s->marks[((fid * 0x9E3779B97F4A7C15ull) ^ (region * 0xC2B2AE3D27D4EB4Full)) >>
-			 54 & (MARK_SLOTS - 1)];
-}
-
-static struct mark *mark_find(struct tfs_stripes *s, uint64_t fid, uint64_t region)
-{
-	for (struct mark *m = *mark_slot(s, fid, region); m; m = m->next)
-		if (m->fid == fid && m->region == region)
-			return m;
-	return NULL;
-}
-
-/* Make mark m durable (invariant 2), mlock held and m->users counting the
- * caller.  One writer commits and syncs it without mlock, so writers of
- * other regions go on meanwhile; writers of this one wait for that sync
- * (a group commit), or for the cleaner deleting it to finish.  If the
- * journal refuses (ENOSPC, EIO), the writer gets the error and the mark
- * stays not durable: the next writer tries again. */
-static int mark_durable(struct tfs_fs *fs, struct mark *m)
-{
-	struct tfs_stripes *s = fs->stripes;
-	int rc;
-
-	while (!m->durable || m->clearing) {
-		if (m->syncing || m->clearing) {
-			pthread_cond_wait(&s->synced, &s->mlock);
-			continue;
-		}
-		m->syncing = true;
-		pthread_mutex_unlock(&s->mlock);
-		rc = tfs_meta_set_put(fs->meta, TFS_SET_MARK, m->fid, m->region);
-		if (rc == 0)
-			rc = tfs_meta_sync(fs->meta);
-		pthread_mutex_lock(&s->mlock);
-		m->syncing = false;
-		m->durable = rc == 0;
-		pthread_cond_broadcast(&s->synced);
-		journal_result(s, "write-intent mark", rc);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-/* Drop this call's use of the marks of regions [g0, g1]. */
-static void marks_release(struct tfs_stripes *s, uint64_t fid, uint64_t g0, uint64_t g1)
-{
-	uint64_t now = now_ns();
-
-	for (uint64_t g = g0; g <= g1; g++) {
-		struct mark *m = mark_find(s, fid, g);
-
-		if (m && --m->users == 0)
-			m->idle_since = now;
-	}
-}
-
-/* Mark the regions of rows [r0, r1] before writing them; -errno (the
- * journal's ENOSPC or EIO) and no mark taken if one cannot be made
- * durable. */
-int tfs_marks_get(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
-{
-	struct tfs_stripes *s = fs->stripes;
-	uint64_t g0 = r0 / s->region_rows, g;
-	int rc = 0;
-
-	fid %= TFS_MARK_BUCKETS;	/* files share marks: see invariant 2 */
-	pthread_mutex_lock(&s->mlock);
-	for (g = g0; g <= r1 / s->region_rows; g++) {
-		struct mark *m = mark_find(s, fid, g);
-
-		if (!m) {
-			m = calloc(1, sizeof(*m));
-			if (!m) {
-				rc = -ENOMEM;
-				break;
-			}
-			m->fid = fid;
-			m->region = g;
-			m->next = *mark_slot(s, fid, g);
-			*mark_slot(s, fid, g) = m;
-		}
-		m->users++;
-		rc = mark_durable(fs, m);
-		if (rc) {
-			g++;	/* this one is held too */
-			break;
-		}
-	}
-	if (rc && g > g0)	/* undo what this call took */
-		marks_release(s, fid, g0, g - 1);
-	pthread_mutex_unlock(&s->mlock);
-	return rc;
-}
-
-void tfs_marks_put(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
-{
-	struct tfs_stripes *s = fs->stripes;
-
-	fid %= TFS_MARK_BUCKETS;
-	pthread_mutex_lock(&s->mlock);
-	marks_release(s, fid, r0 / s->region_rows, r1 / s->region_rows);
-	pthread_mutex_unlock(&s->mlock);
-}
-
-void tfs_marks_keep(struct tfs_fs *fs, uint64_t fid, uint64_t r0, uint64_t r1)
-{
-	struct tfs_stripes *s = fs->stripes;
-
-	fid %= TFS_MARK_BUCKETS;
-	pthread_mutex_lock(&s->mlock);
-	for (uint64_t g = r0 / s->region_rows; g <= r1 / s->region_rows; g++) {
-		struct mark *m = mark_find(s, fid, g);
-
-		if (m)
-			m->keep = true;
-	}
-	pthread_mutex_unlock(&s->mlock);
-}
-
-/* Take m off its hash chain (mlock held). */
-static void mark_unlink(struct tfs_stripes *s, struct mark *m)
-{
-	struct mark **pp = mark_slot(s, m->fid, m->region);
-
-	while (*pp != m)
-		pp = &(*pp)->next;
-	*pp = m->next;
-}
-
-/* Clear marks idle for at least idle ns.  The members' data must be on
- * stable storage first: a mark is the only record that a row may be torn,
- * so it goes only after syncfs of every member.  The marks are deleted in
- * one journal transaction without mlock; meanwhile they stay in the table
- * as clearing, and a writer of their region waits, then marks it again.  A
- * mark the journal cannot delete (ENOSPC, EIO), or whose rows a member's
- * syncfs could not make durable, stays and is tried again after another
- * idle period; a kept mark (rows a refused write may have left torn,
- * invariant 5) stays for the next mount's resync. */
-static void marks_clear(struct tfs_fs *fs, uint64_t idle)
-{
-	struct tfs_stripes *s = fs->stripes;
-	struct mark *gone = NULL;
-	uint64_t now = now_ns(), (*keys)[2], n = 0;
-	int rc = 0;
-
-	pthread_mutex_lock(&s->mlock);
-	for (unsigned i = 0; i < MARK_SLOTS; i++) {
-		for (struct mark *m = s->marks[i]; m; m = m->next) {
-			if (m->users == 0 && !m->keep && !m->clearing &&
-			    now - m->idle_since >= idle) {
-				m->clearing = true;
-				m->cnext = gone;
-				gone = m;
-				n++;
-			}
-		}
-	}
-	pthread_mutex_unlock(&s->mlock);
-	if (!gone)
-		return;
-	keys = malloc(n * sizeof(*keys));
-	if (!keys)
-		rc = -ENOMEM;
-	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
-		int r = tfs_m_writable(fs, k) ? OPS(fs)->syncfs(BE(fs), k) : 0;
-
-		/* a member that loses data fails (if the level survives it) and
-		 * its rows no longer count; otherwise the marks stay */
-		if (r && !(tfs_member_error(r) && tfs_member_fail(fs, k, r, "syncfs"))) {
-			tfs_err("member %u: syncfs: %s; write-intent marks stay", k, strerror(-r));
-			rc = r;
-		}
-	}
-	n = 0;
-	for (struct mark *m = gone; m && rc == 0; m = m->cnext) {
-		keys[n][0] = m->fid;
-		keys[n++][1] = m->region;
-	}
-	if (rc == 0)
-		rc = tfs_meta_set_del_many(fs->meta, TFS_SET_MARK, keys, n);
-	free(keys);
-	pthread_mutex_lock(&s->mlock);
-	if (rc != -ENOMEM)
-		journal_result(s, "clearing write-intent marks", rc);
-	while (gone) {
-		struct mark *m = gone;
-
-		gone = m->cnext;
-		m->clearing = false;
-		m->durable = false;	/* deleted, or perhaps from some copies only */
-		m->idle_since = now_ns();
-		if (rc == 0 && m->users == 0) {
-			mark_unlink(s, m);
-			free(m);
-		}
-	}
-	pthread_cond_broadcast(&s->synced);	/* writers waiting for a clearing */
-	pthread_mutex_unlock(&s->mlock);
-}
-
-static void *cleaner(void *arg)
-{
-	struct tfs_fs *fs = arg;
-	struct tfs_stripes *s = fs->stripes;
-
-	pthread_mutex_lock(&s->mlock);
-	while (!s->stop) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
-		pthread_cond_timedwait(&s->cond, &s->mlock, &ts);
-		if (s->stop)
-			break;
-		pthread_mutex_unlock(&s->mlock);
-		marks_clear(fs, MARK_IDLE_NS);
-		pthread_mutex_lock(&s->mlock);
-	}
-	pthread_mutex_unlock(&s->mlock);
-	return NULL;
-}
-
-int tfs_stripe_init(struct tfs_fs *fs)
-{
-	struct tfs_stripes *s;
-	uint64_t rowbytes;
-
-	s = calloc(1, sizeof(*s));
-	if (!s)
-		return -ENOMEM;
-	for (unsigned i = 0; i < ROW_LOCKS; i++)
-		pthread_mutex_init(&s->row_lock[i], NULL);
-	pthread_mutex_init(&s->mlock, NULL);
-	pthread_cond_init(&s->cond, NULL);
-	pthread_cond_init(&s->synced, NULL);
-	rowbytes = tfs_row_bytes(fs);
-	s->region_rows = REGION_BYTES / rowbytes ? REGION_BYTES / rowbytes : 1;
-	fs->stripes = s;
-	return 0;
-}
-
-int tfs_stripe_start(struct tfs_fs *fs)
-{
-	struct tfs_stripes *s = fs->stripes;
-
-	if (!s || s->cleaner_running)
-		return 0;
-	if (pthread_create(&s->cleaner, NULL, cleaner, fs))
-		return -EAGAIN;
-	s->cleaner_running = true;
-	return 0;
-}
-
-void tfs_stripe_stop(struct tfs_fs *fs)
-{
-	struct tfs_stripes *s = fs->stripes;
-
-	if (!s)
-		return;
-	if (s->cleaner_running) {
-		pthread_mutex_lock(&s->mlock);
-		s->stop = true;
-		pthread_cond_signal(&s->cond);
-		pthread_mutex_unlock(&s->mlock);
-		pthread_join(s->cleaner, NULL);
-		s->cleaner_running = false;
-	}
-	if (fs->meta)
-		marks_clear(fs, 0);	/* clean unmount: nothing is in flight */
-}
 
 int tfs_stripe_stats(struct tfs_fs *fs, char *buf, size_t len)
 {
@@ -481,32 +74,6 @@ int tfs_stripe_stats(struct tfs_fs *fs, char *buf, size_t len)
 			"\nstripe.member_reads=%" PRIu64 "\nstripe.member_writes=%" PRIu64 "\n",
 			(uint64_t)s->rows[M_FULL], (uint64_t)s->rows[M_RMW], (uint64_t)s->rows[M_RCW],
 			(uint64_t)s->rows[M_DEGRADED], (uint64_t)s->reads, (uint64_t)s->writes);
-}
-
-uint64_t tfs_mark_rows(struct tfs_fs *fs)
-{
-	return fs->stripes->region_rows;
-}
-
-int tfs_stripe_cut_replayed(struct tfs_fs *fs, uint64_t fid, uint64_t len)
-{
-	uint64_t rb;
-
-	if (!fs->stripes || !tfs_layout_nparity(&fs->layout) || !(len % (rb = tfs_row_bytes(fs))))
-		return 0;
-	/* the new last row's parity covered the bytes cut from it: a mark
-	 * has the resync after replay recompute it (replay.c invariant 5) */
-	return tfs_meta_set_put(fs->meta, TFS_SET_MARK, fid % TFS_MARK_BUCKETS,
-				len / rb / fs->stripes->region_rows);
-}
-
-uint64_t tfs_stripe_marks(struct tfs_fs *fs)
-{
-	uint64_t n = 0;
-
-	if (fs->meta && fs->stripes)
-		tfs_meta_set_count(fs->meta, TFS_SET_MARK, &n);
-	return n;
 }
 
 /* ------------------------------------------------------------------ */
@@ -541,7 +108,7 @@ struct req {
 	char *mem;
 	size_t memcap, memused;
 	int *fd;			/* per member, -1 unopened */
-	uint32_t insync;		/* members in sync when this pass was planned (invariant 7) */
+	uint32_t insync;		/* members in sync when this pass was planned (invariant 4) */
 };
 
 /* A request's rows, member requests and blocks are the thread's scratch
@@ -697,7 +264,7 @@ static void row_init(struct req *q, struct row *rw, uint64_t r, uint64_t off, ui
 }
 
 /* Take the view of the members a planning pass uses from its first
- * decision to its last (invariant 7). */
+ * decision to its last (invariant 4). */
 static void req_view(struct req *q)
 {
 	q->insync = 0;
@@ -716,7 +283,7 @@ static bool writable(struct req *q, struct row *rw, uint32_t pos)
 	return tfs_m_writable(q->fs, rw->member[pos]);
 }
 
-/* Choose how to write row rw (invariant 3). */
+/* Choose how to write row rw (invariant 1). */
 static int row_mode(struct req *q, struct row *rw)
 {
 	unsigned rmw = 0, rcw = 0;
@@ -908,7 +475,7 @@ static int rows_fix(struct req *q, uint64_t fid, uint64_t r0, uint64_t r1, uint6
 		    enum tfs_stripe_op op, tfs_stripe_report_fn report, void *arg);
 
 /* A member refused one of the nv writes of rows r0..r1 of a write ending
- * at end (err: ENOSPC, ...; invariant 5).  The others may have landed, so
+ * at end (err: ENOSPC, ...; invariant 3).  The others may have landed, so
  * the rows' parity may not match their data: recompute it from what the
  * data members now hold, the rows still locked and marked.  If that fails
  * too, the marks stay for the next mount's resync. */
@@ -994,13 +561,13 @@ static int locked_write(struct req *q, uint64_t fid, const char *buf, size_t len
 	uint64_t rowbytes = q->nd * q->C, r0 = off / rowbytes, r1 = (off + len - 1) / rowbytes;
 	int rc;
 
-	nheld = q->in_locked ? 0 : rows_lock(s, fid, r0, r1, held);	/* truncate holds them */
+	nheld = q->in_locked ? 0 : r_rows_lock(s, fid, r0, r1, held);	/* truncate holds them */
 	rc = tfs_marks_get(q->fs, fid, r0, r1);
 	if (rc == 0) {
 		rc = write_rows(q, buf, len, off, r0, r1);
-		tfs_marks_put(q->fs, fid, r0, r1);
+		r_marks_put(s, fid, r0, r1);
 	}
-	rows_unlock(s, held, nheld);
+	r_rows_unlock(s, held, nheld);
 	return rc;
 }
 
@@ -1127,7 +694,7 @@ ssize_t tfs_stripe_read(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, u
 	for (int tries = 0;; tries++) {
 		/* a reconstruction reads whole rows: keep writers out of them */
 		if (!locked && any_unreadable(fs)) {
-			nheld = rows_lock(s, fid, r0, r1, held);
+			nheld = r_rows_lock(s, fid, r0, r1, held);
 			locked = true;
 		}
 		rc = read_rows(&q, buf, len, off, r0, r1, &degraded);
@@ -1138,7 +705,7 @@ ssize_t tfs_stripe_read(struct tfs_fs *fs, struct tfs_inode *in, uint32_t rot, u
 		break;
 	}
 	if (locked)
-		rows_unlock(s, held, nheld);
+		r_rows_unlock(s, held, nheld);
 	return rc ? rc : (ssize_t)len;
 }
 
@@ -1308,7 +875,7 @@ int tfs_stripe_rows(struct tfs_fs *fs, struct tfs_inode *in, uint64_t r0, uint64
 	int rc;
 
 	req_init(&q, fs, in, in->rot, false);
-	nheld = rows_lock(s, fid, r0, r1, held);
+	nheld = r_rows_lock(s, fid, r0, r1, held);
 	/* the size now, not when the caller looked: a truncate may have run */
 	pthread_mutex_lock(&in->lock);
 	size = in->size;
@@ -1319,7 +886,7 @@ int tfs_stripe_rows(struct tfs_fs *fs, struct tfs_inode *in, uint64_t r0, uint64
 	else
 		marked = false;	/* tfs_marks_get took nothing */
 	if (marked)
-		tfs_marks_put(fs, fid, r0, r1);
-	rows_unlock(s, held, nheld);
+		r_marks_put(s, fid, r0, r1);
+	r_rows_unlock(s, held, nheld);
 	return rc;
 }

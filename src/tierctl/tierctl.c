@@ -1,7 +1,7 @@
 /* tierctl.c - the administrator's command for a mounted tierfs array.
  *
  * Owns: nothing but the command line.  It speaks to the daemon through two
- * xattrs on the mount's root (src/raid/maint.c):
+ * xattrs on the mount's root (src/fuse/control.c):
  *   user.tierfs.status   read: key=value lines describing the array
  *   user.tierfs.ctl      write: a command ("fail N", "replace N DIR",
  *                        "scrub", "repair", "cancel", and for the SSD

@@ -15,7 +15,7 @@
  *     threads per batch, each with stripe scratch for its segment (up to
  *     64 extents).
  *  3. Between requests a thread keeps at most TFS_SCRATCH_KEEP bytes per
- *     slot: each thread's loop (fs.c handlers, defer.c, flush.c, maint.c)
+ *     slot: each thread's loop (fs.c handlers, defer.c, flush.c, scrub.c)
  *     calls tfs_scratch_trim when a request is done, which frees larger
  *     buffers.  So what a thread holds while idle is bounded by
  *     TFS_SCRATCH_KEEP per slot whatever it served, and a large request

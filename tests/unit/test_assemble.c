@@ -320,7 +320,7 @@ static void replace_member(struct model *m)
 
 	if (m->mstate[k] != TFS_M_FAILED || (d = new_dir(m)) == UINT32_MAX)
 		return;
-	/* the new directory says it is failed until R is recorded (maint.c) */
+	/* the new directory says it is failed until R is recorded (rebuild.c) */
 	set_sb(&m->d[d], k, m->events, m->mstate);
 	if (m->nold < MAXD)
 		m->old[m->nold++] = m->slot[k];

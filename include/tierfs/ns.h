@@ -169,7 +169,7 @@ int tfs_ns_cut_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, bool
  * the member files. */
 void tfs_ns_cut_end(struct tfs_fs *fs, struct tfs_inode *in, uint64_t seq);
 
-/* Intent records (encoded by ns.c, replayed by replay.c). */
+/* Intent records (encoded by intent.c, replayed by replay.c). */
 enum tfs_intent_op {
 	TFS_I_CREATE = 1,	/* path */
 	TFS_I_REMOVE,		/* path */

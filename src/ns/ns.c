@@ -9,12 +9,7 @@
  *     take changes (tfs_members).  If the primary refuses (EEXIST,
  *     ENOTEMPTY, ...), nothing has changed and the error is returned.  A
  *     member that fails a change the primary made is failed (health.c).
- *  2. On arrays of more than one member, a change that touches several
- *     members is bracketed by an intent record in LMDB: added before member
- *     0 is touched, deleted after the last member is done and before the
- *     reply.  So an intent exists only for a change that may be half done,
- *     and replay.c can finish it by making members 1..n-1 agree with member
- *     0 at the recorded paths.
+ *  2. (moved: intent.c invariant 1)
  *  3. Objects are created as the daemon and then given the caller's
  *     fsuid/fsgid (the parent's gid when the parent is setgid), the way the
  *     kernel's own filesystems own new files.
@@ -51,6 +46,7 @@
  *     The tier itself decides only for files that vanished behind the
  *     mount (a dirty file the flusher or the restart walk cannot find).
  */
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -68,121 +64,16 @@
 #include "tierfs/inode.h"
 #include "tierfs/ns.h"
 #include "tierfs/super.h"
+#include "ns_i.h"
 
 /* ------------------------------------------------------------------ */
-/* Intent records                                                      */
+/* Changes on every member                                             */
 /* ------------------------------------------------------------------ */
-
-struct intent_hdr {
-	uint32_t op, flags;
-	uint64_t arg;
-	uint64_t fid;		/* the file changed, or 0 */
-	uint16_t len1, len2;
-};
-
-int tfs_intent_encode(const struct tfs_intent *it, void *buf, size_t len)
-{
-	struct intent_hdr h = { it->op, it->flags, it->arg, it->fid, 0, 0 };
-	size_t l1 = strlen(it->path), l2 = it->path2 ? strlen(it->path2) : 0;
-
-	if (sizeof(h) + l1 + l2 > len || l1 > UINT16_MAX || l2 > UINT16_MAX)
-		return -ENAMETOOLONG;
-	h.len1 = (uint16_t)l1;
-	h.len2 = (uint16_t)l2;
-	memcpy(buf, &h, sizeof(h));
-	memcpy((char *)buf + sizeof(h), it->path, l1);
-	if (l2)
-		memcpy((char *)buf + sizeof(h) + l1, it->path2, l2);
-	return (int)(sizeof(h) + l1 + l2);
-}
-
-int tfs_intent_decode(const void *buf, size_t len, struct tfs_intent *it, char *p1, char *p2)
-{
-	struct intent_hdr h;
-
-	if (len < sizeof(h))
-		return -EINVAL;
-	memcpy(&h, buf, sizeof(h));
-	if (sizeof(h) + h.len1 + h.len2 != len)
-		return -EINVAL;
-	memcpy(p1, (const char *)buf + sizeof(h), h.len1);
-	p1[h.len1] = 0;
-	memcpy(p2, (const char *)buf + sizeof(h) + h.len1, h.len2);
-	p2[h.len2] = 0;
-	it->op = h.op;
-	it->flags = h.flags;
-	it->arg = h.arg;
-	it->fid = h.fid;
-	it->path = p1;
-	it->path2 = p2;
-	return 0;
-}
-
-/* Record a change (op, flags, arg, fid of it) at a (and b, or the extra
- * string) before touching member 0; *seq = 0 means "no record". */
-static int intent_begin(struct tfs_fs *fs, struct tfs_intent it, const struct tfs_loc *a,
-			const struct tfs_loc *b, const char *extra, uint64_t *seq)
-{
-	char *p1, *p2 = NULL, *rec = NULL;
-	size_t cap;
-	int len;
-
-	*seq = 0;
-	/* one member: nothing to make agree, but a truncate with an SSD tier
-	 * is replayed so the members follow the cache's cut (tfs_data_truncate) */
-	if (fs->n == 1 && !(it.op == TFS_I_TRUNCATE && fs->tier))
-		return 0;
-	p1 = tfs_loc_path(fs, a);
-	if (b)
-		p2 = tfs_loc_path(fs, b);
-	if (!p1 || (b && !p2)) {
-		len = -ENOMEM;
-		goto out;
-	}
-	it.path = p1;
-	it.path2 = b ? p2 : extra;
-	cap = sizeof(struct intent_hdr) + strlen(p1) + (it.path2 ? strlen(it.path2) : 0);
-	rec = malloc(cap);
-	len = rec ? tfs_intent_encode(&it, rec, cap) : -ENOMEM;
-	if (len >= 0)
-		len = tfs_meta_intent_add(fs->meta, rec, (size_t)len, seq);
-out:
-	free(p1);
-	free(p2);
-	free(rec);
-	return len < 0 ? len : 0;
-}
-
-/* Retire the intent of a change every member has now: the journal's next
- * write deletes it (meta.c invariant 7).  Replayed after a crash before
- * that, it is a no-op: the members agree already. */
-static void intent_end(struct tfs_fs *fs, uint64_t seq)
-{
-	if (seq)
-		tfs_meta_intent_retire(fs->meta, seq);
-}
-
-/* A truncate's intent is deleted at once: replayed, it would cut what the
- * file got since.  If the journal refuses, the record goes with the next
- * transaction that works (meta.c); meanwhile the file's fsync fails
- * (tfs_meta_sync_to), so nothing it covers can be cut by a replay. */
-static void truncate_intent_end(struct tfs_fs *fs, uint64_t seq)
-{
-	int rc;
-
-	if (!seq || (rc = tfs_meta_intent_del(fs->meta, seq)) == 0)
-		return;
-	if (tfs_space_error(rc))
-		tfs_warn("intent %" PRIu64 ": cannot retire it yet: journal: %s", seq,
-			 strerror(-rc));
-	else
-		tfs_err("intent %" PRIu64 ": cannot retire it: %s", seq, strerror(-rc));
-}
 
 /* A member other than the primary failed a change the primary made: it
  * now differs, so it is failed if the level allows. */
-static void member_diverged(struct tfs_fs *fs, uint32_t m, const char *what,
-			    const struct tfs_loc *l, int rc)
+void ns_member_diverged(struct tfs_fs *fs, uint32_t m, const char *what,
+			const struct tfs_loc *l, int rc)
 {
 	char *p = tfs_loc_path(fs, l);
 	char msg[160];
@@ -872,7 +763,7 @@ static int set_times(struct tfs_fs *fs, struct target *t, const struct stat *att
 		if (i == 0 && r)
 			return r;
 		if (r)
-			member_diverged(fs, k, "utimens", &t->loc, r);
+			ns_member_diverged(fs, k, "utimens", &t->loc, r);
 	}
 	return rc;
 }
@@ -893,7 +784,7 @@ static int each_member(struct tfs_fs *fs, struct target *t, const char *what, me
 		if (r && i == 0)
 			return r;
 		if (r)
-			member_diverged(fs, k, what, &t->loc, r);
+			ns_member_diverged(fs, k, what, &t->loc, r);
 	}
 	return 0;
 }
@@ -928,7 +819,7 @@ int tfs_ns_setattr(struct tfs_fs *fs, struct tfs_inode *in, const struct stat *a
 	if (to_set & (TFS_SET_MODE | TFS_SET_UID | TFS_SET_GID |
 		      TFS_SET_ATIME | TFS_SET_MTIME)) {
 		if (t.has_loc)	/* an unlinked file has no path to repair */
-			rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_ATTR }, &t.loc, NULL, NULL, &seq);
+			rc = ns_intent_begin(fs, (struct tfs_intent){ .op = TFS_I_ATTR }, &t.loc, NULL, NULL, &seq);
 	}
 	if (rc == 0 && (to_set & (TFS_SET_UID | TFS_SET_GID))) {
 		uid_t u = (to_set & TFS_SET_UID) ? attr->st_uid : (uid_t)-1;
@@ -942,7 +833,7 @@ int tfs_ns_setattr(struct tfs_fs *fs, struct tfs_inode *in, const struct stat *a
 	if (rc == 0 && (to_set & (TFS_SET_ATIME | TFS_SET_MTIME |
 				  TFS_SET_ATIME_NOW | TFS_SET_MTIME_NOW)))
 		rc = set_times(fs, &t, attr, to_set);
-	intent_end(fs, seq);
+	ns_intent_end(fs, seq);
 	if (rc == 0)
 		rc = target_stat(fs, in, &t, out);
 	target_close(fs, in, &t);
@@ -968,8 +859,8 @@ int tfs_ns_cut_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, bool
 	 * drop then finds it and cuts the members too, so the members' older
 	 * bytes never come back where the tier had newer ones (DESIGN 10.5) */
 	if (tfs_inode_loc(fs, in, &loc) == 0) {
-		rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_TRUNCATE, .arg = len, .fid = in->fid },
-				  &loc, NULL, NULL, seq);
+		rc = ns_intent_begin(fs, (struct tfs_intent){ .op = TFS_I_TRUNCATE, .arg = len, .fid = in->fid },
+				     &loc, NULL, NULL, seq);
 		tfs_loc_put(fs, &loc);
 		if (rc)
 			return rc;
@@ -983,7 +874,7 @@ int tfs_ns_cut_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, bool
 		ofile_put_locked(fs, in);
 	pthread_mutex_unlock(&in->lock);
 	if (rc) {
-		truncate_intent_end(fs, *seq);
+		ns_truncate_intent_end(fs, *seq);
 		*seq = 0;
 	}
 	return rc;
@@ -991,7 +882,7 @@ int tfs_ns_cut_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, bool
 
 void tfs_ns_cut_end(struct tfs_fs *fs, struct tfs_inode *in, uint64_t seq)
 {
-	truncate_intent_end(fs, seq);
+	ns_truncate_intent_end(fs, seq);
 	if (seq)	/* the retirement is durable before the file's next fsync */
 		__atomic_store_n(&in->trunc_gen, tfs_meta_gen(fs->meta), __ATOMIC_RELAXED);
 	pthread_mutex_lock(&in->lock);
@@ -1080,7 +971,7 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 	if (rc)
 		goto out;
 	sgid = (pst.st_mode & S_ISGID) != 0;
-	rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_CREATE }, &loc, NULL, NULL, &seq);
+	rc = ns_intent_begin(fs, (struct tfs_intent){ .op = TFS_I_CREATE }, &loc, NULL, NULL, &seq);
 	if (rc)
 		goto out;
 	for (uint32_t i = 0; i < nm; i++) {
@@ -1105,9 +996,9 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 			break;
 		}
 		if (r < 0)
-			member_diverged(fs, k, "create", &loc, r);
+			ns_member_diverged(fs, k, "create", &loc, r);
 	}
-	intent_end(fs, seq);
+	ns_intent_end(fs, seq);
 	if (rc)
 		goto out;
 	rc = OPS(fs)->fstatat(BE(fs), p, dfd[p], name, &e->st);
@@ -1234,7 +1125,7 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	rc = OPS(fs)->fstatat(BE(fs), ord[0], dfd[ord[0]], name, &st);
 	in = rc == 0 ? hold_named(fs, st.st_ino) : NULL;
 	if (rc == 0)
-		rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_REMOVE }, &loc, NULL, NULL, &seq);
+		rc = ns_intent_begin(fs, (struct tfs_intent){ .op = TFS_I_REMOVE }, &loc, NULL, NULL, &seq);
 	for (uint32_t i = 0; i < nm && rc == 0; i++) {
 		uint32_t k = ord[i];
 		int r = dfd[k] < 0 ? 0 : OPS(fs)->unlinkat(BE(fs), k, dfd[k], name,
@@ -1243,9 +1134,9 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		if (r && i == 0)
 			rc = r;
 		else if (r)
-			member_diverged(fs, k, "remove", &loc, r);
+			ns_member_diverged(fs, k, "remove", &loc, r);
 	}
-	intent_end(fs, seq);
+	ns_intent_end(fs, seq);
 	if (rc == 0 && in) {
 		tfs_inode_alias_drop(fs, in, parent, name);
 		if (dir || st.st_nlink <= 1)
@@ -1348,8 +1239,8 @@ static int rename_moved(struct tfs_fs *fs, struct tfs_inode *op, const char *ona
 	if (dirmove)
 		pthread_rwlock_wrlock(&fs->rename_lock);
 	if (rc == 0)
-		rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_RENAME, .flags = flags }, &ol, &nl,
-				  NULL, &seq);
+		rc = ns_intent_begin(fs, (struct tfs_intent){ .op = TFS_I_RENAME, .flags = flags }, &ol, &nl,
+				     NULL, &seq);
 	for (uint32_t i = 0; i < nm && rc == 0; i++) {
 		uint32_t k = ord[i];
 		int r = od[k] < 0 || nd[k] < 0
@@ -1358,9 +1249,9 @@ static int rename_moved(struct tfs_fs *fs, struct tfs_inode *op, const char *ona
 		if (r && i == 0)
 			rc = r;
 		else if (r)
-			member_diverged(fs, k, "rename", &ol, r);
+			ns_member_diverged(fs, k, "rename", &ol, r);
 	}
-	intent_end(fs, seq);
+	ns_intent_end(fs, seq);
 	if (rc == 0 && (flags & RENAME_EXCHANGE)) {
 		if (oin)
 			tfs_inode_alias_move(fs, oin, op, oname, np, "\x01tierfs-xchg");
@@ -1400,7 +1291,7 @@ static int link_moved(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode 
 		return rc;
 	}
 	nm = tfs_members(fs, ord);
-	rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_LINK }, &ol, &nl, NULL, &seq);
+	rc = ns_intent_begin(fs, (struct tfs_intent){ .op = TFS_I_LINK }, &ol, &nl, NULL, &seq);
 	for (uint32_t i = 0; i < nm && rc == 0; i++) {
 		uint32_t k = ord[i];
 		int r = od[k] < 0 || nd[k] < 0
@@ -1409,9 +1300,9 @@ static int link_moved(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode 
 		if (r && i == 0)
 			rc = r;
 		else if (r)
-			member_diverged(fs, k, "link", &nl, r);
+			ns_member_diverged(fs, k, "link", &nl, r);
 	}
-	intent_end(fs, seq);
+	ns_intent_end(fs, seq);
 	if (rc == 0)
 		rc = OPS(fs)->fstatat(BE(fs), ord[0], nd[ord[0]], nname, &e->st);
 	/* bound by the primary's inode number before the directory fds go
@@ -1564,7 +1455,7 @@ static int xattr_all(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 	if (rc)
 		return rc;
 	if (t.has_loc)
-		rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_XATTR }, &t.loc, NULL, name, &seq);
+		rc = ns_intent_begin(fs, (struct tfs_intent){ .op = TFS_I_XATTR }, &t.loc, NULL, name, &seq);
 	for (uint32_t i = 0; i < nm && rc == 0; i++) {
 		uint32_t k = ord[i];
 		bool owned;
@@ -1581,9 +1472,9 @@ static int xattr_all(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 		if (r && i == 0)
 			rc = r;
 		else if (r)
-			member_diverged(fs, k, "xattr", &t.loc, r);
+			ns_member_diverged(fs, k, "xattr", &t.loc, r);
 	}
-	intent_end(fs, seq);
+	ns_intent_end(fs, seq);
 	target_close(fs, in, &t);
 	return rc;
 }

@@ -1,0 +1,57 @@
+/* Private to src/ns: what the namespace's files call of each other.  The
+ * files, each opening with what it owns and its invariants: ns.c (the
+ * tree's changes on every member: lookup, create, remove, rename, link,
+ * directories, statfs), intent.c (intent records), identity.c (file
+ * identities, "file gone"), ofile.c (open member files, the size record,
+ * targets), attr.c (attributes, the truncate's part), xattr.c (extended
+ * attributes).  include/tierfs/ns.h is their public interface.
+ *
+ * Locking: a function named _locked is called with in->lock held; in->lock
+ * guards the inode's ofile, identity and size.  Directory fds hold
+ * ns_lock shared (tfs_dir_fds to tfs_dir_fds_put); fs->ilock (the inode
+ * table) is taken under in->lock, never the other way round.
+ */
+#ifndef TIERFS_NS_I_H
+#define TIERFS_NS_I_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tierfs/fs.h"
+#include "tierfs/meta.h"
+#include "tierfs/ns.h"
+
+/* ns.c */
+
+/* A member other than the primary failed a change the primary made
+ * (what, of the object at l, with rc): it now differs, so it is failed
+ * if the level allows, else the difference is logged (ns.c invariant 1). */
+void ns_member_diverged(struct tfs_fs *fs, uint32_t m, const char *what,
+			const struct tfs_loc *l, int rc);
+
+/* intent.c */
+
+/* Records the change it (op, flags, arg, fid) at a (and b, or the extra
+ * string as the second path) before member 0 is touched (intent.c
+ * invariant 1); *seq is the record, 0 for none (one member, but a
+ * truncate with an SSD tier).  Returns 0 or -errno (nothing has
+ * changed): -ENOMEM, -ENAMETOOLONG (a path over 65535 bytes), or the
+ * journal's refusal. */
+int ns_intent_begin(struct tfs_fs *fs, struct tfs_intent it, const struct tfs_loc *a,
+		    const struct tfs_loc *b, const char *extra, uint64_t *seq);
+/* Deletes a truncate's intent seq (0: none) at once (intent.c invariant
+ * 2); a deletion the journal refuses is logged and goes with its next
+ * transaction that works. */
+void ns_truncate_intent_end(struct tfs_fs *fs, uint64_t seq);
+
+/* Retire the intent of a change every member has now: the journal's next
+ * write deletes it (meta.c invariant 7).  Replayed after a crash before
+ * that, it is a no-op: the members agree already.  Inline: every change
+ * ends with it (it was inlined inside ns.c). */
+static inline void ns_intent_end(struct tfs_fs *fs, uint64_t seq)
+{
+	if (seq)
+		tfs_meta_intent_retire(fs->meta, seq);
+}
+
+#endif

@@ -2135,7 +2135,7 @@ def test_rename_over_a_file_drops_its_extents(make_array, tmp_path, mode):
 def test_file_unlinked_while_the_flusher_has_it_open_leaves_the_tier(make_array, tmp_path):
     """The flusher opens a dirty file to destage it (member writes slowed
     to 400 ms); meanwhile the file is unlinked and closed, so the flusher's
-    is the last use.  Its release finds the file gone (ns.c invariant 7)
+    is the last use.  Its release finds the file gone (identity.c invariant 2)
     and the extents leave the tier.  Before, that release's answer was
     ignored: the extents, clean after the flush, stayed cached for a file
     nobody could reach, until evicted."""

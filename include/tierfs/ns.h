@@ -74,7 +74,7 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 /* renameat2(2) of (op, oname) to (np, nname) with RENAME_* flags, on
  * every member, under move_lock shared.  A file replaced at nname loses
  * its name: if that was its last and nobody has it open, its extents
- * leave the tier, as with tfs_ns_remove (ns.c invariant 7).  Returns 0 or
+ * leave the tier, as with tfs_ns_remove (identity.c invariant 2).  Returns 0 or
  * -errno. */
 int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 		  struct tfs_inode *np, const char *nname, unsigned flags);
@@ -134,7 +134,7 @@ int tfs_ns_member_fd(struct tfs_fs *fs, struct tfs_inode *in, uint32_t k, bool d
 int tfs_ns_fill(struct tfs_fs *fs, struct tfs_inode *in);
 /* Drop a handle (the last one saves the size record, a failure only
  * logged) and its reference on in.  The last use of a file with no name
- * left tells the tier it is gone (ns.c invariant 7). */
+ * left tells the tier it is gone (identity.c invariant 2). */
 void tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in);
 /* tfs_ns_release for the tier's flusher, which holds the file and so
  * cannot be told: returns true if the file is gone (the caller drops its

@@ -13,12 +13,7 @@
  *  3. Objects are created as the daemon and then given the caller's
  *     fsuid/fsgid (the parent's gid when the parent is setgid), the way the
  *     kernel's own filesystems own new files.
- *  4. Regular files and directories carry their file identity in the
- *     TFS_XATTR_FID xattr on every member; it never changes (rename keeps it).
- *     A regular file's identity is claimed in the inode table when it is
- *     first read (fid_take_locked): when two files claim one identity,
- *     neither gets a data path (EUCLEAN) and the tier is not asked about
- *     either until one is gone; both can be listed, renamed and removed.
+ *  4. (moved: identity.c invariant 1)
  *  5. Parity levels: the size record (TFS_XATTR_SIZE) is saved (close of
  *     the last handle, fsync, truncate, grow) on every member that takes
  *     changes, not only on the member files the file's I/O opened so far
@@ -37,14 +32,7 @@
  *     there any more, the directory kept the old primary's inode number,
  *     and every later open of it failed with ENOENT (a rename into it,
  *     in the concurrent fail/replace test).
- *  7. "This file is gone" is decided in one place, let_go(): whoever lets
- *     go of a file (a remove or a rename over it, under in->lock; the last
- *     release of a handle) asks file_gone_locked, and a regular file with
- *     no name left that nobody has open is told to the tier (its extents
- *     go, dirty ones too: nobody can reach them).  Not while another file
- *     has its identity (invariant 4): the one left takes the extents.
- *     The tier itself decides only for files that vanished behind the
- *     mount (a dirty file the flusher or the restart walk cannot find).
+ *  7. (moved: identity.c invariant 2)
  */
 
 #include <errno.h>
@@ -83,119 +71,6 @@ void ns_member_diverged(struct tfs_fs *fs, uint32_t m, const char *what,
 		tfs_err("member %u: %s failed: %s; the member now differs from the primary",
 			m, msg, strerror(-rc));
 	free(p);
-}
-
-/* ------------------------------------------------------------------ */
-/* File identities                                                     */
-/* ------------------------------------------------------------------ */
-
-#define FID_BATCH 4096
-
-static int fid_alloc(struct tfs_fs *fs, uint64_t *fid)
-{
-	int rc = 0;
-
-	pthread_mutex_lock(&fs->fid_lock);
-	if (fs->fid_next == fs->fid_end) {
-		uint64_t first;
-
-		rc = tfs_meta_counter_reserve(fs->meta, "fid", FID_BATCH, &first);
-		if (rc == 0) {
-			fs->fid_next = first;
-			fs->fid_end = first + FID_BATCH;
-		}
-	}
-	if (rc == 0)
-		*fid = fs->fid_next++;
-	pthread_mutex_unlock(&fs->fid_lock);
-	return rc;
-}
-
-static int fid_set(struct tfs_fs *fs, uint32_t m, int fd, uint64_t fid)
-{
-	char v[24];
-	int l = snprintf(v, sizeof(v), "%" PRIu64, fid);
-
-	return OPS(fs)->setxattr(BE(fs), m, fd, TFS_XATTR_FID, v, (size_t)l, 0);
-}
-
-static int fid_get(struct tfs_fs *fs, uint32_t m, int fd, uint64_t *fid)
-{
-	char v[24];
-	int l = OPS(fs)->getxattr(BE(fs), m, fd, TFS_XATTR_FID, v, sizeof(v) - 1);
-
-	if (l < 0)
-		return l;
-	v[l] = 0;
-	*fid = strtoull(v, NULL, 10);
-	return 0;
-}
-
-/* The file in (in->lock held) is fid; refused if another file in the
- * table has it (inode.c invariant 5): its data is never reached then,
- * and nothing keyed by fid (the SSD tier, row locks) is asked about it. */
-static void fid_take_locked(struct tfs_fs *fs, struct tfs_inode *in, uint64_t fid,
-			    const struct tfs_loc *l)
-{
-	char *other = NULL;
-
-	in->fid = fid;
-	in->rot = tfs_layout_rot(&fs->layout, fid);
-	in->fid_valid = true;
-	if (tfs_inode_claim_fid(fs, in, &other) == -EEXIST) {
-		char *p = tfs_loc_path(fs, l);
-
-		tfs_err("file '%s' has identity %" PRIu64 ", which file '%s' has too: the data of "
-			"both is refused (%s) until one of them is removed", p ? p : l->name, fid,
-			other ? other : "?", strerror(EUCLEAN));
-		free(p);
-		free(other);
-		__atomic_store_n(&in->fid_dup, true, __ATOMIC_RELEASE);
-	}
-}
-
-/* May in's data be reached?  A refused file claims its identity again:
- * the other file may be gone since (inode.c invariant 5). */
-static int fid_check_locked(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	if (!__atomic_load_n(&in->fid_dup, __ATOMIC_ACQUIRE))
-		return 0;
-	if (tfs_inode_claim_fid(fs, in, NULL))
-		return -EUCLEAN;
-	__atomic_store_n(&in->fid_dup, false, __ATOMIC_RELEASE);
-	in->size_valid = false;	/* the tier's part of it may count now */
-	tfs_warn("file with identity %" PRIu64 " (inode %llu): the other file with it is gone; "
-		 "its data is reached again", in->fid, (unsigned long long)in->ino);
-	return 0;
-}
-
-/* Is in one of two files with one identity (nothing keyed by fid is
- * asked about it)? */
-static bool fid_refused(struct tfs_inode *in)
-{
-	return __atomic_load_n(&in->fid_dup, __ATOMIC_ACQUIRE);
-}
-
-/* Invariant 7.  Caller holds in->lock. */
-static bool file_gone_locked(const struct tfs_fs *fs, struct tfs_inode *in)
-{
-	return fs->tier && S_ISREG(in->type) && !in->hashed && !in->of && in->fid_valid &&
-	       !fid_refused(in);
-}
-
-/* Let go of in, whose in->lock the caller holds, and of the caller's
- * reference.  Returns true if the file is gone (invariant 7); told to the
- * tier when tell. */
-static bool let_go(struct tfs_fs *fs, struct tfs_inode *in, bool tell)
-{
-	bool gone = file_gone_locked(fs, in);
-	uint64_t fid = in->fid;
-
-	pthread_mutex_unlock(&in->lock);
-	tfs_inode_unref(fs, in);
-	if (gone && tell)	/* without in->lock: a promotion may need it */
-		fs->tier->gone(fs, fid);
-	return gone;
 }
 
 /* ------------------------------------------------------------------ */
@@ -349,7 +224,7 @@ int tfs_ns_fill(struct tfs_fs *fs, struct tfs_inode *in)
  * must still have a name.  Caller holds in->lock. */
 static int ofile_get_locked(struct tfs_fs *fs, struct tfs_inode *in)
 {
-	int rc = fid_check_locked(fs, in);
+	int rc = ns_fid_check_locked(fs, in);
 
 	if (rc)
 		return rc;
@@ -465,7 +340,7 @@ static bool release(struct tfs_fs *fs, struct tfs_inode *in, bool tell)
 	if (in->of && in->of->users == 1)
 		size_save_or_warn(fs, in, "close");
 	ofile_put_locked(fs, in);
-	return let_go(fs, in, tell);
+	return ns_let_go(fs, in, tell);
 }
 
 void tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in)
@@ -594,7 +469,7 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 						     O_RDONLY | O_NONBLOCK, 0);
 		uint64_t fid = 0;
 
-		rc = fd < 0 ? fd : fid_get(fs, p, fd, &fid);
+		rc = fd < 0 ? fd : ns_fid_get(fs, p, fd, &fid);
 		if (fd >= 0 && tfs_layout_nparity(&fs->layout)) {
 			char v[24];
 			int l = OPS(fs)->getxattr(BE(fs), p, fd, TFS_XATTR_SIZE, v, sizeof(v) - 1);
@@ -618,7 +493,7 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 		if (rc)
 			tfs_warn("file '%s' (inode %llu) has no identity on member %u (%s); using 0",
 				 t->loc.name, (unsigned long long)in->ino, p, strerror(-rc));
-		fid_take_locked(fs, in, fid, &t->loc);
+		ns_fid_take_locked(fs, in, fid, &t->loc);
 		rc = 0;
 	}
 	for (uint32_t k = 0; k < fs->n; k++) {
@@ -648,7 +523,7 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 		 * size recorded at the last close is the floor then */
 		if (nblk < fs->n && in->size_saved > size)
 			size = in->size_saved;
-		if (!in->size_valid && fs->tier && !fid_refused(in)) {
+		if (!in->size_valid && fs->tier && !ns_fid_refused(in)) {
 			/* writes the SSD tier holds may end past the members */
 			uint64_t cs = fs->tier->size(fs, in->fid);
 
@@ -664,7 +539,7 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 		 * least the writes only the SSD tier holds yet (as ext4
 		 * counts delayed allocations), so du sees write-back data */
 		blocks = blocks * fs->n / (nblk ? nblk : 1) / tfs_layout_copies(&fs->layout);
-		if (fs->tier && S_ISREG(st->st_mode) && !fid_refused(in)) {
+		if (fs->tier && S_ISREG(st->st_mode) && !ns_fid_refused(in)) {
 			uint64_t d = fs->tier->dirty_bytes(fs, in->fid) / 512;
 
 			if (d > blocks)
@@ -847,10 +722,10 @@ int tfs_ns_cut_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, bool
 	int rc;
 
 	*seq = 0;
-	/* refused before the tier is told anything (invariant 4): its cut
-	 * would drop the other file's extents */
+	/* refused before the tier is told anything (identity.c invariant
+	 * 1): its cut would drop the other file's extents */
 	pthread_mutex_lock(&in->lock);
-	rc = fid_check_locked(fs, in);
+	rc = ns_fid_check_locked(fs, in);
 	pthread_mutex_unlock(&in->lock);
 	if (rc)
 		return rc;
@@ -907,7 +782,7 @@ static int make_one(struct tfs_fs *fs, uint32_t m, int dfd, const char *name, mo
 				     O_RDWR | O_CREAT | (excl ? O_EXCL : O_TRUNC), mode & 07777);
 		if (fd < 0)
 			return fd;
-		rc = fid_set(fs, m, fd, fid);
+		rc = ns_fid_set(fs, m, fd, fid);
 		if (rc) {
 			close(fd);
 			return rc;
@@ -920,7 +795,7 @@ static int make_one(struct tfs_fs *fs, uint32_t m, int dfd, const char *name, mo
 		fd = OPS(fs)->openat(BE(fs), m, dfd, name, O_PATH | O_DIRECTORY, 0);
 		if (fd < 0)
 			return fd;
-		rc = fid_set(fs, m, fd, fid);
+		rc = ns_fid_set(fs, m, fd, fid);
 		close(fd);
 		return rc;
 	case S_IFLNK:
@@ -960,7 +835,7 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 	int dfd[TFS_MAX_MEMBERS], rc;
 	bool sgid;
 
-	if ((S_ISREG(mode) || S_ISDIR(mode)) && (rc = fid_alloc(fs, &fid)))
+	if ((S_ISREG(mode) || S_ISDIR(mode)) && (rc = ns_fid_alloc(fs, &fid)))
 		return rc;
 	rc = child_open(fs, parent, name, &loc, dfd);
 	if (rc)
@@ -1011,7 +886,7 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 	}
 	if (S_ISREG(mode)) {
 		pthread_mutex_lock(&e->in->lock);
-		fid_take_locked(fs, e->in, fid, &loc);
+		ns_fid_take_locked(fs, e->in, fid, &loc);
 		e->in->size = 0;
 		e->in->size_valid = true;
 		pthread_mutex_unlock(&e->in->lock);
@@ -1106,7 +981,7 @@ static struct tfs_inode *hold_named(struct tfs_fs *fs, uint64_t ino)
 static void release_named(struct tfs_fs *fs, struct tfs_inode *in)
 {
 	if (in)
-		let_go(fs, in, true);
+		ns_let_go(fs, in, true);
 }
 
 int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name, bool dir)
@@ -1144,7 +1019,7 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	}
 	dirs_close(fs, &loc);	/* after the aliases (invariant 6) */
 	tfs_loc_put(fs, &loc);
-	release_named(fs, in);	/* its extents go if it is gone (invariant 7) */
+	release_named(fs, in);	/* its extents go if it is gone (identity.c inv. 2) */
 	return rc;
 }
 

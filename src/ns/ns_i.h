@@ -54,4 +54,37 @@ static inline void ns_intent_end(struct tfs_fs *fs, uint64_t seq)
 		tfs_meta_intent_retire(fs->meta, seq);
 }
 
+/* identity.c */
+
+/* A new file identity in *fid (from a batch of the store's "fid"
+ * counter).  Returns 0 or -errno (the store's, reserving a batch). */
+int ns_fid_alloc(struct tfs_fs *fs, uint64_t *fid);
+/* Records fid as the identity (TFS_XATTR_FID) of the object fd is on
+ * member m.  Returns 0 or -errno (the member's setxattr). */
+int ns_fid_set(struct tfs_fs *fs, uint32_t m, int fd, uint64_t fid);
+/* The identity recorded on the object fd is on member m, in *fid.
+ * Returns 0 or -errno (-ENODATA: none recorded; the member's getxattr). */
+int ns_fid_get(struct tfs_fs *fs, uint32_t m, int fd, uint64_t *fid);
+/* The file in (in->lock held), at l, is fid: its rotation is set and it
+ * claims fid in the inode table; if another file has it, both are refused
+ * (logged; identity.c invariant 1). */
+void ns_fid_take_locked(struct tfs_fs *fs, struct tfs_inode *in, uint64_t fid,
+			const struct tfs_loc *l);
+/* May in's data be reached?  A refused file claims its identity again
+ * (the other file may be gone since).  Returns 0, or -EUCLEAN while
+ * another file has it.  Under in->lock. */
+int ns_fid_check_locked(struct tfs_fs *fs, struct tfs_inode *in);
+/* Lets go of in, whose in->lock the caller holds (it is unlocked), and
+ * of the caller's reference; the tier is told when the file is gone and
+ * tell.  Returns true if the file is gone (identity.c invariant 2). */
+bool ns_let_go(struct tfs_fs *fs, struct tfs_inode *in, bool tell);
+
+/* Is in one of two files with one identity (nothing keyed by fid is
+ * asked about it)?  Returns true if so.  Inline: getattr asks it (it was
+ * inlined inside ns.c). */
+static inline bool ns_fid_refused(struct tfs_inode *in)
+{
+	return __atomic_load_n(&in->fid_dup, __ATOMIC_ACQUIRE);
+}
+
 #endif

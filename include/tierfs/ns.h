@@ -144,7 +144,7 @@ bool tfs_ns_release_gone(struct tfs_fs *fs, struct tfs_inode *in);
  * tfs_ns_getattr).  Returns 0 or -errno. */
 int tfs_ns_load_file(struct tfs_fs *fs, struct tfs_inode *in);
 /* Parity levels: record the logical size on every member that takes
- * changes (TFS_XATTR_SIZE, ns.c invariant 5) if it changed, or always when
+ * changes (TFS_XATTR_SIZE, ofile.c invariant 1) if it changed, or always when
  * force; the caller holds a handle.  Returns 0 (also on other levels, and
  * on a read-only mount) or the first member's -errno. */
 int tfs_ns_save_size(struct tfs_fs *fs, struct tfs_inode *in, bool force);

@@ -14,16 +14,7 @@
  *     fsuid/fsgid (the parent's gid when the parent is setgid), the way the
  *     kernel's own filesystems own new files.
  *  4. (moved: identity.c invariant 1)
- *  5. Parity levels: the size record (TFS_XATTR_SIZE) is saved (close of
- *     the last handle, fsync, truncate, grow) on every member that takes
- *     changes, not only on the member files the file's I/O opened so far
- *     (size_save_locked opens the others, and reopens those of a member
- *     replaced since): a degraded mount reads the record from the primary
- *     alone, and a write that reached one data chunk and the parity left
- *     the primary's record behind the size.  A rebuild writes it on the new
- *     member for every file (maint.c), since the namespace copy may copy a
- *     record that a close is about to change.  A file with no name left
- *     writes it only where it is open: nobody reads that record again.
+ *  5. (moved: ofile.c invariant 1)
  *  6. A change of names updates the inode table (aliases, binding by the
  *     primary's inode number, unhashing) before it lets go of the
  *     directory fds, i.e. of ns_lock shared.  A failover re-keys the
@@ -74,287 +65,7 @@ void ns_member_diverged(struct tfs_fs *fs, uint32_t m, const char *what,
 }
 
 /* ------------------------------------------------------------------ */
-/* Open member files                                                   */
-/* ------------------------------------------------------------------ */
-
-static void ofile_close(struct tfs_fs *fs, struct tfs_ofile *of)
-{
-	for (uint32_t k = 0; k < fs->n; k++) {
-		if (of->fd[k] >= 0)
-			close(of->fd[k]);
-		if (of->dfd[k] >= 0)
-			close(of->dfd[k]);
-	}
-	for (unsigned i = 0; i < of->nstale; i++)
-		close(of->stale[i]);
-	free(of);
-}
-
-/* Member k was replaced since fd[k] was opened: set its fds aside (closed
- * with the ofile; a request on another thread may still hold them). */
-static void ofile_retire_locked(struct tfs_fs *fs, struct tfs_ofile *of, uint32_t k)
-{
-	int *fds[2] = { &of->fd[k], &of->dfd[k] };
-
-	for (unsigned i = 0; i < 2; i++) {
-		if (*fds[i] < 0)
-			continue;
-		if (of->nstale < sizeof(of->stale) / sizeof(of->stale[0]))
-			of->stale[of->nstale++] = *fds[i];
-		else
-			close(*fds[i]);	/* replaced over and over: cannot happen twice in flight */
-		__atomic_store_n(fds[i], -1, __ATOMIC_RELEASE);
-	}
-}
-
-static bool ofile_current(struct tfs_fs *fs, struct tfs_ofile *of, uint32_t k)
-{
-	return __atomic_load_n(&of->gen[k], __ATOMIC_ACQUIRE) ==
-	       __atomic_load_n(&fs->mgen[k], __ATOMIC_ACQUIRE);
-}
-
-static struct tfs_ofile *ofile_new(struct tfs_fs *fs)
-{
-	struct tfs_ofile *of = calloc(1, sizeof(*of));
-
-	if (of)
-		for (uint32_t k = 0; k < TFS_MAX_MEMBERS; k++) {
-			of->fd[k] = of->dfd[k] = -1;
-			of->gen[k] = __atomic_load_n(&fs->mgen[k], __ATOMIC_ACQUIRE);
-		}
-	return of;
-}
-
-/* Open member k's file of an open inode (and its O_DIRECT twin when asked).
- * Caller holds in->lock.  Member files are opened on first use, by name:
- * whoever changes a name of an open file (remove, rename) first opens
- * every member (ofile_fill_locked) under in->lock, so a name is only used
- * while it is current.  O_DIRECT twins are reopened through /proc, which
- * works for unlinked files too. */
-static int ofile_open_locked(struct tfs_fs *fs, struct tfs_inode *in, uint32_t k, bool direct)
-{
-	struct tfs_ofile *of = in->of;
-	int rc = 0, fd;
-
-	if (!tfs_m_named(fs, k))
-		return -ENODEV;
-	if (!ofile_current(fs, of, k))
-		ofile_retire_locked(fs, of, k);
-	if (of->fd[k] < 0) {
-		struct tfs_loc loc;
-		int dfd[TFS_MAX_MEMBERS];
-
-		rc = tfs_inode_loc(fs, in, &loc);
-		if (rc)
-			return rc;
-		rc = tfs_dir_fds(fs, loc.parent, dfd);
-		if (rc == 0) {
-			fd = OPS(fs)->openat(BE(fs), k, dfd[k], loc.name,
-					     fs->readonly ? O_RDONLY : O_RDWR, 0);
-			tfs_dir_fds_put(fs, loc.parent);
-			if (fd < 0) {
-				rc = fd;
-			} else {
-				__atomic_store_n(&of->gen[k], __atomic_load_n(&fs->mgen[k],
-						 __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
-				__atomic_store_n(&of->fd[k], fd, __ATOMIC_RELEASE);
-			}
-		}
-		tfs_loc_put(fs, &loc);
-		if (rc)
-			return rc;
-	}
-	if (direct && of->dfd[k] < 0) {
-		char p[64];
-
-		snprintf(p, sizeof(p), "/proc/self/fd/%d", of->fd[k]);
-		fd = open(p, (fs->readonly ? O_RDONLY : O_RDWR) | O_DIRECT | O_CLOEXEC);
-		if (fd < 0)
-			return -errno;
-		__atomic_store_n(&of->dfd[k], fd, __ATOMIC_RELEASE);
-	}
-	return 0;
-}
-
-static int ofile_fill_locked(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	int rc = 0;
-
-	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
-		if (!tfs_m_named(fs, k))
-			continue;
-		rc = ofile_open_locked(fs, in, k, false);
-		/* a member being rebuilt lacks files unlinked before it joined */
-		if (rc == -ENOENT && tfs_mstate(fs, k) == TFS_M_REBUILD)
-			rc = 0;
-		if (rc && k != tfs_primary(fs) && tfs_member_diverged(fs, k, &rc, "open file"))
-			rc = 0;
-	}
-	return rc;
-}
-
-int tfs_ns_member_fd(struct tfs_fs *fs, struct tfs_inode *in, uint32_t k, bool direct)
-{
-	struct tfs_ofile *of = in->of;	/* pinned by the caller's handle */
-	int fd = __atomic_load_n(direct ? &of->dfd[k] : &of->fd[k], __ATOMIC_ACQUIRE);
-	int rc;
-
-	if (fd >= 0 && ofile_current(fs, of, k))
-		return fd;
-	pthread_mutex_lock(&in->lock);
-	rc = ofile_open_locked(fs, in, k, direct);
-	if (rc && k != tfs_primary(fs) && tfs_member_misnamed(rc))
-		tfs_member_diverged(fs, k, &rc, "open file");
-	fd = rc ? rc : (direct ? of->dfd[k] : of->fd[k]);
-	pthread_mutex_unlock(&in->lock);
-	return fd;
-}
-
-int tfs_ns_fill(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	int rc;
-
-	pthread_mutex_lock(&in->lock);
-	rc = ofile_fill_locked(fs, in);
-	pthread_mutex_unlock(&in->lock);
-	return rc;
-}
-
-/* Pin the inode's open member files (opened lazily, see above).  The file
- * must still have a name.  Caller holds in->lock. */
-static int ofile_get_locked(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	int rc = ns_fid_check_locked(fs, in);
-
-	if (rc)
-		return rc;
-	if (!in->of) {
-		struct tfs_loc loc;
-
-		rc = tfs_inode_loc(fs, in, &loc);
-		if (rc)
-			return rc;
-		tfs_loc_put(fs, &loc);
-		in->of = ofile_new(fs);
-		if (!in->of)
-			return -ENOMEM;
-	}
-	in->of->users++;
-	return 0;
-}
-
-static void ofile_put_locked(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	if (in->of && --in->of->users == 0) {
-		ofile_close(fs, in->of);
-		in->of = NULL;
-	}
-}
-
-int tfs_ns_open(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	int rc;
-
-	pthread_mutex_lock(&in->lock);
-	rc = ofile_get_locked(fs, in);
-	pthread_mutex_unlock(&in->lock);
-	if (rc == 0)
-		tfs_inode_ref(fs, in);
-	return rc;
-}
-
-/* Does the inode still have a name?  Under in->lock a name does not go
- * away (whoever removes one holds in->lock, see hold()). */
-static bool has_name(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	bool named;
-
-	pthread_mutex_lock(&fs->ilock);
-	named = in->aliases != NULL;
-	pthread_mutex_unlock(&fs->ilock);
-	return named;
-}
-
-/* Parity levels: write the logical size to every member that takes
- * changes (invariant 5), if it changed since it was last written or when
- * forced.  Caller holds in->lock. */
-static int size_save_locked(struct tfs_fs *fs, struct tfs_inode *in, bool force)
-{
-	char v[24];
-	int l, rc = 0;
-
-	if (!tfs_layout_nparity(&fs->layout) || !in->size_valid || !in->of ||
-	    (in->size == in->size_saved && !force) || fs->readonly)
-		return 0;
-	/* the member files this file's I/O never opened (or opened on a
-	 * member since replaced) get the record too */
-	if (has_name(fs, in) && (rc = ofile_fill_locked(fs, in)))
-		return rc;
-	l = snprintf(v, sizeof(v), "%" PRIu64, in->size);
-	for (uint32_t k = 0; k < fs->n; k++) {
-		int r;
-
-		if (!tfs_m_writable(fs, k) || in->of->fd[k] < 0 || !ofile_current(fs, in->of, k))
-			continue;
-		r = OPS(fs)->setxattr(BE(fs), k, in->of->fd[k], TFS_XATTR_SIZE, v, (size_t)l, 0);
-		if (r && !rc)
-			rc = r;
-	}
-	if (rc == 0)
-		in->size_saved = in->size;
-	return rc;
-}
-
-/* size_save_locked where the caller cannot fail for it (close, the end of
- * a truncate): the failure is logged. */
-static void size_save_or_warn(struct tfs_fs *fs, struct tfs_inode *in, const char *when)
-{
-	int rc = size_save_locked(fs, in, false);
-
-	if (rc)
-		tfs_warn("file %" PRIu64 ": recording its size (%" PRIu64 ") on the members "
-			 "at %s: %s; a degraded mount may see it shorter", in->fid, in->size,
-			 when, strerror(-rc));
-}
-
-void tfs_ns_save_size_logged(struct tfs_fs *fs, struct tfs_inode *in, const char *when)
-{
-	pthread_mutex_lock(&in->lock);
-	size_save_or_warn(fs, in, when);
-	pthread_mutex_unlock(&in->lock);
-}
-
-int tfs_ns_save_size(struct tfs_fs *fs, struct tfs_inode *in, bool force)
-{
-	int rc;
-
-	pthread_mutex_lock(&in->lock);
-	rc = size_save_locked(fs, in, force);
-	pthread_mutex_unlock(&in->lock);
-	return rc;
-}
-
-static bool release(struct tfs_fs *fs, struct tfs_inode *in, bool tell)
-{
-	pthread_mutex_lock(&in->lock);
-	if (in->of && in->of->users == 1)
-		size_save_or_warn(fs, in, "close");
-	ofile_put_locked(fs, in);
-	return ns_let_go(fs, in, tell);
-}
-
-void tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	release(fs, in, true);
-}
-
-bool tfs_ns_release_gone(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	return release(fs, in, false);
-}
-
-/* ------------------------------------------------------------------ */
-/* Targets: how to reach an inode on every member                     */
+/* Directory fds                                                       */
 /* ------------------------------------------------------------------ */
 
 /* Member directory fds of loc's parent (cached, see inode.c). */
@@ -382,64 +93,6 @@ static int child_open(struct tfs_fs *fs, struct tfs_inode *parent, const char *n
 	return rc;
 }
 
-/* Either the open member files of the inode (name ""), or the cached
- * member directory fds of its parent plus a name. */
-struct target {
-	int fd[TFS_MAX_MEMBERS];
-	const char *name;
-	bool pinned;		/* fds belong to in->of */
-	bool has_loc;		/* loc names the object (it may be unlinked) */
-	bool dirs;		/* fds are the parent's cached directory fds */
-	struct tfs_loc loc;
-};
-
-static void target_close(struct tfs_fs *fs, struct tfs_inode *in, struct target *t)
-{
-	if (t->pinned) {
-		pthread_mutex_lock(&in->lock);
-		ofile_put_locked(fs, in);
-		pthread_mutex_unlock(&in->lock);
-	}
-	if (t->dirs)
-		tfs_dir_fds_put(fs, t->loc.parent);
-	if (t->has_loc)
-		tfs_loc_put(fs, &t->loc);
-}
-
-static int target_open(struct tfs_fs *fs, struct tfs_inode *in, struct target *t)
-{
-	int rc;
-
-	t->pinned = t->dirs = false;
-	t->has_loc = tfs_inode_loc(fs, in, &t->loc) == 0;
-	pthread_mutex_lock(&in->lock);
-	if (in->of) {
-		rc = ofile_get_locked(fs, in);
-		if (rc == 0 && (rc = ofile_fill_locked(fs, in)))
-			ofile_put_locked(fs, in);
-		if (rc == 0) {
-			memcpy(t->fd, in->of->fd, sizeof(t->fd));
-			t->pinned = true;
-			t->name = "";
-		}
-		pthread_mutex_unlock(&in->lock);
-		if (rc && t->has_loc)
-			tfs_loc_put(fs, &t->loc);
-		return rc;
-	}
-	pthread_mutex_unlock(&in->lock);
-	if (!t->has_loc)
-		return -ENOENT;
-	t->name = t->loc.name;
-	rc = tfs_dir_fds(fs, t->loc.parent, t->fd);
-	if (rc) {
-		tfs_loc_put(fs, &t->loc);
-		return rc;
-	}
-	t->dirs = true;
-	return 0;
-}
-
 /* ------------------------------------------------------------------ */
 /* Attributes                                                          */
 /* ------------------------------------------------------------------ */
@@ -452,7 +105,7 @@ static void ts_max(struct timespec *a, const struct timespec *b)
 
 /* Stat the object through t; for regular files fold in every member:
  * logical size, blocks, newest times.  Loads fid and size on first use. */
-static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t,
+static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct ns_target *t,
 		       struct stat *st)
 {
 	uint64_t size = 0, blocks = 0, nblk = 0;
@@ -553,13 +206,13 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t
 
 int tfs_ns_getattr(struct tfs_fs *fs, struct tfs_inode *in, struct stat *st)
 {
-	struct target t;
-	int rc = target_open(fs, in, &t);
+	struct ns_target t;
+	int rc = ns_target_open(fs, in, &t);
 
 	if (rc)
 		return rc;
 	rc = target_stat(fs, in, &t, st);
-	target_close(fs, in, &t);
+	ns_target_close(fs, in, &t);
 	return rc;
 }
 
@@ -616,7 +269,7 @@ void tfs_ns_touch(struct tfs_fs *fs, struct tfs_inode *in)
 		OPS(fs)->utimensat(BE(fs), pm, fd, "", ts);
 }
 
-static int set_times(struct tfs_fs *fs, struct target *t, const struct stat *attr, int to_set)
+static int set_times(struct tfs_fs *fs, struct ns_target *t, const struct stat *attr, int to_set)
 {
 	struct timespec ts[2] = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } };
 	int rc = 0;
@@ -647,7 +300,7 @@ static int set_times(struct tfs_fs *fs, struct target *t, const struct stat *att
  * primary first: the primary's error is returned, another member's fails it. */
 typedef int (*member_fn)(struct tfs_fs *fs, uint32_t k, int fd, const char *name, void *arg);
 
-static int each_member(struct tfs_fs *fs, struct target *t, const char *what, member_fn fn,
+static int each_member(struct tfs_fs *fs, struct ns_target *t, const char *what, member_fn fn,
 		       void *arg)
 {
 	uint32_t ord[TFS_MAX_MEMBERS], nm = tfs_members(fs, ord);
@@ -684,11 +337,11 @@ static int chmod_one(struct tfs_fs *fs, uint32_t k, int fd, const char *name, vo
 int tfs_ns_setattr(struct tfs_fs *fs, struct tfs_inode *in, const struct stat *attr,
 		   int to_set, struct stat *out)
 {
-	struct target t;
+	struct ns_target t;
 	uint64_t seq = 0;
 	int rc;
 
-	rc = target_open(fs, in, &t);
+	rc = ns_target_open(fs, in, &t);
 	if (rc)
 		return rc;
 	if (to_set & (TFS_SET_MODE | TFS_SET_UID | TFS_SET_GID |
@@ -711,7 +364,7 @@ int tfs_ns_setattr(struct tfs_fs *fs, struct tfs_inode *in, const struct stat *a
 	ns_intent_end(fs, seq);
 	if (rc == 0)
 		rc = target_stat(fs, in, &t, out);
-	target_close(fs, in, &t);
+	ns_target_close(fs, in, &t);
 	return rc;
 }
 
@@ -745,8 +398,8 @@ int tfs_ns_cut_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, bool
 	/* every member file open, before the tier drops anything: a member
 	 * that cannot open it fails the truncate with nothing cut */
 	pthread_mutex_lock(&in->lock);
-	if (rc == 0 && (rc = ofile_get_locked(fs, in)) == 0 && (rc = ofile_fill_locked(fs, in)))
-		ofile_put_locked(fs, in);
+	if (rc == 0 && (rc = ns_ofile_get_locked(fs, in)) == 0 && (rc = ns_ofile_fill_locked(fs, in)))
+		ns_ofile_put_locked(fs, in);
 	pthread_mutex_unlock(&in->lock);
 	if (rc) {
 		ns_truncate_intent_end(fs, *seq);
@@ -761,7 +414,7 @@ void tfs_ns_cut_end(struct tfs_fs *fs, struct tfs_inode *in, uint64_t seq)
 	if (seq)	/* the retirement is durable before the file's next fsync */
 		__atomic_store_n(&in->trunc_gen, tfs_meta_gen(fs->meta), __ATOMIC_RELAXED);
 	pthread_mutex_lock(&in->lock);
-	ofile_put_locked(fs, in);
+	ns_ofile_put_locked(fs, in);
 	pthread_mutex_unlock(&in->lock);
 }
 
@@ -915,20 +568,20 @@ int tfs_ns_mknod(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode 
 int tfs_ns_create(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *parent,
 		  const char *name, mode_t mode, struct tfs_entry *e)
 {
-	struct tfs_ofile *of = ofile_new(fs);
+	struct tfs_ofile *of = ns_ofile_new(fs);
 	int rc;
 
 	if (!of)
 		return -ENOMEM;
 	rc = make(fs, ctx, parent, name, S_IFREG | (mode & 07777), 0, NULL, e, of->fd);
 	if (rc) {
-		ofile_close(fs, of);
+		ns_ofile_close(fs, of);
 		return rc;
 	}
 	pthread_mutex_lock(&e->in->lock);
 	if (e->in->of) {
 		/* cannot happen for a new object, but never leak fds */
-		ofile_close(fs, of);
+		ns_ofile_close(fs, of);
 		of = e->in->of;
 	}
 	e->in->of = of;
@@ -965,7 +618,7 @@ static void hold(struct tfs_fs *fs, struct tfs_inode *in)
 	if (!in)
 		return;
 	pthread_mutex_lock(&in->lock);
-	if (in->of && (rc = ofile_fill_locked(fs, in)))
+	if (in->of && (rc = ns_ofile_fill_locked(fs, in)))
 		tfs_warn("inode %llu: cannot open its member files before a rename or "
 			 "unlink: %s", (unsigned long long)in->ino, strerror(-rc));
 }
@@ -1192,13 +845,13 @@ static int link_moved(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode 
 
 int tfs_ns_readlink(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len)
 {
-	struct target t;
-	int rc = target_open(fs, in, &t);
+	struct ns_target t;
+	int rc = ns_target_open(fs, in, &t);
 
 	if (rc)
 		return rc;
 	rc = OPS(fs)->readlinkat(BE(fs), tfs_primary(fs), t.fd[tfs_primary(fs)], t.name, buf, len);
-	target_close(fs, in, &t);
+	ns_target_close(fs, in, &t);
 	return rc;
 }
 
@@ -1208,14 +861,14 @@ int tfs_ns_readlink(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t l
 
 int tfs_ns_opendir(struct tfs_fs *fs, struct tfs_inode *in, int *fd)
 {
-	struct target t;
-	int rc = target_open(fs, in, &t);
+	struct ns_target t;
+	int rc = ns_target_open(fs, in, &t);
 
 	if (rc)
 		return rc;
 	rc = OPS(fs)->openat(BE(fs), tfs_primary(fs), t.fd[tfs_primary(fs)], t.name,
 			     O_RDONLY | O_DIRECTORY, 0);
-	target_close(fs, in, &t);
+	ns_target_close(fs, in, &t);
 	if (rc < 0)
 		return rc;
 	*fd = rc;
@@ -1225,8 +878,8 @@ int tfs_ns_opendir(struct tfs_fs *fs, struct tfs_inode *in, int *fd)
 int tfs_ns_fsyncdir(struct tfs_fs *fs, struct tfs_inode *in)
 {
 	struct tfs_mio v[TFS_MAX_MEMBERS];
-	struct target t;
-	int rc = target_open(fs, in, &t);
+	struct ns_target t;
+	int rc = ns_target_open(fs, in, &t);
 	uint32_t ord[TFS_MAX_MEMBERS], nm = tfs_members(fs, ord), k = 0;
 
 	if (rc)
@@ -1244,7 +897,7 @@ int tfs_ns_fsyncdir(struct tfs_fs *fs, struct tfs_inode *in)
 		}
 		v[k++] = (struct tfs_mio){ .member = ord[i], .op = TFS_MIO_FSYNC, .fd = fd };
 	}
-	target_close(fs, in, &t);
+	ns_target_close(fs, in, &t);
 	if (rc == 0)
 		rc = OPS(fs)->submit(BE(fs), v, k);
 	for (uint32_t j = 0; j < k; j++) {
@@ -1311,7 +964,7 @@ static bool xattr_reserved(const char *name)
 }
 
 /* O_PATH fd of the object on member k (or the pinned open file). */
-static int obj_fd(struct tfs_fs *fs, uint32_t k, struct target *t, bool *owned)
+static int obj_fd(struct tfs_fs *fs, uint32_t k, struct ns_target *t, bool *owned)
 {
 	*owned = !t->pinned;
 	if (t->pinned)
@@ -1322,9 +975,9 @@ static int obj_fd(struct tfs_fs *fs, uint32_t k, struct target *t, bool *owned)
 static int xattr_all(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 		     const void *val, size_t len, int flags, bool remove)
 {
-	struct target t;
+	struct ns_target t;
 	uint64_t seq = 0;
-	int rc = target_open(fs, in, &t);
+	int rc = ns_target_open(fs, in, &t);
 	uint32_t ord[TFS_MAX_MEMBERS], nm = tfs_members(fs, ord);
 
 	if (rc)
@@ -1350,7 +1003,7 @@ static int xattr_all(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 			ns_member_diverged(fs, k, "xattr", &t.loc, r);
 	}
 	ns_intent_end(fs, seq);
-	target_close(fs, in, &t);
+	ns_target_close(fs, in, &t);
 	return rc;
 }
 
@@ -1376,7 +1029,7 @@ int tfs_ns_removexattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name
 int tfs_ns_getxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 		    void *buf, size_t len)
 {
-	struct target t;
+	struct ns_target t;
 	bool owned;
 	int rc, fd;
 
@@ -1385,7 +1038,7 @@ int tfs_ns_getxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 	if (xattr_reserved(name) || strcmp(name, "security.capability") == 0 ||
 	    S_ISLNK(in->type))
 		return -ENODATA;
-	rc = target_open(fs, in, &t);
+	rc = ns_target_open(fs, in, &t);
 	if (rc)
 		return rc;
 	fd = obj_fd(fs, tfs_primary(fs), &t, &owned);
@@ -1396,21 +1049,21 @@ int tfs_ns_getxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 		if (owned)
 			close(fd);
 	}
-	target_close(fs, in, &t);
+	ns_target_close(fs, in, &t);
 	return rc;
 }
 
 int tfs_ns_listxattr(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len,
 		     bool trusted)
 {
-	struct target t;
+	struct ns_target t;
 	char *all = NULL;
 	bool owned;
 	int rc, fd, n = 0;
 
 	if (S_ISLNK(in->type))
 		return 0;
-	rc = target_open(fs, in, &t);
+	rc = ns_target_open(fs, in, &t);
 	if (rc)
 		return rc;
 	fd = obj_fd(fs, tfs_primary(fs), &t, &owned);
@@ -1444,6 +1097,6 @@ int tfs_ns_listxattr(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t 
 		rc = n;
 out:
 	free(all);
-	target_close(fs, in, &t);
+	ns_target_close(fs, in, &t);
 	return rc;
 }

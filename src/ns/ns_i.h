@@ -87,4 +87,42 @@ static inline bool ns_fid_refused(struct tfs_inode *in)
 	return __atomic_load_n(&in->fid_dup, __ATOMIC_ACQUIRE);
 }
 
+/* ofile.c */
+
+/* A new ofile with no member file open, each member's generation as of
+ * now.  Returns it, or NULL (no memory). */
+struct tfs_ofile *ns_ofile_new(struct tfs_fs *fs);
+/* Closes every fd of of (the stale ones too) and frees it. */
+void ns_ofile_close(struct tfs_fs *fs, struct tfs_ofile *of);
+/* Opens every member file of in's ofile not open yet (a rebuilding
+ * member's missing file and a diverged non-primary member are passed
+ * over).  Returns 0 or -errno (the primary's).  Under in->lock. */
+int ns_ofile_fill_locked(struct tfs_fs *fs, struct tfs_inode *in);
+/* Pins in's ofile (made if it has none; member files open lazily, ofile.c
+ * invariant 2); the file must still have a name.  Returns 0 or -errno:
+ * -EUCLEAN (another file has its identity), -ENOENT (no name left),
+ * -ENOMEM.  Under in->lock. */
+int ns_ofile_get_locked(struct tfs_fs *fs, struct tfs_inode *in);
+/* Drops a pin of in's ofile; the last closes it.  Under in->lock. */
+void ns_ofile_put_locked(struct tfs_fs *fs, struct tfs_inode *in);
+
+/* Either the open member files of the inode (name ""), or the cached
+ * member directory fds of its parent plus a name. */
+struct ns_target {
+	int fd[TFS_MAX_MEMBERS];
+	const char *name;
+	bool pinned;		/* fds belong to in->of */
+	bool has_loc;		/* loc names the object (it may be unlinked) */
+	bool dirs;		/* fds are the parent's cached directory fds */
+	struct tfs_loc loc;
+};
+
+/* How to reach in on every member, in *t: its open member files (all of
+ * them opened, pinned) if it has an ofile, else its parent's directory
+ * fds and its name.  Returns 0 or -errno (-ENOENT: no name and not open;
+ * the opens' and tfs_dir_fds' errors); ns_target_close ends a 0. */
+int ns_target_open(struct tfs_fs *fs, struct tfs_inode *in, struct ns_target *t);
+/* Lets go of what ns_target_open took. */
+void ns_target_close(struct tfs_fs *fs, struct tfs_inode *in, struct ns_target *t);
+
 #endif

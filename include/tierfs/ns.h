@@ -1,7 +1,8 @@
-/* The namespace (src/ns/ns.c): one tree presented over N member trees -
- * lookups, attributes, creates, renames, removes, xattrs, truncate - the
- * open member files of a regular file (tfs_ofile) and the intent records
- * that make its changes crash-safe.
+/* The namespace (src/ns/: ns.c, attr.c, xattr.c, ofile.c, identity.c,
+ * intent.c): one tree presented over N member trees - lookups,
+ * attributes, creates, renames, removes, xattrs, truncate - the open
+ * member files of a regular file (tfs_ofile) and the intent records that
+ * make its changes crash-safe.
  *
  * Every change goes to the primary first, then to the other members that
  * take changes (ns.c invariant 1).  So, unless said otherwise below, a
@@ -18,7 +19,7 @@
 
 #include "tierfs/fs.h"
 
-/* ---- ns.c: namespace operations over all members ---- */
+/* ---- ns.c, attr.c, xattr.c, ofile.c: namespace operations over all members ---- */
 struct tfs_entry {
 	struct tfs_inode *in;
 	struct stat st;
@@ -55,7 +56,7 @@ int tfs_ns_setattr(struct tfs_fs *fs, struct tfs_inode *in, const struct stat *a
 		   int to_set, struct stat *out);
 /* Make name in parent on every member that takes changes: mode's type
  * (a regular file, FIFO, socket, device, directory, or a symlink to
- * target), owned by ctx (ns.c invariant 3), with a new file identity for
+ * target), owned by ctx (ns.c invariant 2), with a new file identity for
  * a regular file or directory; *e as tfs_ns_lookup gives it.  Returns 0
  * or -errno (-EEXIST from the primary). */
 int tfs_ns_mknod(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *parent,

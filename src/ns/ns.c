@@ -1,7 +1,14 @@
-/* ns.c - namespace operations applied to every member.
+/* ns.c - the tree's changes, applied to every member.
  *
- * Owns: the rules for changing the tree on N members, and the intent log
- * records that make those changes crash-safe.
+ * Owns: the rules for changing the tree on N members (ns_member_diverged:
+ * a member that fails a change the primary made), lookup, creation
+ * (mknod, create), remove, rename, link, readlink, directories (opendir,
+ * fsyncdir) and statfs.  The rest of the namespace (ns_i.h lists what the
+ * files share): intent.c (the intent records around a change), identity.c
+ * (file identities, "file gone"), ofile.c (open member files, the size
+ * record, targets), attr.c (attributes, the truncate's part), xattr.c
+ * (extended attributes); inode.c (the inode table), health.c (member
+ * states), walk.c, replay.c, upgrade.c.
  *
  * Invariants:
  *  1. The primary (health.c: the first member in sync) is the reference:
@@ -9,13 +16,10 @@
  *     take changes (tfs_members).  If the primary refuses (EEXIST,
  *     ENOTEMPTY, ...), nothing has changed and the error is returned.  A
  *     member that fails a change the primary made is failed (health.c).
- *  2. (moved: intent.c invariant 1)
- *  3. Objects are created as the daemon and then given the caller's
+ *  2. Objects are created as the daemon and then given the caller's
  *     fsuid/fsgid (the parent's gid when the parent is setgid), the way the
  *     kernel's own filesystems own new files.
- *  4. (moved: identity.c invariant 1)
- *  5. (moved: ofile.c invariant 1)
- *  6. A change of names updates the inode table (aliases, binding by the
+ *  3. A change of names updates the inode table (aliases, binding by the
  *     primary's inode number, unhashing) before it lets go of the
  *     directory fds, i.e. of ns_lock shared.  A failover re-keys the
  *     table under ns_lock exclusive by looking every alias's path up on
@@ -23,9 +27,7 @@
  *     there any more, the directory kept the old primary's inode number,
  *     and every later open of it failed with ENOENT (a rename into it,
  *     in the concurrent fail/replace test).
- *  7. (moved: identity.c invariant 2)
  */
-
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -380,7 +382,7 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		if (dir || st.st_nlink <= 1)
 			tfs_inode_unhash(fs, in);
 	}
-	dirs_close(fs, &loc);	/* after the aliases (invariant 6) */
+	dirs_close(fs, &loc);	/* after the aliases (invariant 3) */
 	tfs_loc_put(fs, &loc);
 	release_named(fs, in);	/* its extents go if it is gone (identity.c inv. 2) */
 	return rc;
@@ -506,7 +508,7 @@ static int rename_moved(struct tfs_fs *fs, struct tfs_inode *op, const char *ona
 		if (oin)
 			tfs_inode_alias_move(fs, oin, op, oname, np, nname);
 	}
-	pair_close(fs, &ol, &nl, true);	/* after the aliases (invariant 6) */
+	pair_close(fs, &ol, &nl, true);	/* after the aliases (invariant 3) */
 	if (dirmove)
 		pthread_rwlock_unlock(&fs->rename_lock);
 	release_named(fs, nin);
@@ -544,7 +546,7 @@ static int link_moved(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode 
 	if (rc == 0)
 		rc = OPS(fs)->fstatat(BE(fs), ord[0], nd[ord[0]], nname, &e->st);
 	/* bound by the primary's inode number before the directory fds go
-	 * (invariant 6) */
+	 * (invariant 3) */
 	if (rc == 0 && !(e->in = tfs_inode_bind(fs, np, nname, &e->st, false)))
 		rc = -ENOMEM;
 	pair_close(fs, &ol, &nl, true);
@@ -660,153 +662,4 @@ int tfs_ns_statfs(struct tfs_fs *fs, struct statvfs *out)
 	out->f_ffree = ffree;
 	out->f_favail = ffree;
 	return 0;
-}
-
-/* ------------------------------------------------------------------ */
-/* Extended attributes                                                 */
-/* ------------------------------------------------------------------ */
-
-/* tierfs's own names never pass through: the records on the members
- * (trusted.tierfs.*) and the names fs.c answers (user.tierfs.*) */
-static bool xattr_reserved(const char *name)
-{
-	return strncmp(name, "user.tierfs.", 12) == 0 || strncmp(name, "trusted.tierfs.", 15) == 0;
-}
-
-/* O_PATH fd of the object on member k (or the pinned open file). */
-static int obj_fd(struct tfs_fs *fs, uint32_t k, struct ns_target *t, bool *owned)
-{
-	*owned = !t->pinned;
-	if (t->pinned)
-		return t->fd[k];
-	return OPS(fs)->openat(BE(fs), k, t->fd[k], t->name, O_PATH, 0);
-}
-
-static int xattr_all(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
-		     const void *val, size_t len, int flags, bool remove)
-{
-	struct ns_target t;
-	uint64_t seq = 0;
-	int rc = ns_target_open(fs, in, &t);
-	uint32_t ord[TFS_MAX_MEMBERS], nm = tfs_members(fs, ord);
-
-	if (rc)
-		return rc;
-	if (t.has_loc)
-		rc = ns_intent_begin(fs, (struct tfs_intent){ .op = TFS_I_XATTR }, &t.loc, NULL, name, &seq);
-	for (uint32_t i = 0; i < nm && rc == 0; i++) {
-		uint32_t k = ord[i];
-		bool owned;
-		int fd = t.fd[k] < 0 ? -ENODEV : obj_fd(fs, k, &t, &owned), r;
-
-		if (fd < 0) {
-			r = fd;
-		} else {
-			r = remove ? OPS(fs)->removexattr(BE(fs), k, fd, name)
-				   : OPS(fs)->setxattr(BE(fs), k, fd, name, val, len, flags);
-			if (owned)
-				close(fd);
-		}
-		if (r && i == 0)
-			rc = r;
-		else if (r)
-			ns_member_diverged(fs, k, "xattr", &t.loc, r);
-	}
-	ns_intent_end(fs, seq);
-	ns_target_close(fs, in, &t);
-	return rc;
-}
-
-/* Symlinks: xattrs go through /proc/self/fd, which must never be asked to
- * resolve a symlink; ext4 refuses user xattrs on symlinks anyway (EPERM). */
-int tfs_ns_setxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
-		    const void *val, size_t len, int flags)
-{
-	if (xattr_reserved(name) || S_ISLNK(in->type))
-		return -EPERM;
-	if (strcmp(name, "security.capability") == 0)
-		return -EOPNOTSUPP;	/* see getxattr: capabilities are not kept */
-	return xattr_all(fs, in, name, val, len, flags, false);
-}
-
-int tfs_ns_removexattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name)
-{
-	if (xattr_reserved(name) || S_ISLNK(in->type))
-		return -EPERM;
-	return xattr_all(fs, in, name, NULL, 0, 0, true);
-}
-
-int tfs_ns_getxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
-		    void *buf, size_t len)
-{
-	struct ns_target t;
-	bool owned;
-	int rc, fd;
-
-	/* The kernel asks for security.capability before every write; answer
-	 * without touching a member (tierfs does not store capabilities). */
-	if (xattr_reserved(name) || strcmp(name, "security.capability") == 0 ||
-	    S_ISLNK(in->type))
-		return -ENODATA;
-	rc = ns_target_open(fs, in, &t);
-	if (rc)
-		return rc;
-	fd = obj_fd(fs, tfs_primary(fs), &t, &owned);
-	if (fd < 0) {
-		rc = fd;
-	} else {
-		rc = OPS(fs)->getxattr(BE(fs), tfs_primary(fs), fd, name, buf, len);
-		if (owned)
-			close(fd);
-	}
-	ns_target_close(fs, in, &t);
-	return rc;
-}
-
-int tfs_ns_listxattr(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len,
-		     bool trusted)
-{
-	struct ns_target t;
-	char *all = NULL;
-	bool owned;
-	int rc, fd, n = 0;
-
-	if (S_ISLNK(in->type))
-		return 0;
-	rc = ns_target_open(fs, in, &t);
-	if (rc)
-		return rc;
-	fd = obj_fd(fs, tfs_primary(fs), &t, &owned);
-	if (fd < 0) {
-		rc = fd;
-		goto out;
-	}
-	rc = OPS(fs)->listxattr(BE(fs), tfs_primary(fs), fd, NULL, 0);
-	if (rc > 0) {
-		all = malloc((size_t)rc + 1);
-		rc = all ? OPS(fs)->listxattr(BE(fs), tfs_primary(fs), fd, all, (size_t)rc)
-			 : -ENOMEM;
-	}
-	if (owned)
-		close(fd);
-	for (int i = 0; rc > 0 && i < rc; i += (int)strlen(all + i) + 1) {
-		size_t l = strlen(all + i) + 1;
-
-		if (xattr_reserved(all + i) || (!trusted && strncmp(all + i, "trusted.", 8) == 0))
-			continue;
-		if (len) {
-			if ((size_t)n + l > len) {
-				n = -ERANGE;
-				break;
-			}
-			memcpy(buf + n, all + i, l);
-		}
-		n += (int)l;
-	}
-	if (rc >= 0)
-		rc = n;
-out:
-	free(all);
-	ns_target_close(fs, in, &t);
-	return rc;
 }

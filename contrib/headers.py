@@ -32,8 +32,8 @@ FPTR = re.compile(r"^(?P<ret>[A-Za-z_][\w\s\*]*?)\(\s*\*\s*(?P<name>[A-Za-z_]\w*
 
 def headers(root):
     root = pathlib.Path(root)
-    return sorted(root.glob("include/tierfs/*.h")) + [root / "src/meta/meta_i.h",
-                                                     root / "src/raid/raid_i.h"]
+    # the public headers and every folder's private one (src/cache/cache_i.h, ...)
+    return sorted(root.glob("include/tierfs/*.h")) + sorted(root.glob("src/*/*_i.h"))
 
 
 def scan(text):

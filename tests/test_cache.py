@@ -1330,7 +1330,7 @@ def test_foreign_cache_refused(make_array, tmp_path):
 
 def test_a_write_only_the_tier_holds_moves_mtime(make_array, tmp_path):
     """A write-back write the members do not see yet still makes the file's
-    modification time now (ns.c tfs_ns_touch, on the primary), as ext4
+    modification time now (attr.c tfs_ns_touch, on the primary), as ext4
     does: make, backup and rsync go by it."""
     a = make_array("raid5", 3, "16K")
     a.mount(copts(tmp_path / "cache", mode="writeback"))
@@ -2109,7 +2109,7 @@ def test_truncate_that_cannot_open_the_file_drops_nothing(make_array, tmp_path):
 @pytest.mark.parametrize("mode", ["writethrough", "writeback"])
 def test_rename_over_a_file_drops_its_extents(make_array, tmp_path, mode):
     """A rename over a closed file removes its last name: its extents leave
-    the tier then, as an unlink's do (ns.c decides "gone" in one place).
+    the tier then, as an unlink's do (identity.c decides "gone" in one place).
     Before, they stayed: write-through, cached until evicted; write-back,
     dirty data of a file nobody can reach, written to no member."""
     a = make_array("raid1", 2, "64K")
@@ -2135,7 +2135,7 @@ def test_rename_over_a_file_drops_its_extents(make_array, tmp_path, mode):
 def test_file_unlinked_while_the_flusher_has_it_open_leaves_the_tier(make_array, tmp_path):
     """The flusher opens a dirty file to destage it (member writes slowed
     to 400 ms); meanwhile the file is unlinked and closed, so the flusher's
-    is the last use.  Its release finds the file gone (ns.c invariant 7)
+    is the last use.  Its release finds the file gone (identity.c invariant 2)
     and the extents leave the tier.  Before, that release's answer was
     ignored: the extents, clean after the flush, stayed cached for a file
     nobody could reach, until evicted."""

@@ -203,7 +203,7 @@ def test_crash_without_drop_unsynced_keeps_everything(make_array):
 
 
 def test_identity_read_error_is_not_taken_for_no_identity(make_array):
-    """ns.c target_stat: the lookup's open of a file failing (EIO, once)
+    """attr.c target_stat: the lookup's open of a file failing (EIO, once)
     gave the file identity 0 for as long as its inode lived, so on RAID0 its
     chunks were read (and would have been written) at another file's
     rotation: wrong bytes, no error.  Now the lookup fails with the error

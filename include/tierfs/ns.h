@@ -1,7 +1,8 @@
-/* The namespace (src/ns/ns.c): one tree presented over N member trees -
- * lookups, attributes, creates, renames, removes, xattrs, truncate - the
- * open member files of a regular file (tfs_ofile) and the intent records
- * that make its changes crash-safe.
+/* The namespace (src/ns/: ns.c, attr.c, xattr.c, ofile.c, identity.c,
+ * intent.c): one tree presented over N member trees - lookups,
+ * attributes, creates, renames, removes, xattrs, truncate - the open
+ * member files of a regular file (tfs_ofile) and the intent records that
+ * make its changes crash-safe.
  *
  * Every change goes to the primary first, then to the other members that
  * take changes (ns.c invariant 1).  So, unless said otherwise below, a
@@ -18,7 +19,7 @@
 
 #include "tierfs/fs.h"
 
-/* ---- ns.c: namespace operations over all members ---- */
+/* ---- ns.c, attr.c, xattr.c, ofile.c: namespace operations over all members ---- */
 struct tfs_entry {
 	struct tfs_inode *in;
 	struct stat st;
@@ -55,7 +56,7 @@ int tfs_ns_setattr(struct tfs_fs *fs, struct tfs_inode *in, const struct stat *a
 		   int to_set, struct stat *out);
 /* Make name in parent on every member that takes changes: mode's type
  * (a regular file, FIFO, socket, device, directory, or a symlink to
- * target), owned by ctx (ns.c invariant 3), with a new file identity for
+ * target), owned by ctx (ns.c invariant 2), with a new file identity for
  * a regular file or directory; *e as tfs_ns_lookup gives it.  Returns 0
  * or -errno (-EEXIST from the primary). */
 int tfs_ns_mknod(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *parent,
@@ -74,7 +75,7 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 /* renameat2(2) of (op, oname) to (np, nname) with RENAME_* flags, on
  * every member, under move_lock shared.  A file replaced at nname loses
  * its name: if that was its last and nobody has it open, its extents
- * leave the tier, as with tfs_ns_remove (ns.c invariant 7).  Returns 0 or
+ * leave the tier, as with tfs_ns_remove (identity.c invariant 2).  Returns 0 or
  * -errno. */
 int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 		  struct tfs_inode *np, const char *nname, unsigned flags);
@@ -134,7 +135,7 @@ int tfs_ns_member_fd(struct tfs_fs *fs, struct tfs_inode *in, uint32_t k, bool d
 int tfs_ns_fill(struct tfs_fs *fs, struct tfs_inode *in);
 /* Drop a handle (the last one saves the size record, a failure only
  * logged) and its reference on in.  The last use of a file with no name
- * left tells the tier it is gone (ns.c invariant 7). */
+ * left tells the tier it is gone (identity.c invariant 2). */
 void tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in);
 /* tfs_ns_release for the tier's flusher, which holds the file and so
  * cannot be told: returns true if the file is gone (the caller drops its
@@ -144,7 +145,7 @@ bool tfs_ns_release_gone(struct tfs_fs *fs, struct tfs_inode *in);
  * tfs_ns_getattr).  Returns 0 or -errno. */
 int tfs_ns_load_file(struct tfs_fs *fs, struct tfs_inode *in);
 /* Parity levels: record the logical size on every member that takes
- * changes (TFS_XATTR_SIZE, ns.c invariant 5) if it changed, or always when
+ * changes (TFS_XATTR_SIZE, ofile.c invariant 1) if it changed, or always when
  * force; the caller holds a handle.  Returns 0 (also on other levels, and
  * on a read-only mount) or the first member's -errno. */
 int tfs_ns_save_size(struct tfs_fs *fs, struct tfs_inode *in, bool force);
@@ -169,7 +170,7 @@ int tfs_ns_cut_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, bool
  * the member files. */
 void tfs_ns_cut_end(struct tfs_fs *fs, struct tfs_inode *in, uint64_t seq);
 
-/* Intent records (encoded by ns.c, replayed by replay.c). */
+/* Intent records (encoded by intent.c, replayed by replay.c). */
 enum tfs_intent_op {
 	TFS_I_CREATE = 1,	/* path */
 	TFS_I_REMOVE,		/* path */

@@ -28,7 +28,7 @@
 /* Parity levels: the logical size as of the last close, fsync or truncate,
  * on every member file.  Member file sizes give the size exactly while
  * every member is there; with one missing, the size may have ended on it,
- * and this is the lower bound that survives (ns.c size_save_locked). */
+ * and this is the lower bound that survives (ofile.c size_save_locked). */
 #define TFS_XATTR_SIZE   "trusted.tierfs.size"
 /* Their names up to version 2 */
 #define TFS_XATTR_FID_V2  "user.tierfs.fid"

@@ -227,7 +227,7 @@ void c_file_cleaned(struct tfs_cache *c, struct cfile *f, const struct cext *x);
 struct cfile *c_file_hold(struct tfs_cache *c, uint64_t fid);
 /* Lets go of c_file_hold's flush lock and reference (f may be freed). */
 void c_file_unhold(struct tfs_cache *c, struct cfile *f);
-/* The slot holding extent (fid, idx), or C_NONE.  Under c->lock. */
+/* Returns the slot holding extent (fid, idx), or C_NONE.  Under c->lock. */
 uint32_t c_lookup(struct tfs_cache *c, uint64_t fid, uint64_t idx);
 /* Puts free slot s in the index for (fid, idx), in the policy and at the
  * head of its file's list.  Returns the file's record; NULL: no memory
@@ -253,8 +253,8 @@ uint32_t c_alloc_slot(struct tfs_cache *c, uint64_t fid, uint64_t idx);
 void c_wait_idle(struct tfs_cache *c, struct cext *x);
 /* Gives up owning s (busy) and wakes those waiting.  Under c->lock. */
 void c_release_busy(struct tfs_cache *c, uint32_t s);
-/* The heat entry of key (taken over if another key held it).  Under
- * c->lock. */
+/* Returns the heat entry of key (taken over if another key held it).
+ * Under c->lock. */
 struct uheat *c_uheat(struct tfs_cache *c, uint64_t key, uint32_t now);
 
 /* request.c: a request's pieces and the file's snapshot */
@@ -321,7 +321,7 @@ int c_dir_wipe(const char *dir);
  * -errno with one line in err; a data file it made but could not
  * allocate is removed. */
 int c_create(struct tfs_cache *c, char *err, size_t errlen);
-/* What is in c->dir: nothing (C_PROBE_EMPTY), something that is not a
+/* Returns what is in c->dir: nothing (C_PROBE_EMPTY), something that is not a
  * whole cache (C_PROBE_CORRUPT, why in why), or a cache (C_PROBE_OK:
  * its uuid and geometry in c, the array it names in array, "" if
  * detached). */
@@ -348,13 +348,15 @@ static inline void c_dirty_add(struct tfs_cache *c, struct cfile *f, int64_t d)
 /* Small helpers of index.c, inline: the request paths call them under
  * c->lock on every request (they were static in one file once). */
 
-/* The mode now: an atomic load (tierctl cache_mode and detach change it). */
+/* Returns the mode now: an atomic load (tierctl cache_mode and detach
+ * change it). */
 static inline enum tfs_cache_mode c_mode(const struct tfs_cache *c)
 {
 	return __atomic_load_n(&c->mode, __ATOMIC_ACQUIRE);
 }
 
-/* The monotonic clock (coarse) in 1/16 s: the unit of heat and write times. */
+/* Returns the monotonic clock (coarse) in 1/16 s: the unit of heat and
+ * write times. */
 static inline uint32_t c_now(void)
 {
 	struct timespec ts;
@@ -363,14 +365,14 @@ static inline uint32_t c_now(void)
 	return (uint32_t)(ts.tv_sec * 16 + ts.tv_nsec / (1000000000 / 16));
 }
 
-/* The hash of extent (fid, idx): the key of the index, the policy, the
- * guards and the heat of extents not cached. */
+/* Returns the hash of extent (fid, idx): the key of the index, the policy,
+ * the guards and the heat of extents not cached. */
 static inline uint64_t c_ekey(uint64_t fid, uint64_t idx)
 {
 	return tfs_mix64(fid * TFS_GOLDEN64 ^ tfs_mix64(idx + 1));
 }
 
-/* Where slot s starts in the data file. */
+/* Returns where slot s starts in the data file. */
 static inline uint64_t c_slot_off(const struct tfs_cache *c, uint32_t s)
 {
 	return (uint64_t)s * c->extent;
@@ -387,7 +389,7 @@ static inline void c_unpin(struct tfs_cache *c, uint32_t s)
 	}
 }
 
-/* Heat h as of time t, decayed to now (halved every halflife). */
+/* Returns heat h as of time t, decayed to now (halved every halflife). */
 static inline unsigned c_heat_now(const struct tfs_cache *c, uint16_t h, uint32_t t, uint32_t now)
 {
 	uint32_t halves = (now - t) / c->halflife;
@@ -427,23 +429,25 @@ static inline unsigned c_heat_bump(struct tfs_cache *c, uint16_t *h, uint32_t *t
 	return v;
 }
 
-/* Sector bitmaps of an extent: bm_set and bm_clear change [a, b);
- * bm_test returns whether sector i is set, bm_all and bm_any_in whether
- * all or any of [a, b) are, bm_any whether any is, bm_count how many. */
+/* Sector bitmaps of an extent (TFS_CEXT_WORDS words).  Sets sectors
+ * [a, b). */
 static inline void bm_set(uint64_t *m, unsigned a, unsigned b)	/* [a, b) */
 {
 	for (unsigned i = a; i < b; i++)
 		m[i / 64] |= 1ull << (i % 64);
 }
+/* Clears sectors [a, b). */
 static inline void bm_clear(uint64_t *m, unsigned a, unsigned b)
 {
 	for (unsigned i = a; i < b; i++)
 		m[i / 64] &= ~(1ull << (i % 64));
 }
+/* Returns true if sector i is set. */
 static inline bool bm_test(const uint64_t *m, unsigned i)
 {
 	return m[i / 64] >> (i % 64) & 1;
 }
+/* Returns true if every sector of [a, b) is set. */
 static inline bool bm_all(const uint64_t *m, unsigned a, unsigned b)
 {
 	for (unsigned i = a; i < b; i++)
@@ -451,6 +455,7 @@ static inline bool bm_all(const uint64_t *m, unsigned a, unsigned b)
 			return false;
 	return true;
 }
+/* Returns true if any sector of [a, b) is set. */
 static inline bool bm_any_in(const uint64_t *m, unsigned a, unsigned b)
 {
 	for (unsigned i = a; i < b; i++)
@@ -458,6 +463,7 @@ static inline bool bm_any_in(const uint64_t *m, unsigned a, unsigned b)
 			return true;
 	return false;
 }
+/* Returns true if any sector is set. */
 static inline bool bm_any(const uint64_t *m)
 {
 	for (unsigned w = 0; w < TFS_CEXT_WORDS; w++)
@@ -465,6 +471,7 @@ static inline bool bm_any(const uint64_t *m)
 			return true;
 	return false;
 }
+/* Returns how many sectors are set. */
 static inline unsigned bm_count(const uint64_t *m)
 {
 	unsigned n = 0;

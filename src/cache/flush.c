@@ -228,7 +228,7 @@ static void fl_unflag_locked(struct tfs_cache *c, struct fl *fl, unsigned n)
 	}
 }
 
-/* f (held) belongs to a file that is gone (ns.c invariant 7): unlinked and
+/* f (held) belongs to a file that is gone (identity.c invariant 2): unlinked and
  * closed, or found with no name left; its extents, dirty ones too, go. */
 static void file_gone(struct tfs_cache *c, struct cfile *f)
 {

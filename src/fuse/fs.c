@@ -516,7 +516,7 @@ static void tfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 {
 	struct tfs_fh *h = FH(fi);
 
-	tfs_ns_release(FS(req), h->in);	/* the last close of a file gone drops it (ns.c inv. 7) */
+	tfs_ns_release(FS(req), h->in);	/* the last close of a file gone drops it (identity.c inv. 2) */
 	free(h);
 	fuse_reply_err(req, 0);
 }

@@ -7,7 +7,7 @@
  *
  * Schema (docs/DESIGN.md has the full story):
  *   "intent"  key: u64 sequence, big-endian (so cursor order is age order)
- *             value: an intent record, opaque here (ns.c encodes it)
+ *             value: an intent record, opaque here (intent.c encodes it)
  *   "counter" key: name string          value: u64 next free value
  *   "mark"    key: u64 fid % 256, u64 region (big-endian)   value: empty
  *             parity regions that may have stripes in flight (marks.c)
@@ -57,7 +57,7 @@
  *     one commit (its intent's add, carrying the previous changes'
  *     deletions), not two.  Until then a crash leaves it to be replayed,
  *     and replaying a finished change is a no-op (replay.c: the members
- *     already agree with the primary), except a truncate's, which ns.c
+ *     already agree with the primary), except a truncate's, which intent.c
  *     deletes at once (tfs_meta_intent_del) and whose deletion an fsync of
  *     the file makes durable (tfs_meta_sync_to).  An intent whose own add
  *     or delete failed may be in some copies (a truncate's would replay):

@@ -35,7 +35,7 @@
  *     the other's data.  The identity stays contested (fs->contested)
  *     while either is out of the table, and ends only when one of them is
  *     removed (unhashed: its object is gone); the other then claims it
- *     again on its next open (ns.c fid_check_locked) and keeps the
+ *     again on its next open (identity.c ns_fid_check_locked) and keeps the
  *     tier's extents of that identity (the removal leaves them).
  *
  * Lifetime:

@@ -1,7 +1,14 @@
-/* ns.c - namespace operations applied to every member.
+/* ns.c - the tree's changes, applied to every member.
  *
- * Owns: the rules for changing the tree on N members, and the intent log
- * records that make those changes crash-safe.
+ * Owns: the rules for changing the tree on N members (ns_member_diverged:
+ * a member that fails a change the primary made), lookup, creation
+ * (mknod, create), remove, rename, link, readlink, directories (opendir,
+ * fsyncdir) and statfs.  The rest of the namespace (ns_i.h lists what the
+ * files share): intent.c (the intent records around a change), identity.c
+ * (file identities, "file gone"), ofile.c (open member files, the size
+ * record, targets), attr.c (attributes, the truncate's part), xattr.c
+ * (extended attributes); inode.c (the inode table), health.c (member
+ * states), walk.c, replay.c, upgrade.c.
  *
  * Invariants:
  *  1. The primary (health.c: the first member in sync) is the reference:
@@ -9,32 +16,10 @@
  *     take changes (tfs_members).  If the primary refuses (EEXIST,
  *     ENOTEMPTY, ...), nothing has changed and the error is returned.  A
  *     member that fails a change the primary made is failed (health.c).
- *  2. On arrays of more than one member, a change that touches several
- *     members is bracketed by an intent record in LMDB: added before member
- *     0 is touched, deleted after the last member is done and before the
- *     reply.  So an intent exists only for a change that may be half done,
- *     and replay.c can finish it by making members 1..n-1 agree with member
- *     0 at the recorded paths.
- *  3. Objects are created as the daemon and then given the caller's
+ *  2. Objects are created as the daemon and then given the caller's
  *     fsuid/fsgid (the parent's gid when the parent is setgid), the way the
  *     kernel's own filesystems own new files.
- *  4. Regular files and directories carry their file identity in the
- *     TFS_XATTR_FID xattr on every member; it never changes (rename keeps it).
- *     A regular file's identity is claimed in the inode table when it is
- *     first read (fid_take_locked): when two files claim one identity,
- *     neither gets a data path (EUCLEAN) and the tier is not asked about
- *     either until one is gone; both can be listed, renamed and removed.
- *  5. Parity levels: the size record (TFS_XATTR_SIZE) is saved (close of
- *     the last handle, fsync, truncate, grow) on every member that takes
- *     changes, not only on the member files the file's I/O opened so far
- *     (size_save_locked opens the others, and reopens those of a member
- *     replaced since): a degraded mount reads the record from the primary
- *     alone, and a write that reached one data chunk and the parity left
- *     the primary's record behind the size.  A rebuild writes it on the new
- *     member for every file (maint.c), since the namespace copy may copy a
- *     record that a close is about to change.  A file with no name left
- *     writes it only where it is open: nobody reads that record again.
- *  6. A change of names updates the inode table (aliases, binding by the
+ *  3. A change of names updates the inode table (aliases, binding by the
  *     primary's inode number, unhashing) before it lets go of the
  *     directory fds, i.e. of ns_lock shared.  A failover re-keys the
  *     table under ns_lock exclusive by looking every alias's path up on
@@ -42,14 +27,6 @@
  *     there any more, the directory kept the old primary's inode number,
  *     and every later open of it failed with ENOENT (a rename into it,
  *     in the concurrent fail/replace test).
- *  7. "This file is gone" is decided in one place, let_go(): whoever lets
- *     go of a file (a remove or a rename over it, under in->lock; the last
- *     release of a handle) asks file_gone_locked, and a regular file with
- *     no name left that nobody has open is told to the tier (its extents
- *     go, dirty ones too: nobody can reach them).  Not while another file
- *     has its identity (invariant 4): the one left takes the extents.
- *     The tier itself decides only for files that vanished behind the
- *     mount (a dirty file the flusher or the restart walk cannot find).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -68,121 +45,16 @@
 #include "tierfs/inode.h"
 #include "tierfs/ns.h"
 #include "tierfs/super.h"
+#include "ns_i.h"
 
 /* ------------------------------------------------------------------ */
-/* Intent records                                                      */
+/* Changes on every member                                             */
 /* ------------------------------------------------------------------ */
-
-struct intent_hdr {
-	uint32_t op, flags;
-	uint64_t arg;
-	uint64_t fid;		/* the file changed, or 0 */
-	uint16_t len1, len2;
-};
-
-int tfs_intent_encode(const struct tfs_intent *it, void *buf, size_t len)
-{
-	struct intent_hdr h = { it->op, it->flags, it->arg, it->fid, 0, 0 };
-	size_t l1 = strlen(it->path), l2 = it->path2 ? strlen(it->path2) : 0;
-
-	if (sizeof(h) + l1 + l2 > len || l1 > UINT16_MAX || l2 > UINT16_MAX)
-		return -ENAMETOOLONG;
-	h.len1 = (uint16_t)l1;
-	h.len2 = (uint16_t)l2;
-	memcpy(buf, &h, sizeof(h));
-	memcpy((char *)buf + sizeof(h), it->path, l1);
-	if (l2)
-		memcpy((char *)buf + sizeof(h) + l1, it->path2, l2);
-	return (int)(sizeof(h) + l1 + l2);
-}
-
-int tfs_intent_decode(const void *buf, size_t len, struct tfs_intent *it, char *p1, char *p2)
-{
-	struct intent_hdr h;
-
-	if (len < sizeof(h))
-		return -EINVAL;
-	memcpy(&h, buf, sizeof(h));
-	if (sizeof(h) + h.len1 + h.len2 != len)
-		return -EINVAL;
-	memcpy(p1, (const char *)buf + sizeof(h), h.len1);
-	p1[h.len1] = 0;
-	memcpy(p2, (const char *)buf + sizeof(h) + h.len1, h.len2);
-	p2[h.len2] = 0;
-	it->op = h.op;
-	it->flags = h.flags;
-	it->arg = h.arg;
-	it->fid = h.fid;
-	it->path = p1;
-	it->path2 = p2;
-	return 0;
-}
-
-/* Record a change (op, flags, arg, fid of it) at a (and b, or the extra
- * string) before touching member 0; *seq = 0 means "no record". */
-static int intent_begin(struct tfs_fs *fs, struct tfs_intent it, const struct tfs_loc *a,
-			const struct tfs_loc *b, const char *extra, uint64_t *seq)
-{
-	char *p1, *p2 = NULL, *rec = NULL;
-	size_t cap;
-	int len;
-
-	*seq = 0;
-	/* one member: nothing to make agree, but a truncate with an SSD tier
-	 * is replayed so the members follow the cache's cut (tfs_data_truncate) */
-	if (fs->n == 1 && !(it.op == TFS_I_TRUNCATE && fs->tier))
-		return 0;
-	p1 = tfs_loc_path(fs, a);
-	if (b)
-		p2 = tfs_loc_path(fs, b);
-	if (!p1 || (b && !p2)) {
-		len = -ENOMEM;
-		goto out;
-	}
-	it.path = p1;
-	it.path2 = b ? p2 : extra;
-	cap = sizeof(struct intent_hdr) + strlen(p1) + (it.path2 ? strlen(it.path2) : 0);
-	rec = malloc(cap);
-	len = rec ? tfs_intent_encode(&it, rec, cap) : -ENOMEM;
-	if (len >= 0)
-		len = tfs_meta_intent_add(fs->meta, rec, (size_t)len, seq);
-out:
-	free(p1);
-	free(p2);
-	free(rec);
-	return len < 0 ? len : 0;
-}
-
-/* Retire the intent of a change every member has now: the journal's next
- * write deletes it (meta.c invariant 7).  Replayed after a crash before
- * that, it is a no-op: the members agree already. */
-static void intent_end(struct tfs_fs *fs, uint64_t seq)
-{
-	if (seq)
-		tfs_meta_intent_retire(fs->meta, seq);
-}
-
-/* A truncate's intent is deleted at once: replayed, it would cut what the
- * file got since.  If the journal refuses, the record goes with the next
- * transaction that works (meta.c); meanwhile the file's fsync fails
- * (tfs_meta_sync_to), so nothing it covers can be cut by a replay. */
-static void truncate_intent_end(struct tfs_fs *fs, uint64_t seq)
-{
-	int rc;
-
-	if (!seq || (rc = tfs_meta_intent_del(fs->meta, seq)) == 0)
-		return;
-	if (tfs_space_error(rc))
-		tfs_warn("intent %" PRIu64 ": cannot retire it yet: journal: %s", seq,
-			 strerror(-rc));
-	else
-		tfs_err("intent %" PRIu64 ": cannot retire it: %s", seq, strerror(-rc));
-}
 
 /* A member other than the primary failed a change the primary made: it
  * now differs, so it is failed if the level allows. */
-static void member_diverged(struct tfs_fs *fs, uint32_t m, const char *what,
-			    const struct tfs_loc *l, int rc)
+void ns_member_diverged(struct tfs_fs *fs, uint32_t m, const char *what,
+			const struct tfs_loc *l, int rc)
 {
 	char *p = tfs_loc_path(fs, l);
 	char msg[160];
@@ -195,400 +67,7 @@ static void member_diverged(struct tfs_fs *fs, uint32_t m, const char *what,
 }
 
 /* ------------------------------------------------------------------ */
-/* File identities                                                     */
-/* ------------------------------------------------------------------ */
-
-#define FID_BATCH 4096
-
-static int fid_alloc(struct tfs_fs *fs, uint64_t *fid)
-{
-	int rc = 0;
-
-	pthread_mutex_lock(&fs->fid_lock);
-	if (fs->fid_next == fs->fid_end) {
-		uint64_t first;
-
-		rc = tfs_meta_counter_reserve(fs->meta, "fid", FID_BATCH, &first);
-		if (rc == 0) {
-			fs->fid_next = first;
-			fs->fid_end = first + FID_BATCH;
-		}
-	}
-	if (rc == 0)
-		*fid = fs->fid_next++;
-	pthread_mutex_unlock(&fs->fid_lock);
-	return rc;
-}
-
-static int fid_set(struct tfs_fs *fs, uint32_t m, int fd, uint64_t fid)
-{
-	char v[24];
-	int l = snprintf(v, sizeof(v), "%" PRIu64, fid);
-
-	return OPS(fs)->setxattr(BE(fs), m, fd, TFS_XATTR_FID, v, (size_t)l, 0);
-}
-
-static int fid_get(struct tfs_fs *fs, uint32_t m, int fd, uint64_t *fid)
-{
-	char v[24];
-	int l = OPS(fs)->getxattr(BE(fs), m, fd, TFS_XATTR_FID, v, sizeof(v) - 1);
-
-	if (l < 0)
-		return l;
-	v[l] = 0;
-	*fid = strtoull(v, NULL, 10);
-	return 0;
-}
-
-/* The file in (in->lock held) is fid; refused if another file in the
- * table has it (inode.c invariant 5): its data is never reached then,
- * and nothing keyed by fid (the SSD tier, row locks) is asked about it. */
-static void fid_take_locked(struct tfs_fs *fs, struct tfs_inode *in, uint64_t fid,
-			    const struct tfs_loc *l)
-{
-	char *other = NULL;
-
-	in->fid = fid;
-	in->rot = tfs_layout_rot(&fs->layout, fid);
-	in->fid_valid = true;
-	if (tfs_inode_claim_fid(fs, in, &other) == -EEXIST) {
-		char *p = tfs_loc_path(fs, l);
-
-		tfs_err("file '%s' has identity %" PRIu64 ", which file '%s' has too: the data of "
-			"both is refused (%s) until one of them is removed", p ? p : l->name, fid,
-			other ? other : "?", strerror(EUCLEAN));
-		free(p);
-		free(other);
-		__atomic_store_n(&in->fid_dup, true, __ATOMIC_RELEASE);
-	}
-}
-
-/* May in's data be reached?  A refused file claims its identity again:
- * the other file may be gone since (inode.c invariant 5). */
-static int fid_check_locked(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	if (!__atomic_load_n(&in->fid_dup, __ATOMIC_ACQUIRE))
-		return 0;
-	if (tfs_inode_claim_fid(fs, in, NULL))
-		return -EUCLEAN;
-	__atomic_store_n(&in->fid_dup, false, __ATOMIC_RELEASE);
-	in->size_valid = false;	/* the tier's part of it may count now */
-	tfs_warn("file with identity %" PRIu64 " (inode %llu): the other file with it is gone; "
-		 "its data is reached again", in->fid, (unsigned long long)in->ino);
-	return 0;
-}
-
-/* Is in one of two files with one identity (nothing keyed by fid is
- * asked about it)? */
-static bool fid_refused(struct tfs_inode *in)
-{
-	return __atomic_load_n(&in->fid_dup, __ATOMIC_ACQUIRE);
-}
-
-/* Invariant 7.  Caller holds in->lock. */
-static bool file_gone_locked(const struct tfs_fs *fs, struct tfs_inode *in)
-{
-	return fs->tier && S_ISREG(in->type) && !in->hashed && !in->of && in->fid_valid &&
-	       !fid_refused(in);
-}
-
-/* Let go of in, whose in->lock the caller holds, and of the caller's
- * reference.  Returns true if the file is gone (invariant 7); told to the
- * tier when tell. */
-static bool let_go(struct tfs_fs *fs, struct tfs_inode *in, bool tell)
-{
-	bool gone = file_gone_locked(fs, in);
-	uint64_t fid = in->fid;
-
-	pthread_mutex_unlock(&in->lock);
-	tfs_inode_unref(fs, in);
-	if (gone && tell)	/* without in->lock: a promotion may need it */
-		fs->tier->gone(fs, fid);
-	return gone;
-}
-
-/* ------------------------------------------------------------------ */
-/* Open member files                                                   */
-/* ------------------------------------------------------------------ */
-
-static void ofile_close(struct tfs_fs *fs, struct tfs_ofile *of)
-{
-	for (uint32_t k = 0; k < fs->n; k++) {
-		if (of->fd[k] >= 0)
-			close(of->fd[k]);
-		if (of->dfd[k] >= 0)
-			close(of->dfd[k]);
-	}
-	for (unsigned i = 0; i < of->nstale; i++)
-		close(of->stale[i]);
-	free(of);
-}
-
-/* Member k was replaced since fd[k] was opened: set its fds aside (closed
- * with the ofile; a request on another thread may still hold them). */
-static void ofile_retire_locked(struct tfs_fs *fs, struct tfs_ofile *of, uint32_t k)
-{
-	int *fds[2] = { &of->fd[k], &of->dfd[k] };
-
-	for (unsigned i = 0; i < 2; i++) {
-		if (*fds[i] < 0)
-			continue;
-		if (of->nstale < sizeof(of->stale) / sizeof(of->stale[0]))
-			of->stale[of->nstale++] = *fds[i];
-		else
-			close(*fds[i]);	/* replaced over and over: cannot happen twice in flight */
-		__atomic_store_n(fds[i], -1, __ATOMIC_RELEASE);
-	}
-}
-
-static bool ofile_current(struct tfs_fs *fs, struct tfs_ofile *of, uint32_t k)
-{
-	return __atomic_load_n(&of->gen[k], __ATOMIC_ACQUIRE) ==
-	       __atomic_load_n(&fs->mgen[k], __ATOMIC_ACQUIRE);
-}
-
-static struct tfs_ofile *ofile_new(struct tfs_fs *fs)
-{
-	struct tfs_ofile *of = calloc(1, sizeof(*of));
-
-	if (of)
-		for (uint32_t k = 0; k < TFS_MAX_MEMBERS; k++) {
-			of->fd[k] = of->dfd[k] = -1;
-			of->gen[k] = __atomic_load_n(&fs->mgen[k], __ATOMIC_ACQUIRE);
-		}
-	return of;
-}
-
-/* Open member k's file of an open inode (and its O_DIRECT twin when asked).
- * Caller holds in->lock.  Member files are opened on first use, by name:
- * whoever changes a name of an open file (remove, rename) first opens
- * every member (ofile_fill_locked) under in->lock, so a name is only used
- * while it is current.  O_DIRECT twins are reopened through /proc, which
- * works for unlinked files too. */
-static int ofile_open_locked(struct tfs_fs *fs, struct tfs_inode *in, uint32_t k, bool direct)
-{
-	struct tfs_ofile *of = in->of;
-	int rc = 0, fd;
-
-	if (!tfs_m_named(fs, k))
-		return -ENODEV;
-	if (!ofile_current(fs, of, k))
-		ofile_retire_locked(fs, of, k);
-	if (of->fd[k] < 0) {
-		struct tfs_loc loc;
-		int dfd[TFS_MAX_MEMBERS];
-
-		rc = tfs_inode_loc(fs, in, &loc);
-		if (rc)
-			return rc;
-		rc = tfs_dir_fds(fs, loc.parent, dfd);
-		if (rc == 0) {
-			fd = OPS(fs)->openat(BE(fs), k, dfd[k], loc.name,
-					     fs->readonly ? O_RDONLY : O_RDWR, 0);
-			tfs_dir_fds_put(fs, loc.parent);
-			if (fd < 0) {
-				rc = fd;
-			} else {
-				__atomic_store_n(&of->gen[k], __atomic_load_n(&fs->mgen[k],
-						 __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
-				__atomic_store_n(&of->fd[k], fd, __ATOMIC_RELEASE);
-			}
-		}
-		tfs_loc_put(fs, &loc);
-		if (rc)
-			return rc;
-	}
-	if (direct && of->dfd[k] < 0) {
-		char p[64];
-
-		snprintf(p, sizeof(p), "/proc/self/fd/%d", of->fd[k]);
-		fd = open(p, (fs->readonly ? O_RDONLY : O_RDWR) | O_DIRECT | O_CLOEXEC);
-		if (fd < 0)
-			return -errno;
-		__atomic_store_n(&of->dfd[k], fd, __ATOMIC_RELEASE);
-	}
-	return 0;
-}
-
-static int ofile_fill_locked(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	int rc = 0;
-
-	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
-		if (!tfs_m_named(fs, k))
-			continue;
-		rc = ofile_open_locked(fs, in, k, false);
-		/* a member being rebuilt lacks files unlinked before it joined */
-		if (rc == -ENOENT && tfs_mstate(fs, k) == TFS_M_REBUILD)
-			rc = 0;
-		if (rc && k != tfs_primary(fs) && tfs_member_diverged(fs, k, &rc, "open file"))
-			rc = 0;
-	}
-	return rc;
-}
-
-int tfs_ns_member_fd(struct tfs_fs *fs, struct tfs_inode *in, uint32_t k, bool direct)
-{
-	struct tfs_ofile *of = in->of;	/* pinned by the caller's handle */
-	int fd = __atomic_load_n(direct ? &of->dfd[k] : &of->fd[k], __ATOMIC_ACQUIRE);
-	int rc;
-
-	if (fd >= 0 && ofile_current(fs, of, k))
-		return fd;
-	pthread_mutex_lock(&in->lock);
-	rc = ofile_open_locked(fs, in, k, direct);
-	if (rc && k != tfs_primary(fs) && tfs_member_misnamed(rc))
-		tfs_member_diverged(fs, k, &rc, "open file");
-	fd = rc ? rc : (direct ? of->dfd[k] : of->fd[k]);
-	pthread_mutex_unlock(&in->lock);
-	return fd;
-}
-
-int tfs_ns_fill(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	int rc;
-
-	pthread_mutex_lock(&in->lock);
-	rc = ofile_fill_locked(fs, in);
-	pthread_mutex_unlock(&in->lock);
-	return rc;
-}
-
-/* Pin the inode's open member files (opened lazily, see above).  The file
- * must still have a name.  Caller holds in->lock. */
-static int ofile_get_locked(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	int rc = fid_check_locked(fs, in);
-
-	if (rc)
-		return rc;
-	if (!in->of) {
-		struct tfs_loc loc;
-
-		rc = tfs_inode_loc(fs, in, &loc);
-		if (rc)
-			return rc;
-		tfs_loc_put(fs, &loc);
-		in->of = ofile_new(fs);
-		if (!in->of)
-			return -ENOMEM;
-	}
-	in->of->users++;
-	return 0;
-}
-
-static void ofile_put_locked(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	if (in->of && --in->of->users == 0) {
-		ofile_close(fs, in->of);
-		in->of = NULL;
-	}
-}
-
-int tfs_ns_open(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	int rc;
-
-	pthread_mutex_lock(&in->lock);
-	rc = ofile_get_locked(fs, in);
-	pthread_mutex_unlock(&in->lock);
-	if (rc == 0)
-		tfs_inode_ref(fs, in);
-	return rc;
-}
-
-/* Does the inode still have a name?  Under in->lock a name does not go
- * away (whoever removes one holds in->lock, see hold()). */
-static bool has_name(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	bool named;
-
-	pthread_mutex_lock(&fs->ilock);
-	named = in->aliases != NULL;
-	pthread_mutex_unlock(&fs->ilock);
-	return named;
-}
-
-/* Parity levels: write the logical size to every member that takes
- * changes (invariant 5), if it changed since it was last written or when
- * forced.  Caller holds in->lock. */
-static int size_save_locked(struct tfs_fs *fs, struct tfs_inode *in, bool force)
-{
-	char v[24];
-	int l, rc = 0;
-
-	if (!tfs_layout_nparity(&fs->layout) || !in->size_valid || !in->of ||
-	    (in->size == in->size_saved && !force) || fs->readonly)
-		return 0;
-	/* the member files this file's I/O never opened (or opened on a
-	 * member since replaced) get the record too */
-	if (has_name(fs, in) && (rc = ofile_fill_locked(fs, in)))
-		return rc;
-	l = snprintf(v, sizeof(v), "%" PRIu64, in->size);
-	for (uint32_t k = 0; k < fs->n; k++) {
-		int r;
-
-		if (!tfs_m_writable(fs, k) || in->of->fd[k] < 0 || !ofile_current(fs, in->of, k))
-			continue;
-		r = OPS(fs)->setxattr(BE(fs), k, in->of->fd[k], TFS_XATTR_SIZE, v, (size_t)l, 0);
-		if (r && !rc)
-			rc = r;
-	}
-	if (rc == 0)
-		in->size_saved = in->size;
-	return rc;
-}
-
-/* size_save_locked where the caller cannot fail for it (close, the end of
- * a truncate): the failure is logged. */
-static void size_save_or_warn(struct tfs_fs *fs, struct tfs_inode *in, const char *when)
-{
-	int rc = size_save_locked(fs, in, false);
-
-	if (rc)
-		tfs_warn("file %" PRIu64 ": recording its size (%" PRIu64 ") on the members "
-			 "at %s: %s; a degraded mount may see it shorter", in->fid, in->size,
-			 when, strerror(-rc));
-}
-
-void tfs_ns_save_size_logged(struct tfs_fs *fs, struct tfs_inode *in, const char *when)
-{
-	pthread_mutex_lock(&in->lock);
-	size_save_or_warn(fs, in, when);
-	pthread_mutex_unlock(&in->lock);
-}
-
-int tfs_ns_save_size(struct tfs_fs *fs, struct tfs_inode *in, bool force)
-{
-	int rc;
-
-	pthread_mutex_lock(&in->lock);
-	rc = size_save_locked(fs, in, force);
-	pthread_mutex_unlock(&in->lock);
-	return rc;
-}
-
-static bool release(struct tfs_fs *fs, struct tfs_inode *in, bool tell)
-{
-	pthread_mutex_lock(&in->lock);
-	if (in->of && in->of->users == 1)
-		size_save_or_warn(fs, in, "close");
-	ofile_put_locked(fs, in);
-	return let_go(fs, in, tell);
-}
-
-void tfs_ns_release(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	release(fs, in, true);
-}
-
-bool tfs_ns_release_gone(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	return release(fs, in, false);
-}
-
-/* ------------------------------------------------------------------ */
-/* Targets: how to reach an inode on every member                     */
+/* Directory fds                                                       */
 /* ------------------------------------------------------------------ */
 
 /* Member directory fds of loc's parent (cached, see inode.c). */
@@ -616,197 +95,9 @@ static int child_open(struct tfs_fs *fs, struct tfs_inode *parent, const char *n
 	return rc;
 }
 
-/* Either the open member files of the inode (name ""), or the cached
- * member directory fds of its parent plus a name. */
-struct target {
-	int fd[TFS_MAX_MEMBERS];
-	const char *name;
-	bool pinned;		/* fds belong to in->of */
-	bool has_loc;		/* loc names the object (it may be unlinked) */
-	bool dirs;		/* fds are the parent's cached directory fds */
-	struct tfs_loc loc;
-};
-
-static void target_close(struct tfs_fs *fs, struct tfs_inode *in, struct target *t)
-{
-	if (t->pinned) {
-		pthread_mutex_lock(&in->lock);
-		ofile_put_locked(fs, in);
-		pthread_mutex_unlock(&in->lock);
-	}
-	if (t->dirs)
-		tfs_dir_fds_put(fs, t->loc.parent);
-	if (t->has_loc)
-		tfs_loc_put(fs, &t->loc);
-}
-
-static int target_open(struct tfs_fs *fs, struct tfs_inode *in, struct target *t)
-{
-	int rc;
-
-	t->pinned = t->dirs = false;
-	t->has_loc = tfs_inode_loc(fs, in, &t->loc) == 0;
-	pthread_mutex_lock(&in->lock);
-	if (in->of) {
-		rc = ofile_get_locked(fs, in);
-		if (rc == 0 && (rc = ofile_fill_locked(fs, in)))
-			ofile_put_locked(fs, in);
-		if (rc == 0) {
-			memcpy(t->fd, in->of->fd, sizeof(t->fd));
-			t->pinned = true;
-			t->name = "";
-		}
-		pthread_mutex_unlock(&in->lock);
-		if (rc && t->has_loc)
-			tfs_loc_put(fs, &t->loc);
-		return rc;
-	}
-	pthread_mutex_unlock(&in->lock);
-	if (!t->has_loc)
-		return -ENOENT;
-	t->name = t->loc.name;
-	rc = tfs_dir_fds(fs, t->loc.parent, t->fd);
-	if (rc) {
-		tfs_loc_put(fs, &t->loc);
-		return rc;
-	}
-	t->dirs = true;
-	return 0;
-}
-
 /* ------------------------------------------------------------------ */
-/* Attributes                                                          */
+/* Lookup                                                              */
 /* ------------------------------------------------------------------ */
-
-static void ts_max(struct timespec *a, const struct timespec *b)
-{
-	if (b->tv_sec > a->tv_sec || (b->tv_sec == a->tv_sec && b->tv_nsec > a->tv_nsec))
-		*a = *b;
-}
-
-/* Stat the object through t; for regular files fold in every member:
- * logical size, blocks, newest times.  Loads fid and size on first use. */
-static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct target *t,
-		       struct stat *st)
-{
-	uint64_t size = 0, blocks = 0, nblk = 0;
-	uint32_t p = tfs_primary(fs);
-	int rc = OPS(fs)->fstatat(BE(fs), p, t->fd[p], t->name, st);
-
-	if (rc || !S_ISREG(st->st_mode))
-		return rc;
-	pthread_mutex_lock(&in->lock);
-	if (!in->fid_valid) {
-		/* a real fd (not O_PATH): fgetxattr works on it directly */
-		int fd = t->pinned ? t->fd[p]
-				   : OPS(fs)->openat(BE(fs), p, t->fd[p], t->name,
-						     O_RDONLY | O_NONBLOCK, 0);
-		uint64_t fid = 0;
-
-		rc = fd < 0 ? fd : fid_get(fs, p, fd, &fid);
-		if (fd >= 0 && tfs_layout_nparity(&fs->layout)) {
-			char v[24];
-			int l = OPS(fs)->getxattr(BE(fs), p, fd, TFS_XATTR_SIZE, v, sizeof(v) - 1);
-
-			if (l > 0) {
-				v[l] = 0;
-				in->size_saved = strtoull(v, NULL, 10);
-			}
-		}
-		if (fd >= 0 && !t->pinned)
-			close(fd);
-		if (rc && rc != -ENODATA) {
-			/* not read (EIO, EMFILE, ...): no identity is taken, or
-			 * the file's data would be placed by another's rotation;
-			 * the next lookup tries again */
-			pthread_mutex_unlock(&in->lock);
-			tfs_warn("file '%s': its identity on member %u cannot be read: %s",
-				 t->loc.name, p, strerror(-rc));
-			return rc;
-		}
-		if (rc)
-			tfs_warn("file '%s' (inode %llu) has no identity on member %u (%s); using 0",
-				 t->loc.name, (unsigned long long)in->ino, p, strerror(-rc));
-		fid_take_locked(fs, in, fid, &t->loc);
-		rc = 0;
-	}
-	for (uint32_t k = 0; k < fs->n; k++) {
-		struct stat sk;
-
-		if (!tfs_m_readable(fs, k) || t->fd[k] < 0)
-			continue;	/* failed or still being rebuilt */
-		nblk++;
-		if (k == p) {
-			sk = *st;
-		} else {
-			rc = OPS(fs)->fstatat(BE(fs), k, t->fd[k], t->name, &sk);
-			if (rc)
-				break;
-			ts_max(&st->st_atim, &sk.st_atim);
-			ts_max(&st->st_mtim, &sk.st_mtim);
-			ts_max(&st->st_ctim, &sk.st_ctim);
-		}
-		blocks += (uint64_t)sk.st_blocks;
-		uint64_t l = tfs_layout_size_from_member(&fs->layout, in->rot, k,
-							 (uint64_t)sk.st_size);
-		if (l > size)
-			size = l;
-	}
-	if (rc == 0) {
-		/* a member not in sync may have held the end of the file: the
-		 * size recorded at the last close is the floor then */
-		if (nblk < fs->n && in->size_saved > size)
-			size = in->size_saved;
-		if (!in->size_valid && fs->tier && !fid_refused(in)) {
-			/* writes the SSD tier holds may end past the members */
-			uint64_t cs = fs->tier->size(fs, in->fid);
-
-			if (cs > size)
-				size = cs;
-		}
-		if (!in->size_valid) {
-			in->size = size;
-			in->size_valid = true;
-		}
-		st->st_size = (off_t)in->size;
-		/* blocks of the members read, scaled to the whole array; at
-		 * least the writes only the SSD tier holds yet (as ext4
-		 * counts delayed allocations), so du sees write-back data */
-		blocks = blocks * fs->n / (nblk ? nblk : 1) / tfs_layout_copies(&fs->layout);
-		if (fs->tier && S_ISREG(st->st_mode) && !fid_refused(in)) {
-			uint64_t d = fs->tier->dirty_bytes(fs, in->fid) / 512;
-
-			if (d > blocks)
-				blocks = d;
-		}
-		st->st_blocks = (blkcnt_t)blocks;
-	}
-	pthread_mutex_unlock(&in->lock);
-	return rc;
-}
-
-int tfs_ns_getattr(struct tfs_fs *fs, struct tfs_inode *in, struct stat *st)
-{
-	struct target t;
-	int rc = target_open(fs, in, &t);
-
-	if (rc)
-		return rc;
-	rc = target_stat(fs, in, &t, st);
-	target_close(fs, in, &t);
-	return rc;
-}
-
-int tfs_ns_load_file(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	struct stat st;
-	bool known;
-
-	pthread_mutex_lock(&in->lock);
-	known = in->fid_valid && in->size_valid;
-	pthread_mutex_unlock(&in->lock);
-	return known ? 0 : tfs_ns_getattr(fs, in, &st);
-}
 
 int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		  struct tfs_entry *e)
@@ -839,166 +130,6 @@ int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	return 0;
 }
 
-void tfs_ns_touch(struct tfs_fs *fs, struct tfs_inode *in)
-{
-	struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_NOW } };
-	uint32_t pm = tfs_primary(fs);
-	int fd = tfs_ns_member_fd(fs, in, pm, false);
-
-	/* the primary is where attributes are read from (invariant 1) */
-	if (fd >= 0)
-		OPS(fs)->utimensat(BE(fs), pm, fd, "", ts);
-}
-
-static int set_times(struct tfs_fs *fs, struct target *t, const struct stat *attr, int to_set)
-{
-	struct timespec ts[2] = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } };
-	int rc = 0;
-
-	if (to_set & TFS_SET_ATIME_NOW)
-		ts[0].tv_nsec = UTIME_NOW;
-	else if (to_set & TFS_SET_ATIME)
-		ts[0] = attr->st_atim;
-	if (to_set & TFS_SET_MTIME_NOW)
-		ts[1].tv_nsec = UTIME_NOW;
-	else if (to_set & TFS_SET_MTIME)
-		ts[1] = attr->st_mtim;
-	uint32_t ord[TFS_MAX_MEMBERS], nm = tfs_members(fs, ord);
-
-	for (uint32_t i = 0; i < nm; i++) {
-		uint32_t k = ord[i];
-		int r = t->fd[k] < 0 ? 0 : OPS(fs)->utimensat(BE(fs), k, t->fd[k], t->name, ts);
-
-		if (i == 0 && r)
-			return r;
-		if (r)
-			member_diverged(fs, k, "utimens", &t->loc, r);
-	}
-	return rc;
-}
-
-/* Apply fn to the object t names on every member that takes changes, the
- * primary first: the primary's error is returned, another member's fails it. */
-typedef int (*member_fn)(struct tfs_fs *fs, uint32_t k, int fd, const char *name, void *arg);
-
-static int each_member(struct tfs_fs *fs, struct target *t, const char *what, member_fn fn,
-		       void *arg)
-{
-	uint32_t ord[TFS_MAX_MEMBERS], nm = tfs_members(fs, ord);
-
-	for (uint32_t i = 0; i < nm; i++) {
-		uint32_t k = ord[i];
-		int r = t->fd[k] < 0 ? 0 : fn(fs, k, t->fd[k], t->name, arg);
-
-		if (r && i == 0)
-			return r;
-		if (r)
-			member_diverged(fs, k, what, &t->loc, r);
-	}
-	return 0;
-}
-
-struct chown_arg {
-	uid_t u;
-	gid_t g;
-};
-
-static int chown_one(struct tfs_fs *fs, uint32_t k, int fd, const char *name, void *arg)
-{
-	struct chown_arg *a = arg;
-
-	return OPS(fs)->fchownat(BE(fs), k, fd, name, a->u, a->g);
-}
-
-static int chmod_one(struct tfs_fs *fs, uint32_t k, int fd, const char *name, void *arg)
-{
-	return OPS(fs)->fchmodat(BE(fs), k, fd, name, *(mode_t *)arg & 07777);
-}
-
-int tfs_ns_setattr(struct tfs_fs *fs, struct tfs_inode *in, const struct stat *attr,
-		   int to_set, struct stat *out)
-{
-	struct target t;
-	uint64_t seq = 0;
-	int rc;
-
-	rc = target_open(fs, in, &t);
-	if (rc)
-		return rc;
-	if (to_set & (TFS_SET_MODE | TFS_SET_UID | TFS_SET_GID |
-		      TFS_SET_ATIME | TFS_SET_MTIME)) {
-		if (t.has_loc)	/* an unlinked file has no path to repair */
-			rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_ATTR }, &t.loc, NULL, NULL, &seq);
-	}
-	if (rc == 0 && (to_set & (TFS_SET_UID | TFS_SET_GID))) {
-		uid_t u = (to_set & TFS_SET_UID) ? attr->st_uid : (uid_t)-1;
-		gid_t g = (to_set & TFS_SET_GID) ? attr->st_gid : (gid_t)-1;
-
-		rc = each_member(fs, &t, "chown", chown_one, &(struct chown_arg){ u, g });
-	}
-	if (rc == 0 && (to_set & TFS_SET_MODE) && !S_ISLNK(in->type)) {
-		rc = each_member(fs, &t, "chmod", chmod_one, (void *)&attr->st_mode);
-	}
-	if (rc == 0 && (to_set & (TFS_SET_ATIME | TFS_SET_MTIME |
-				  TFS_SET_ATIME_NOW | TFS_SET_MTIME_NOW)))
-		rc = set_times(fs, &t, attr, to_set);
-	intent_end(fs, seq);
-	if (rc == 0)
-		rc = target_stat(fs, in, &t, out);
-	target_close(fs, in, &t);
-	return rc;
-}
-
-int tfs_ns_cut_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, bool durable,
-		     uint64_t *seq)
-{
-	struct tfs_loc loc;
-	int rc;
-
-	*seq = 0;
-	/* refused before the tier is told anything (invariant 4): its cut
-	 * would drop the other file's extents */
-	pthread_mutex_lock(&in->lock);
-	rc = fid_check_locked(fs, in);
-	pthread_mutex_unlock(&in->lock);
-	if (rc)
-		return rc;
-	/* the intent first, durable before the SSD tier drops anything when
-	 * the tier holds some of the file: a crash (or power cut) after the
-	 * drop then finds it and cuts the members too, so the members' older
-	 * bytes never come back where the tier had newer ones (DESIGN 10.5) */
-	if (tfs_inode_loc(fs, in, &loc) == 0) {
-		rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_TRUNCATE, .arg = len, .fid = in->fid },
-				  &loc, NULL, NULL, seq);
-		tfs_loc_put(fs, &loc);
-		if (rc)
-			return rc;
-	}
-	if (durable && *seq)
-		rc = tfs_meta_sync(fs->meta);
-	/* every member file open, before the tier drops anything: a member
-	 * that cannot open it fails the truncate with nothing cut */
-	pthread_mutex_lock(&in->lock);
-	if (rc == 0 && (rc = ofile_get_locked(fs, in)) == 0 && (rc = ofile_fill_locked(fs, in)))
-		ofile_put_locked(fs, in);
-	pthread_mutex_unlock(&in->lock);
-	if (rc) {
-		truncate_intent_end(fs, *seq);
-		*seq = 0;
-	}
-	return rc;
-}
-
-void tfs_ns_cut_end(struct tfs_fs *fs, struct tfs_inode *in, uint64_t seq)
-{
-	truncate_intent_end(fs, seq);
-	if (seq)	/* the retirement is durable before the file's next fsync */
-		__atomic_store_n(&in->trunc_gen, tfs_meta_gen(fs->meta), __ATOMIC_RELAXED);
-	pthread_mutex_lock(&in->lock);
-	ofile_put_locked(fs, in);
-	pthread_mutex_unlock(&in->lock);
-}
-
 /* ------------------------------------------------------------------ */
 /* Creation                                                            */
 /* ------------------------------------------------------------------ */
@@ -1016,7 +147,7 @@ static int make_one(struct tfs_fs *fs, uint32_t m, int dfd, const char *name, mo
 				     O_RDWR | O_CREAT | (excl ? O_EXCL : O_TRUNC), mode & 07777);
 		if (fd < 0)
 			return fd;
-		rc = fid_set(fs, m, fd, fid);
+		rc = ns_fid_set(fs, m, fd, fid);
 		if (rc) {
 			close(fd);
 			return rc;
@@ -1029,7 +160,7 @@ static int make_one(struct tfs_fs *fs, uint32_t m, int dfd, const char *name, mo
 		fd = OPS(fs)->openat(BE(fs), m, dfd, name, O_PATH | O_DIRECTORY, 0);
 		if (fd < 0)
 			return fd;
-		rc = fid_set(fs, m, fd, fid);
+		rc = ns_fid_set(fs, m, fd, fid);
 		close(fd);
 		return rc;
 	case S_IFLNK:
@@ -1069,7 +200,7 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 	int dfd[TFS_MAX_MEMBERS], rc;
 	bool sgid;
 
-	if ((S_ISREG(mode) || S_ISDIR(mode)) && (rc = fid_alloc(fs, &fid)))
+	if ((S_ISREG(mode) || S_ISDIR(mode)) && (rc = ns_fid_alloc(fs, &fid)))
 		return rc;
 	rc = child_open(fs, parent, name, &loc, dfd);
 	if (rc)
@@ -1080,7 +211,7 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 	if (rc)
 		goto out;
 	sgid = (pst.st_mode & S_ISGID) != 0;
-	rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_CREATE }, &loc, NULL, NULL, &seq);
+	rc = ns_intent_begin(fs, (struct tfs_intent){ .op = TFS_I_CREATE }, &loc, NULL, NULL, &seq);
 	if (rc)
 		goto out;
 	for (uint32_t i = 0; i < nm; i++) {
@@ -1105,9 +236,9 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 			break;
 		}
 		if (r < 0)
-			member_diverged(fs, k, "create", &loc, r);
+			ns_member_diverged(fs, k, "create", &loc, r);
 	}
-	intent_end(fs, seq);
+	ns_intent_end(fs, seq);
 	if (rc)
 		goto out;
 	rc = OPS(fs)->fstatat(BE(fs), p, dfd[p], name, &e->st);
@@ -1120,7 +251,7 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 	}
 	if (S_ISREG(mode)) {
 		pthread_mutex_lock(&e->in->lock);
-		fid_take_locked(fs, e->in, fid, &loc);
+		ns_fid_take_locked(fs, e->in, fid, &loc);
 		e->in->size = 0;
 		e->in->size_valid = true;
 		pthread_mutex_unlock(&e->in->lock);
@@ -1149,20 +280,20 @@ int tfs_ns_mknod(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode 
 int tfs_ns_create(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *parent,
 		  const char *name, mode_t mode, struct tfs_entry *e)
 {
-	struct tfs_ofile *of = ofile_new(fs);
+	struct tfs_ofile *of = ns_ofile_new(fs);
 	int rc;
 
 	if (!of)
 		return -ENOMEM;
 	rc = make(fs, ctx, parent, name, S_IFREG | (mode & 07777), 0, NULL, e, of->fd);
 	if (rc) {
-		ofile_close(fs, of);
+		ns_ofile_close(fs, of);
 		return rc;
 	}
 	pthread_mutex_lock(&e->in->lock);
 	if (e->in->of) {
 		/* cannot happen for a new object, but never leak fds */
-		ofile_close(fs, of);
+		ns_ofile_close(fs, of);
 		of = e->in->of;
 	}
 	e->in->of = of;
@@ -1199,7 +330,7 @@ static void hold(struct tfs_fs *fs, struct tfs_inode *in)
 	if (!in)
 		return;
 	pthread_mutex_lock(&in->lock);
-	if (in->of && (rc = ofile_fill_locked(fs, in)))
+	if (in->of && (rc = ns_ofile_fill_locked(fs, in)))
 		tfs_warn("inode %llu: cannot open its member files before a rename or "
 			 "unlink: %s", (unsigned long long)in->ino, strerror(-rc));
 }
@@ -1215,7 +346,7 @@ static struct tfs_inode *hold_named(struct tfs_fs *fs, uint64_t ino)
 static void release_named(struct tfs_fs *fs, struct tfs_inode *in)
 {
 	if (in)
-		let_go(fs, in, true);
+		ns_let_go(fs, in, true);
 }
 
 int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name, bool dir)
@@ -1234,7 +365,7 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	rc = OPS(fs)->fstatat(BE(fs), ord[0], dfd[ord[0]], name, &st);
 	in = rc == 0 ? hold_named(fs, st.st_ino) : NULL;
 	if (rc == 0)
-		rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_REMOVE }, &loc, NULL, NULL, &seq);
+		rc = ns_intent_begin(fs, (struct tfs_intent){ .op = TFS_I_REMOVE }, &loc, NULL, NULL, &seq);
 	for (uint32_t i = 0; i < nm && rc == 0; i++) {
 		uint32_t k = ord[i];
 		int r = dfd[k] < 0 ? 0 : OPS(fs)->unlinkat(BE(fs), k, dfd[k], name,
@@ -1243,17 +374,17 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		if (r && i == 0)
 			rc = r;
 		else if (r)
-			member_diverged(fs, k, "remove", &loc, r);
+			ns_member_diverged(fs, k, "remove", &loc, r);
 	}
-	intent_end(fs, seq);
+	ns_intent_end(fs, seq);
 	if (rc == 0 && in) {
 		tfs_inode_alias_drop(fs, in, parent, name);
 		if (dir || st.st_nlink <= 1)
 			tfs_inode_unhash(fs, in);
 	}
-	dirs_close(fs, &loc);	/* after the aliases (invariant 6) */
+	dirs_close(fs, &loc);	/* after the aliases (invariant 3) */
 	tfs_loc_put(fs, &loc);
-	release_named(fs, in);	/* its extents go if it is gone (invariant 7) */
+	release_named(fs, in);	/* its extents go if it is gone (identity.c inv. 2) */
 	return rc;
 }
 
@@ -1348,8 +479,8 @@ static int rename_moved(struct tfs_fs *fs, struct tfs_inode *op, const char *ona
 	if (dirmove)
 		pthread_rwlock_wrlock(&fs->rename_lock);
 	if (rc == 0)
-		rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_RENAME, .flags = flags }, &ol, &nl,
-				  NULL, &seq);
+		rc = ns_intent_begin(fs, (struct tfs_intent){ .op = TFS_I_RENAME, .flags = flags }, &ol, &nl,
+				     NULL, &seq);
 	for (uint32_t i = 0; i < nm && rc == 0; i++) {
 		uint32_t k = ord[i];
 		int r = od[k] < 0 || nd[k] < 0
@@ -1358,9 +489,9 @@ static int rename_moved(struct tfs_fs *fs, struct tfs_inode *op, const char *ona
 		if (r && i == 0)
 			rc = r;
 		else if (r)
-			member_diverged(fs, k, "rename", &ol, r);
+			ns_member_diverged(fs, k, "rename", &ol, r);
 	}
-	intent_end(fs, seq);
+	ns_intent_end(fs, seq);
 	if (rc == 0 && (flags & RENAME_EXCHANGE)) {
 		if (oin)
 			tfs_inode_alias_move(fs, oin, op, oname, np, "\x01tierfs-xchg");
@@ -1377,7 +508,7 @@ static int rename_moved(struct tfs_fs *fs, struct tfs_inode *op, const char *ona
 		if (oin)
 			tfs_inode_alias_move(fs, oin, op, oname, np, nname);
 	}
-	pair_close(fs, &ol, &nl, true);	/* after the aliases (invariant 6) */
+	pair_close(fs, &ol, &nl, true);	/* after the aliases (invariant 3) */
 	if (dirmove)
 		pthread_rwlock_unlock(&fs->rename_lock);
 	release_named(fs, nin);
@@ -1400,7 +531,7 @@ static int link_moved(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode 
 		return rc;
 	}
 	nm = tfs_members(fs, ord);
-	rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_LINK }, &ol, &nl, NULL, &seq);
+	rc = ns_intent_begin(fs, (struct tfs_intent){ .op = TFS_I_LINK }, &ol, &nl, NULL, &seq);
 	for (uint32_t i = 0; i < nm && rc == 0; i++) {
 		uint32_t k = ord[i];
 		int r = od[k] < 0 || nd[k] < 0
@@ -1409,13 +540,13 @@ static int link_moved(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode 
 		if (r && i == 0)
 			rc = r;
 		else if (r)
-			member_diverged(fs, k, "link", &nl, r);
+			ns_member_diverged(fs, k, "link", &nl, r);
 	}
-	intent_end(fs, seq);
+	ns_intent_end(fs, seq);
 	if (rc == 0)
 		rc = OPS(fs)->fstatat(BE(fs), ord[0], nd[ord[0]], nname, &e->st);
 	/* bound by the primary's inode number before the directory fds go
-	 * (invariant 6) */
+	 * (invariant 3) */
 	if (rc == 0 && !(e->in = tfs_inode_bind(fs, np, nname, &e->st, false)))
 		rc = -ENOMEM;
 	pair_close(fs, &ol, &nl, true);
@@ -1426,13 +557,13 @@ static int link_moved(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode 
 
 int tfs_ns_readlink(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len)
 {
-	struct target t;
-	int rc = target_open(fs, in, &t);
+	struct ns_target t;
+	int rc = ns_target_open(fs, in, &t);
 
 	if (rc)
 		return rc;
 	rc = OPS(fs)->readlinkat(BE(fs), tfs_primary(fs), t.fd[tfs_primary(fs)], t.name, buf, len);
-	target_close(fs, in, &t);
+	ns_target_close(fs, in, &t);
 	return rc;
 }
 
@@ -1442,14 +573,14 @@ int tfs_ns_readlink(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t l
 
 int tfs_ns_opendir(struct tfs_fs *fs, struct tfs_inode *in, int *fd)
 {
-	struct target t;
-	int rc = target_open(fs, in, &t);
+	struct ns_target t;
+	int rc = ns_target_open(fs, in, &t);
 
 	if (rc)
 		return rc;
 	rc = OPS(fs)->openat(BE(fs), tfs_primary(fs), t.fd[tfs_primary(fs)], t.name,
 			     O_RDONLY | O_DIRECTORY, 0);
-	target_close(fs, in, &t);
+	ns_target_close(fs, in, &t);
 	if (rc < 0)
 		return rc;
 	*fd = rc;
@@ -1459,8 +590,8 @@ int tfs_ns_opendir(struct tfs_fs *fs, struct tfs_inode *in, int *fd)
 int tfs_ns_fsyncdir(struct tfs_fs *fs, struct tfs_inode *in)
 {
 	struct tfs_mio v[TFS_MAX_MEMBERS];
-	struct target t;
-	int rc = target_open(fs, in, &t);
+	struct ns_target t;
+	int rc = ns_target_open(fs, in, &t);
 	uint32_t ord[TFS_MAX_MEMBERS], nm = tfs_members(fs, ord), k = 0;
 
 	if (rc)
@@ -1478,7 +609,7 @@ int tfs_ns_fsyncdir(struct tfs_fs *fs, struct tfs_inode *in)
 		}
 		v[k++] = (struct tfs_mio){ .member = ord[i], .op = TFS_MIO_FSYNC, .fd = fd };
 	}
-	target_close(fs, in, &t);
+	ns_target_close(fs, in, &t);
 	if (rc == 0)
 		rc = OPS(fs)->submit(BE(fs), v, k);
 	for (uint32_t j = 0; j < k; j++) {
@@ -1531,153 +662,4 @@ int tfs_ns_statfs(struct tfs_fs *fs, struct statvfs *out)
 	out->f_ffree = ffree;
 	out->f_favail = ffree;
 	return 0;
-}
-
-/* ------------------------------------------------------------------ */
-/* Extended attributes                                                 */
-/* ------------------------------------------------------------------ */
-
-/* tierfs's own names never pass through: the records on the members
- * (trusted.tierfs.*) and the names fs.c answers (user.tierfs.*) */
-static bool xattr_reserved(const char *name)
-{
-	return strncmp(name, "user.tierfs.", 12) == 0 || strncmp(name, "trusted.tierfs.", 15) == 0;
-}
-
-/* O_PATH fd of the object on member k (or the pinned open file). */
-static int obj_fd(struct tfs_fs *fs, uint32_t k, struct target *t, bool *owned)
-{
-	*owned = !t->pinned;
-	if (t->pinned)
-		return t->fd[k];
-	return OPS(fs)->openat(BE(fs), k, t->fd[k], t->name, O_PATH, 0);
-}
-
-static int xattr_all(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
-		     const void *val, size_t len, int flags, bool remove)
-{
-	struct target t;
-	uint64_t seq = 0;
-	int rc = target_open(fs, in, &t);
-	uint32_t ord[TFS_MAX_MEMBERS], nm = tfs_members(fs, ord);
-
-	if (rc)
-		return rc;
-	if (t.has_loc)
-		rc = intent_begin(fs, (struct tfs_intent){ .op = TFS_I_XATTR }, &t.loc, NULL, name, &seq);
-	for (uint32_t i = 0; i < nm && rc == 0; i++) {
-		uint32_t k = ord[i];
-		bool owned;
-		int fd = t.fd[k] < 0 ? -ENODEV : obj_fd(fs, k, &t, &owned), r;
-
-		if (fd < 0) {
-			r = fd;
-		} else {
-			r = remove ? OPS(fs)->removexattr(BE(fs), k, fd, name)
-				   : OPS(fs)->setxattr(BE(fs), k, fd, name, val, len, flags);
-			if (owned)
-				close(fd);
-		}
-		if (r && i == 0)
-			rc = r;
-		else if (r)
-			member_diverged(fs, k, "xattr", &t.loc, r);
-	}
-	intent_end(fs, seq);
-	target_close(fs, in, &t);
-	return rc;
-}
-
-/* Symlinks: xattrs go through /proc/self/fd, which must never be asked to
- * resolve a symlink; ext4 refuses user xattrs on symlinks anyway (EPERM). */
-int tfs_ns_setxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
-		    const void *val, size_t len, int flags)
-{
-	if (xattr_reserved(name) || S_ISLNK(in->type))
-		return -EPERM;
-	if (strcmp(name, "security.capability") == 0)
-		return -EOPNOTSUPP;	/* see getxattr: capabilities are not kept */
-	return xattr_all(fs, in, name, val, len, flags, false);
-}
-
-int tfs_ns_removexattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name)
-{
-	if (xattr_reserved(name) || S_ISLNK(in->type))
-		return -EPERM;
-	return xattr_all(fs, in, name, NULL, 0, 0, true);
-}
-
-int tfs_ns_getxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
-		    void *buf, size_t len)
-{
-	struct target t;
-	bool owned;
-	int rc, fd;
-
-	/* The kernel asks for security.capability before every write; answer
-	 * without touching a member (tierfs does not store capabilities). */
-	if (xattr_reserved(name) || strcmp(name, "security.capability") == 0 ||
-	    S_ISLNK(in->type))
-		return -ENODATA;
-	rc = target_open(fs, in, &t);
-	if (rc)
-		return rc;
-	fd = obj_fd(fs, tfs_primary(fs), &t, &owned);
-	if (fd < 0) {
-		rc = fd;
-	} else {
-		rc = OPS(fs)->getxattr(BE(fs), tfs_primary(fs), fd, name, buf, len);
-		if (owned)
-			close(fd);
-	}
-	target_close(fs, in, &t);
-	return rc;
-}
-
-int tfs_ns_listxattr(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len,
-		     bool trusted)
-{
-	struct target t;
-	char *all = NULL;
-	bool owned;
-	int rc, fd, n = 0;
-
-	if (S_ISLNK(in->type))
-		return 0;
-	rc = target_open(fs, in, &t);
-	if (rc)
-		return rc;
-	fd = obj_fd(fs, tfs_primary(fs), &t, &owned);
-	if (fd < 0) {
-		rc = fd;
-		goto out;
-	}
-	rc = OPS(fs)->listxattr(BE(fs), tfs_primary(fs), fd, NULL, 0);
-	if (rc > 0) {
-		all = malloc((size_t)rc + 1);
-		rc = all ? OPS(fs)->listxattr(BE(fs), tfs_primary(fs), fd, all, (size_t)rc)
-			 : -ENOMEM;
-	}
-	if (owned)
-		close(fd);
-	for (int i = 0; rc > 0 && i < rc; i += (int)strlen(all + i) + 1) {
-		size_t l = strlen(all + i) + 1;
-
-		if (xattr_reserved(all + i) || (!trusted && strncmp(all + i, "trusted.", 8) == 0))
-			continue;
-		if (len) {
-			if ((size_t)n + l > len) {
-				n = -ERANGE;
-				break;
-			}
-			memcpy(buf + n, all + i, l);
-		}
-		n += (int)l;
-	}
-	if (rc >= 0)
-		rc = n;
-out:
-	free(all);
-	target_close(fs, in, &t);
-	return rc;
 }

@@ -1,6 +1,7 @@
 /* replay.c - finish namespace changes a crash left half done.
  *
- * Owns: mount-time recovery from the intent log (ns.c writes it).
+ * Owns: mount-time recovery from the intent log (intent.c encodes it; the
+ * namespace's changes write it).
  *
  * Invariants:
  *  1. Runs before the filesystem serves any request, single threaded.
@@ -14,8 +15,8 @@
  *  4. A truncate is replayed only on the file it was made on (the intent
  *     holds its fid): another file at the path now is left alone.  That a
  *     finished truncate is not replayed over what the file got since is
- *     ns.c's part: an fsync of the file makes the intent's retirement
- *     durable first (tfs_data_fsync, trunc_gen).
+ *     intent.c's part (invariant 2): an fsync of the file makes the
+ *     intent's retirement durable first (tfs_data_fsync, trunc_gen).
  *  5. Every replayed truncate is told to the RAID (tfs_replay's cut, which
  *     is stripe.c's tfs_stripe_cut_replayed): on a parity level it leaves
  *     a write-intent mark on the new last row (the bytes cut from it were

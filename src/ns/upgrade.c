@@ -3,7 +3,7 @@
  *
  * Owns: the steps from one superblock version to the next (super.h).
  *
- * Version 2 to 3: the identity and size records (ns.c invariants 4, 5)
+ * Version 2 to 3: the identity and size records (identity.c invariant 1, ofile.c invariant 1)
  * move from user.tierfs.* to trusted.* on every file and directory of
  * every member in use, because the owner of a member file may set its
  * user.* xattrs and root alone may set trusted.* ones (DESIGN §11).

@@ -23,9 +23,9 @@
  *     damaged inode, and scrub finds it.
  *
  * States of a member (super.h):
- *   U --tfs_member_fail--> _ --replace (maint.c)--> R --rebuild done--> U
+ *   U --tfs_member_fail--> _ --replace (rebuild.c)--> R --rebuild done--> U
  *   R --tfs_member_fail--> _
- * (maint.c's rebuild() sets R when the new member starts taking changes
+ * (rebuild.c sets R when the new member starts taking changes
  * and U once its data is copied; health.c only ever fails members.)
  */
 #include <errno.h>

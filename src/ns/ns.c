@@ -417,7 +417,7 @@ static int link_moved(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode 
 		      const char *nname, struct tfs_entry *e);
 
 /* Renames and links move a file to a name a tree walk may have passed:
- * a rebuild's last walk holds move_lock exclusive so none can (maint.c). */
+ * a rebuild's last walk holds move_lock exclusive so none can (rebuild.c). */
 int tfs_ns_rename(struct tfs_fs *fs, struct tfs_inode *op, const char *oname,
 		  struct tfs_inode *np, const char *nname, unsigned flags)
 {

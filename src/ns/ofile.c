@@ -18,7 +18,7 @@
  *     replaced since): a degraded mount reads the record from the primary
  *     alone, and a write that reached one data chunk and the parity left
  *     the primary's record behind the size.  A rebuild writes it on the new
- *     member for every file (maint.c), since the namespace copy may copy a
+ *     member for every file (rebuild.c), since the namespace copy may copy a
  *     record that a close is about to change.  A file with no name left
  *     writes it only where it is open: nobody reads that record again.
  *  2. Member files are opened on first use, by name: whoever changes a

@@ -18,7 +18,7 @@
  *     intent.c's part (invariant 2): an fsync of the file makes the
  *     intent's retirement durable first (tfs_data_fsync, trunc_gen).
  *  5. Every replayed truncate is told to the RAID (tfs_replay's cut, which
- *     is stripe.c's tfs_stripe_cut_replayed): on a parity level it leaves
+ *     is marks.c's tfs_stripe_cut_replayed): on a parity level it leaves
  *     a write-intent mark on the new last row (the bytes cut from it were
  *     under its parity), which the resync that follows replay recomputes.
  *     The marks are committed before the intents are deleted (journal

@@ -1,6 +1,6 @@
 /* walk.c - visit every file of the tree through the inode table.
  *
- * Owns: the tree walk that resync, scrub and rebuild (maint.c) use.  Every
+ * Owns: the tree walk that resync and scrub (scrub.c) and rebuild (rebuild.c) use.  Every
  * directory and file is reached by lookup, like an application would, so
  * the walk shares the inode table, its locks and the open-file state with
  * the requests the kernel sends meanwhile.

@@ -14,7 +14,7 @@
  *     rebuilt file by file; each finished file is recorded in the journal
  *     (TFS_SET_REBUILT), so a rebuild interrupted by an unmount or crash
  *     resumes where it was.  A file is done once its data and its size
- *     record (ns.c invariant 5) are on the member.  Only when every file
+ *     record (ofile.c invariant 1) are on the member.  Only when every file
  *     is done does the member become in sync (U, recorded).
  *  2. No file's data is rebuilt before every write planned without the
  *     member is done (a barrier on io_gate after state R): a later one

@@ -60,8 +60,11 @@ static void report(void *arg, uint64_t fid, uint64_t off, int bad)
 	char line[400];
 	int l;
 
-	l = snprintf(line, sizeof(line), "%s %" PRIu64 "%s%d\n", fj->path, off,
-		     bad >= 0 ? " member " : " member ", bad);
+	/* "PATH OFFSET", and " member K" when the level located the culprit */
+	if (bad >= 0)
+		l = snprintf(line, sizeof(line), "%s %" PRIu64 " member %d\n", fj->path, off, bad);
+	else
+		l = snprintf(line, sizeof(line), "%s %" PRIu64 "\n", fj->path, off);
 	tfs_warn("scrub: file '%s' (fid %" PRIu64 ") offset %" PRIu64 ": copies or parity "
 		 "disagree%s", fj->path, fid, off, bad >= 0 ? " (one member at fault)" : "");
 	r_maint_found(fj->fs, line, l);
@@ -216,7 +219,7 @@ static int visit(void *arg, struct tfs_inode *in, const struct stat *st)
 	r_maint_file(fs, fj.path);
 	if (rc == 0)
 		rc = file_op(fs, in, wa->op, &fj);
-	/* the size record too (ns.c invariant 5): the namespace copy took the
+	/* the size record too (ofile.c invariant 1): the namespace copy took the
 	 * primary's, which a close between the copy and state R may have
 	 * changed without reaching this member */
 	if (rc == 0 && wa->op == TFS_STRIPE_REBUILD)

@@ -8,7 +8,9 @@
  *
  * Invariants:
  *  1. A replacement member is made self-describing before it is written:
- *     superblock (state R), tree root and journal copy first, then the whole
+ *     superblock (the array's, naming the member still failed: a crash
+ *     before state R leaves a member assembly ignores and replace takes
+ *     again), tree root and journal copy first, then the whole
  *     namespace is copied under ns_lock exclusive, then the member takes
  *     every change (state R, recorded on all members) while its data is
  *     rebuilt file by file; each finished file is recorded in the journal

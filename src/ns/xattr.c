@@ -47,6 +47,22 @@ static int obj_fd(struct tfs_fs *fs, uint32_t k, struct ns_target *t, bool *owne
 	return OPS(fs)->openat(BE(fs), k, t->fd[k], t->name, O_PATH, 0);
 }
 
+/* The object of in on the primary, for a read of its xattrs: t opened (the
+ * caller closes it with ns_target_close) and a fd of the object (closed by
+ * the caller when *owned).  Returns the fd, or -errno with t closed. */
+static int primary_fd(struct tfs_fs *fs, struct tfs_inode *in, struct ns_target *t,
+		      bool *owned)
+{
+	int rc = ns_target_open(fs, in, t), fd;
+
+	if (rc)
+		return rc;
+	fd = obj_fd(fs, tfs_primary(fs), t, owned);
+	if (fd < 0)
+		ns_target_close(fs, in, t);
+	return fd;
+}
+
 static int xattr_all(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 		     const void *val, size_t len, int flags, bool remove)
 {
@@ -113,17 +129,12 @@ int tfs_ns_getxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 	if (xattr_reserved(name) || strcmp(name, "security.capability") == 0 ||
 	    S_ISLNK(in->type))
 		return -ENODATA;
-	rc = ns_target_open(fs, in, &t);
-	if (rc)
-		return rc;
-	fd = obj_fd(fs, tfs_primary(fs), &t, &owned);
-	if (fd < 0) {
-		rc = fd;
-	} else {
-		rc = OPS(fs)->getxattr(BE(fs), tfs_primary(fs), fd, name, buf, len);
-		if (owned)
-			close(fd);
-	}
+	fd = primary_fd(fs, in, &t, &owned);
+	if (fd < 0)
+		return fd;
+	rc = OPS(fs)->getxattr(BE(fs), tfs_primary(fs), fd, name, buf, len);
+	if (owned)
+		close(fd);
 	ns_target_close(fs, in, &t);
 	return rc;
 }
@@ -138,14 +149,9 @@ int tfs_ns_listxattr(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t 
 
 	if (S_ISLNK(in->type))
 		return 0;
-	rc = ns_target_open(fs, in, &t);
-	if (rc)
-		return rc;
-	fd = obj_fd(fs, tfs_primary(fs), &t, &owned);
-	if (fd < 0) {
-		rc = fd;
-		goto out;
-	}
+	fd = primary_fd(fs, in, &t, &owned);
+	if (fd < 0)
+		return fd;
 	rc = OPS(fs)->listxattr(BE(fs), tfs_primary(fs), fd, NULL, 0);
 	if (rc > 0) {
 		all = malloc((size_t)rc + 1);
@@ -170,7 +176,6 @@ int tfs_ns_listxattr(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t 
 	}
 	if (rc >= 0)
 		rc = n;
-out:
 	free(all);
 	ns_target_close(fs, in, &t);
 	return rc;

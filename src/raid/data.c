@@ -539,27 +539,39 @@ int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 	return rc;
 }
 
-int tfs_raid_grow(struct tfs_fs *fs, struct tfs_inode *in, uint64_t size)
+/* Set every member file of an open file (in->of pinned by the caller) that
+ * takes changes to its share of logical size size; grow: only those
+ * shorter.  A member other than the primary whose object is damaged is
+ * skipped (health.c invariant 5).  Returns how many changed, or -errno. */
+static int set_shares(struct tfs_fs *fs, struct tfs_inode *in, uint64_t size, bool grow)
 {
-	int rc = tfs_ns_fill(fs, in), grown = 0;
+	int rc = 0, changed = 0;
 
-	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {	/* in->of: pinned by the caller */
+	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
 		uint64_t share = tfs_layout_share(&fs->layout, in->rot, k, size);
 		struct stat st;
 
 		if (!tfs_m_writable(fs, k) || in->of->fd[k] < 0)
 			continue;
-		rc = OPS(fs)->fstat(BE(fs), k, in->of->fd[k], &st);
-		if (rc == 0 && (uint64_t)st.st_size < share) {
+		rc = grow ? OPS(fs)->fstat(BE(fs), k, in->of->fd[k], &st) : 0;
+		if (rc == 0 && (!grow || (uint64_t)st.st_size < share)) {
 			rc = OPS(fs)->ftruncate(BE(fs), k, in->of->fd[k], share);
-			grown++;
+			changed++;
 		}
-		if (rc && k != tfs_primary(fs) && tfs_member_diverged(fs, k, &rc, "grow"))
+		if (rc && k != tfs_primary(fs) &&
+		    tfs_member_diverged(fs, k, &rc, grow ? "grow" : "truncate"))
 			rc = 0;
 	}
-	if (rc == 0 && grown)
-		rc = tfs_ns_save_size(fs, in, false);
-	return rc ? rc : grown;
+	return rc ? rc : changed;
+}
+
+int tfs_raid_grow(struct tfs_fs *fs, struct tfs_inode *in, uint64_t size)
+{
+	int rc = tfs_ns_fill(fs, in), grown = rc ? rc : set_shares(fs, in, size, true);
+
+	if (grown > 0 && (rc = tfs_ns_save_size(fs, in, false)))
+		return rc;
+	return grown;
 }
 
 int tfs_raid_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, bool durable)
@@ -590,15 +602,8 @@ int tfs_raid_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, boo
 			rc = tfs_stripe_zero(fs, in, true, len,
 					     (end < in->size ? end : in->size) - len);
 	}
-	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {	/* in->of: pinned by the caller */
-		uint64_t share = tfs_layout_share(&fs->layout, in->rot, k, len);
-
-		if (!tfs_m_writable(fs, k) || in->of->fd[k] < 0)
-			continue;
-		rc = OPS(fs)->ftruncate(BE(fs), k, in->of->fd[k], share);
-		if (rc && k != tfs_primary(fs) && tfs_member_diverged(fs, k, &rc, "truncate"))
-			rc = 0;
-	}
+	if (rc == 0 && (rc = set_shares(fs, in, len, false)) > 0)
+		rc = 0;
 	if (rc == 0)
 		in->size = len;
 	pthread_mutex_unlock(&in->lock);

@@ -14,32 +14,17 @@ set -u
 B=${1:?usage: $0 BUILD_DIR [TMPDIR]   (BUILD_DIR - with VARIANTS)}
 VARIANTS=${VARIANTS:-"hit_ring=1:$B:1 hit_ring=0:$B:0"}
 D=$(mktemp -d "${2:-${TMPDIR:-/tmp}}/hit-ring-ab.XXXX")
-PID= MNT=
-cleanup() {
-    if [ -n "$MNT" ] && mountpoint -q "$MNT"; then
-        fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT"
-    fi
-    [ -n "$PID" ] && kill "$PID" 2>/dev/null
-    rm -rf "$D"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/array_lib.sh"
 
 mnt() {    # LABEL BUILD HIT_RING
-    local a=$D/$1
-    MNT=$a/mnt
-    "$2/tierfs" -f -o "cache=$a/ssd,cache_size=512M,cache_promote=1,hit_ring=$3" \
-        "$a/m0:$a/m1:$a/m2" "$MNT" 2>>"$D/log" &
-    PID=$!
-    for _ in $(seq 50); do mountpoint -q "$MNT" && return; sleep 0.1; done
-    echo "mount failed:"; cat "$D/log"; exit 1
+    array_mount "$2" "$1" "cache=$D/$1/ssd,cache_size=512M,cache_promote=1,hit_ring=$3"
 }
-umnt() { fusermount3 -u "$MNT"; wait "$PID"; PID= MNT=; }
+umnt() { array_umount; }
 
 for v in $VARIANTS; do
     IFS=: read -r label vb r <<<"$v"
-    a=$D/$label
-    mkdir -p "$a/m0" "$a/m1" "$a/m2" "$a/mnt"; mkdir -m 700 "$a/ssd"
-    "$vb/mkfs.tierfs" --level raid5 "$a/m0" "$a/m1" "$a/m2" >/dev/null
+    array_make "$vb" "$label"
+    mkdir -m 700 "$D/$label/ssd"
     mnt "$label" "$vb" "$r"
     dd if=/dev/urandom of="$MNT/f" bs=1M count=256 oflag=direct status=none
     for _ in 1 2 3; do  # cache_promote=1: every extent read misses once, then is promoted
@@ -56,10 +41,10 @@ for round in $(seq "${ROUNDS:-3}"); do
         for qd in 1 32; do
             eng="--ioengine=libaio --iodepth=$qd"
             [ "$qd" = 1 ] && eng="--ioengine=psync"
-            c0=$(awk '{print $14+$15}' "/proc/$PID/stat")
+            c0=$(daemon_cpu)
             fio --name=m --filename="$MNT/f" --rw=randread --bs=4k --direct=1 $eng \
                 --runtime=8 --time_based --output-format=json >"$D/fio.json"
-            c1=$(awk '{print $14+$15}' "/proc/$PID/stat")
+            c1=$(daemon_cpu)
             python3 -c "import json; j = json.load(open('$D/fio.json'))['jobs'][0]['read']; \
 n = j['total_ios']; print('round $round $label qd $qd iops %.0f cpu us/req %.1f' \
 % (j['iops'], ($c1 - $c0) * 1e6 / $(getconf CLK_TCK) / n))"

@@ -23,31 +23,14 @@ OUT=${2:?usage: $0 BUILD_DIR OUT_DIR [TMPDIR]}
 SECS=${SECS:-8}
 D=$(mktemp -d "${3:-${TMPDIR:-/tmp}}/profile.XXXX")
 mkdir -p "$OUT"
-PID= MNT=
-cleanup() {
-    if [ -n "$MNT" ] && mountpoint -q "$MNT"; then
-        fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT"
-    fi
-    [ -n "$PID" ] && kill "$PID" 2>/dev/null
-    rm -rf "$D"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/array_lib.sh"
 for a in c u; do
-    mkdir -p "$D/$a/m0" "$D/$a/m1" "$D/$a/m2" "$D/$a/mnt"
-    "$B/mkfs.tierfs" --level raid5 "$D/$a/m0" "$D/$a/m1" "$D/$a/m2" >/dev/null
+    array_make "$B" "$a"
 done
 mkdir -m 700 "$D/ssd"
-
-mnt() {    # ARRAY (c, u) [extra -o options]
-    local a=$D/$1
-    MNT=$a/mnt
-    "$B/tierfs" -f ${2:+-o "$2"} "$a/m0:$a/m1:$a/m2" "$MNT" 2>>"$D/log" &
-    PID=$!
-    for _ in $(seq 50); do mountpoint -q "$MNT" && return; sleep 0.1; done
-    echo "mount failed:"; cat "$D/log"; exit 1
-}
-umnt() { fusermount3 -u "$MNT"; wait "$PID"; PID= MNT=; }
-cpu() { awk '{print $14+$15}' "/proc/$PID/stat"; }
+mnt() { array_mount "$B" "$@"; }    # ARRAY (c, u) [extra -o options]
+umnt() { array_umount; }
+cpu() { daemon_cpu; }
 
 # measure KIND CMD...: runs CMD (which prints its request count on its last
 # line) under perf record and perf trace, and prints the line

@@ -1,0 +1,37 @@
+# array_lib.sh - sourced by the bench scripts that mount RAID5 x3 arrays
+# under one scratch directory D (hit_ring_ab.sh, profile.sh).
+#
+#   D=...; . "$(dirname "$0")/array_lib.sh"
+#   array_make BUILD NAME          mkfs a RAID5 x3 at $D/NAME (m0..m2, mnt)
+#   array_mount BUILD NAME [OPTS]  tierfs -f on it (-o OPTS); sets MNT, PID
+#   array_umount                   unmount, wait for the daemon
+#   daemon_cpu                     the daemon's user+sys ticks
+# The EXIT trap unmounts what is mounted, stops the daemon and removes $D;
+# the daemons' stderr goes to $D/log.
+PID= MNT=
+array_cleanup() {
+    if [ -n "$MNT" ] && mountpoint -q "$MNT"; then
+        fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT"
+    fi
+    [ -n "$PID" ] && kill "$PID" 2>/dev/null
+    rm -rf "$D"
+}
+trap array_cleanup EXIT
+
+array_make() {
+    local a=$D/$2
+    mkdir -p "$a/m0" "$a/m1" "$a/m2" "$a/mnt"
+    "$1/mkfs.tierfs" --level raid5 "$a/m0" "$a/m1" "$a/m2" >/dev/null
+}
+
+array_mount() {
+    local a=$D/$2
+    MNT=$a/mnt
+    "$1/tierfs" -f ${3:+-o "$3"} "$a/m0:$a/m1:$a/m2" "$MNT" 2>>"$D/log" &
+    PID=$!
+    for _ in $(seq 50); do mountpoint -q "$MNT" && return; sleep 0.1; done
+    echo "mount failed:"; cat "$D/log"; exit 1
+}
+
+array_umount() { fusermount3 -u "$MNT"; wait "$PID"; PID= MNT=; }
+daemon_cpu() { awk '{print $14+$15}' "/proc/$PID/stat"; }

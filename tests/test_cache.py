@@ -1349,6 +1349,123 @@ def test_a_write_only_the_tier_holds_moves_mtime(make_array, tmp_path):
         raise AssertionError("no member file has the new time")
 
 
+def test_times_given_after_a_write_back_write_survive_its_flush(make_array, tmp_path):
+    """cp -p, tar x and rsync -t write a file, then give it its times: the
+    flusher's writes must not leave the members stamped with the time of
+    the flush (attr.c invariant 5).  Before the fix the file's mtime became
+    the flush's once the remount read it from the members."""
+    a = make_array("raid5", 3, "16K")
+    opts = copts(tmp_path / "cache", mode="writeback")
+    m = a.mount(opts)
+    p = a.mnt / "f"
+    p.write_bytes(b"x" * 65536)
+    os.utime(p, ns=(10**18, 2 * 10**18))
+    assert cst(a.mnt)["dirty_bytes"] > 0
+    flush(a.mnt)
+    assert os.stat(p).st_mtime_ns == 2 * 10**18
+    m.stop()
+    for mm in a.members:
+        assert os.stat(mm / "root" / "f").st_mtime_ns == 2 * 10**18, mm
+    a.mount(opts)
+    assert os.stat(p).st_mtime_ns == 2 * 10**18
+
+
+def test_writes_through_the_tier_tell_the_members_their_time_at_most_a_second_late(
+        make_array, tmp_path):
+    """A write the tier holds moves the file's mtime at once for stat, on
+    the members within a second, and at the last close (attr.c invariant
+    4); an explicit time set after the writes wins over what was due."""
+    a = make_array("raid5", 3, "16K")
+    opts = copts(tmp_path / "cache", mode="writeback")
+    m = a.mount(opts)
+    p = a.mnt / "f"
+    p.write_bytes(b"x" * 65536)
+    os.utime(p, ns=(10**18, 10**18))
+
+    def on_members():
+        return max(os.stat(mm / "root" / "f").st_mtime_ns for mm in a.members)
+
+    fd = os.open(p, os.O_RDWR)
+    try:
+        os.pwrite(fd, b"a" * 4096, 0)
+        time.sleep(0.05)
+        t2 = time.time_ns()
+        os.pwrite(fd, b"b" * 4096, 8192)
+        assert os.stat(p).st_mtime_ns >= t2         # stat: at once
+        assert on_members() >= t2 - 10**9           # members: a second at most
+        time.sleep(0.05)
+        t3 = time.time_ns()
+        os.pwrite(fd, b"c" * 4096, 16384)
+    finally:
+        os.close(fd)
+    assert on_members() >= t3                       # the last close tells them
+    # due, then an explicit time: the explicit one stays, also after close
+    fd = os.open(p, os.O_RDWR)
+    try:
+        os.pwrite(fd, b"d" * 4096, 0)
+        os.pwrite(fd, b"e" * 4096, 4096)
+        os.utime(p, ns=(10**18, 3 * 10**18))
+    finally:
+        os.close(fd)
+    assert os.stat(p).st_mtime_ns == 3 * 10**18
+    assert on_members() == 3 * 10**18
+    # a daemon killed after a burst leaves the members at most a second
+    # behind its last write
+    fd = os.open(p, os.O_RDWR)
+    try:
+        os.pwrite(fd, b"f" * 4096, 0)
+        for i in range(20):
+            t4 = time.time_ns()
+            os.pwrite(fd, b"g" * 4096, 4096 * (i % 8))
+            time.sleep(0.01)
+    except BaseException:
+        os.close(fd)
+        raise
+    m.kill()
+    try:
+        os.close(fd)        # the mount is gone: ENOTCONN
+    except OSError:
+        pass
+    assert on_members() >= t4 - 10**9
+
+
+def syncs(mnt):
+    s = status(mnt)
+    return int(s["raid.file_syncs"]), int(s["raid.file_syncs_skipped"])
+
+
+def test_fdatasync_of_writes_only_the_tier_holds_does_not_sync_the_members(
+        make_array, tmp_path):
+    """An fdatasync in write-back waits for the SSD and not for the HDD
+    members when nothing reached them since their last sync (data.c
+    invariant 7); what did reach them (an extending truncate) is synced,
+    and so is a full fsync once the writes' time was put on them.  That
+    the skipped sync loses nothing is test_powercut.py's crash states."""
+    a = make_array("raid5", 3, "16K")
+    a.mount(copts(tmp_path / "cache", mode="writeback"))
+    p = a.mnt / "f"
+    fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, b"a" * 8192, 0)
+        os.fdatasync(fd)                    # the file's first: runs
+        s0 = syncs(a.mnt)
+        for i in range(5):
+            os.pwrite(fd, bytes([i]) * 4096, 4096 * i)
+            os.fdatasync(fd)
+        s1 = syncs(a.mnt)
+        assert s1 == (s0[0], s0[1] + 5), (s0, s1)
+        os.ftruncate(fd, 1 << 20)           # the members' size changed
+        os.fdatasync(fd)
+        s2 = syncs(a.mnt)
+        assert s2[0] == s1[0] + 1, (s1, s2)
+        os.pwrite(fd, b"z" * 4096, 0)
+        os.fsync(fd)                        # the time goes to the primary
+        assert syncs(a.mnt)[0] == s2[0] + 1
+        assert os.pread(fd, 8192, 0) == b"z" * 4096 + b"\x01" * 4096
+    finally:
+        os.close(fd)
+
+
 def test_clean_unmount_keeps_cache_warm(make_array, tmp_path):
     a = make_array("raid5", 3, "64K")
     data = random.Random(13).randbytes(512 * K)

@@ -562,6 +562,29 @@ def test_cut_five_seconds_after_a_write_keeps_it(cut):
     assert (pathlib.Path(m.mnt) / "f").read_bytes() == a, "the unsynced write is gone after 7 s"
 
 
+def test_cut_after_an_fdatasync_that_left_the_members_alone_keeps_it(cut):
+    """data.c invariant 7: an fdatasync of writes only the tier holds does
+    not sync the members (raid.file_syncs_skipped), and what it covered,
+    an overwrite and an append the size of which only the tier's size
+    record knows, is there after a cut."""
+    from test_cache import status
+    a, b, c = os.urandom(64 * K), os.urandom(16 * K), os.urandom(32 * K)
+    fd = os.open(cut.mnt / "f", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, a, 0)
+        os.fdatasync(fd)            # the file's first sync runs on the members
+        skipped = int(status(cut.mnt)["raid.file_syncs_skipped"])
+        os.pwrite(fd, b, 8 * K)
+        os.pwrite(fd, c, 64 * K)    # past the members' end
+        os.fdatasync(fd)
+        assert int(status(cut.mnt)["raid.file_syncs_skipped"]) == skipped + 1
+    finally:
+        os.close(fd)
+    m = cut.cut()
+    want = a[:8 * K] + b + a[24 * K:] + c
+    assert (pathlib.Path(m.mnt) / "f").read_bytes() == want
+
+
 def test_cut_after_a_punch_shows_no_older_bytes(cut):
     """Item 4: a punch drops dirty data from the tier only once the members
     are punched and synced; dropped first, a durability point could commit

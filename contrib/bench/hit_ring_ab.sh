@@ -10,6 +10,9 @@
 #   VARIANTS="old:/path/A/build:1 new:/path/B/build:1" contrib/bench/hit_ring_ab.sh -
 # Each variant has its own array and tier (made and warmed by its build, so
 # builds of different on-disk versions compare too).
+#   JOBS="rr1 rr32" (default): the hits at QD 1 and 32; also
+#   rw32 (4K random O_DIRECT write-back writes, QD 32) and wsync1 (4K
+#   random writes, each followed by fdatasync, QD 1), into the same file.
 set -u
 B=${1:?usage: $0 BUILD_DIR [TMPDIR]   (BUILD_DIR - with VARIANTS)}
 VARIANTS=${VARIANTS:-"hit_ring=1:$B:1 hit_ring=0:$B:0"}
@@ -38,16 +41,22 @@ for round in $(seq "${ROUNDS:-3}"); do
     for v in $VARIANTS; do
         IFS=: read -r label vb r <<<"$v"
         mnt "$label" "$vb" "$r"
-        for qd in 1 32; do
-            eng="--ioengine=libaio --iodepth=$qd"
-            [ "$qd" = 1 ] && eng="--ioengine=psync"
+        for job in ${JOBS:-rr1 rr32}; do
+            case $job in
+            rr1) a="--rw=randread --ioengine=psync" ;;
+            rr32) a="--rw=randread --ioengine=libaio --iodepth=32" ;;
+            rw32) a="--rw=randwrite --ioengine=libaio --iodepth=32" ;;
+            wsync1) a="--rw=randwrite --ioengine=psync --fdatasync=1" ;;
+            *) echo "unknown job $job"; exit 1 ;;
+            esac
             c0=$(daemon_cpu)
-            fio --name=m --filename="$MNT/f" --rw=randread --bs=4k --direct=1 $eng \
+            fio --name=m --filename="$MNT/f" --bs=4k --direct=1 $a \
                 --runtime=8 --time_based --output-format=json >"$D/fio.json"
             c1=$(daemon_cpu)
-            python3 -c "import json; j = json.load(open('$D/fio.json'))['jobs'][0]['read']; \
-n = j['total_ios']; print('round $round $label qd $qd iops %.0f cpu us/req %.1f' \
-% (j['iops'], ($c1 - $c0) * 1e6 / $(getconf CLK_TCK) / n))"
+            python3 -c "import json; j = json.load(open('$D/fio.json'))['jobs'][0]; \
+n = j['read']['total_ios'] + j['write']['total_ios']; \
+print('round $round $label $job iops %.0f cpu us/req %.1f' \
+% (n / 8.0, ($c1 - $c0) * 1e6 / $(getconf CLK_TCK) / n))"
         done
         getfattr --absolute-names -n user.tierfs.status --only-values "$MNT" | \
             grep -E "cache.(read_hits|read_misses|ring_hits)=" | tr '\n' ' '

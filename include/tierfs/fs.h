@@ -80,6 +80,23 @@ struct tfs_inode {
 	 * (atomic): an fsync makes it durable first, because a mount that
 	 * replays a finished truncate cuts whatever the file grew since */
 	uint64_t trunc_gen;
+	/* Changes to the file on the members not yet synced (raid/data.c
+	 * invariant 7): chg_data is bumped after every change of its data or
+	 * size there, chg_all after that and after every change of its
+	 * attributes or times; syn_data and syn_all are the values the last
+	 * successful member sync covered (an fdatasync covers data only).
+	 * Atomics; a new inode starts at chg 1, syn 0: its first sync runs. */
+	uint64_t chg_data, chg_all, syn_data, syn_all;
+	/* The modification time of the writes the members have not been told
+	 * of yet (attr.c invariant 4): mtime_due, set by tfs_ns_touch when
+	 * mtime_pending; mtime_put, when it last told the primary.
+	 * times_gen and times_busy: an explicit change of the times counts
+	 * itself there, so a flusher that keeps the times across its writes
+	 * never puts back older ones over it.  Under lock. */
+	bool mtime_pending;
+	struct timespec mtime_due, mtime_put;
+	uint64_t times_gen;
+	unsigned times_busy;
 };
 
 struct tfs_fs;
@@ -160,6 +177,9 @@ struct tfs_fs {
 	struct tfs_defer *defer;	/* with a cache: reads that miss it (defer.h) */
 	struct tfs_hitio *hitio;	/* with a cache: its hits on io_uring (hitio.h) */
 	double maint_mbps;		/* rate cap of scrub and rebuild (0: none) */
+	/* File syncs that ran on the members, and that found nothing to sync
+	 * there (raid/data.c invariant 7); atomics. */
+	uint64_t file_syncs[2];
 	/* Data writes hold this shared from planning to completion (the size
 	 * they grow included: a rebuild copies a file up to its size); a member
 	 * joining (state R) takes it exclusive once, as a barrier, before its

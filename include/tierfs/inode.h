@@ -97,4 +97,13 @@ static inline void tfs_size_grow(struct tfs_inode *in, uint64_t end)
 	pthread_mutex_unlock(&in->lock);
 }
 
+/* in changed on the members, after the change was made: its data or size
+ * (data), or only its attributes or times (raid/data.c invariant 7). */
+static inline void tfs_inode_changed(struct tfs_inode *in, bool data)
+{
+	if (data)
+		__atomic_add_fetch(&in->chg_data, 1, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&in->chg_all, 1, __ATOMIC_RELEASE);
+}
+
 #endif

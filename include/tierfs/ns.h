@@ -152,11 +152,29 @@ int tfs_ns_save_size(struct tfs_fs *fs, struct tfs_inode *in, bool force);
 /* tfs_ns_save_size where the caller cannot fail for it (the end of a
  * truncate): a failure is logged, naming when. */
 void tfs_ns_save_size_logged(struct tfs_fs *fs, struct tfs_inode *in, const char *when);
-/* The open file in's data changed where the members do not show it (a
- * write the SSD tier holds): its modification time becomes now, as a
- * write to the members would have made it.  Best effort: a failure leaves
- * the older time. */
+/* The open file in's data changed through the SSD tier (attr.c invariant
+ * 4): its modification time becomes now for every stat at once, and on
+ * the members within a second, at the last close or at fsync.  Best
+ * effort: a failure leaves the older time there. */
 void tfs_ns_touch(struct tfs_fs *fs, struct tfs_inode *in);
+/* Tell the members of the open file in the modification time due now
+ * (an fsync makes it durable after this).  Best effort, as tfs_ns_touch. */
+void tfs_ns_times_put(struct tfs_fs *fs, struct tfs_inode *in);
+/* The modification time of the open file in, kept across writes that
+ * stamp the members with the time they run (attr.c invariant 5). */
+struct tfs_times_keep {
+	uint64_t gen;
+	struct timespec mtim;
+	bool ok;		/* known: put back by tfs_ns_times_restore */
+};
+/* Read in's times into keep before such writes.  Best effort: keep->ok
+ * false when they could not be read or an explicit change is running. */
+void tfs_ns_times_keep(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_times_keep *keep);
+/* Put back on every member the time keep holds (or a newer one a write
+ * through the tier made since), unless the times were changed or the file
+ * truncated since tfs_ns_times_keep.  Best effort. */
+void tfs_ns_times_restore(struct tfs_fs *fs, struct tfs_inode *in,
+			  const struct tfs_times_keep *keep);
 /* The namespace's part of a truncate of a loaded regular file to len
  * (the data path's tfs_data_truncate does the rest): refuses a file whose
  * identity another file claims (-EUCLEAN), begins a TRUNCATE intent (durable

@@ -38,8 +38,14 @@ ssize_t tfs_raid_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, void
 ssize_t tfs_raid_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, const void *buf,
 		       size_t len, uint64_t off);
 /* fsync (fdatasync if datasync) every member file of the file, after
- * saving its size record (parity levels).  Returns 0 or -errno. */
+ * saving its size record (parity levels); nothing when nothing it covers
+ * changed there since the last one (data.c invariant 7).  Returns 0 or
+ * -errno. */
 int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync);
+/* Format the counts of file syncs run and skipped (invariant 7) as
+ * "raid.file_syncs=N\nraid.file_syncs_skipped=N\n" into buf.  Returns the
+ * length snprintf gives. */
+int tfs_raid_syncs(struct tfs_fs *fs, char *buf, size_t len);
 /* Grow the member files of an open file to hold logical size size (never
  * shrinks; the bytes added are holes), then save its size record.  Returns
  * how many member files grew (0: none was short), or -errno (-EUCLEAN: a

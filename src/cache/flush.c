@@ -255,6 +255,7 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 	unsigned n = 0, nm = 0, ns = 0, nops = 0;
 	uint64_t size, fsize = 0, E = c->extent;
 	int64_t done = 0;
+	struct tfs_times_keep times = { .ok = false };
 	uint32_t now = c_now(), sc;
 	int rc = 0, cerr, grown = 0;
 	bool gone = false;
@@ -377,6 +378,10 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 			rc = mio[i].res < 0 ? (int)mio[i].res : -EIO;
 	if (rc)
 		tfs_err("cache %s: reading dirty extents back failed: %s", c->dir, strerror(-rc));
+	/* the members stamp what is written with the time of the flush: the
+	 * file's own times are put back after (attr.c invariant 5) */
+	if (rc == 0)
+		tfs_ns_times_keep(fs, in, &times);
 	/* the RAID: up to C_WRITERS segments in flight (they are disjoint;
 	 * full rows go out without reads) */
 	if (rc == 0) {
@@ -399,6 +404,8 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 		tfs_err("cache %s: growing file %" PRIu64 " on the members: %s", c->dir, f->fid,
 			strerror(-rc));
 	}
+	if (ns || grown > 0)
+		tfs_ns_times_restore(fs, in, &times);
 	/* a sector is clean only once the members have it on stable storage:
 	 * after a power cut neither tier could give it back otherwise */
 	if (rc == 0 && (ns || grown > 0)) {

@@ -465,8 +465,9 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 	pthread_mutex_unlock(&c->lock);
 	if (rc)
 		return rc;
-	if (cached)	/* the members were not written: the change time from here */
-		tfs_ns_touch(fs, in);
+	/* the members were not written (or not all: the primary may not hold
+	 * what was), and a flush running keeps their times (attr.c inv. 4, 5) */
+	tfs_ns_touch(fs, in);
 	return (ssize_t)len;
 }
 

@@ -69,7 +69,11 @@ int tfs_data_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 
 	if (rc)
 		return rc;
-	return cached(fs) ? tfs_cache_fsync(fs, in, datasync) : tfs_raid_fsync(fs, in, datasync);
+	if (!cached(fs))
+		return tfs_raid_fsync(fs, in, datasync);
+	if (!datasync)	/* the time of the writes only the tier holds */
+		tfs_ns_times_put(fs, in);
+	return tfs_cache_fsync(fs, in, datasync);
 }
 
 int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
@@ -105,6 +109,8 @@ int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64
 	if (rc == 0 && tfs_cache_knows(fs, in))
 		rc = tfs_raid_fsync(fs, in, true);
 	tfs_cache_zero_end(fs, in, off, rc ? 0 : len);
+	if (rc == 0)	/* a flush running keeps the members' times */
+		tfs_ns_touch(fs, in);
 	return rc;
 }
 

@@ -509,6 +509,7 @@ static void tfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 
 static void tfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	tfs_ns_times_put(FS(req), FH(fi)->in);	/* a close: the time due (attr.c inv. 4) */
 	fuse_reply_err(req, 0);
 }
 

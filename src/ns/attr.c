@@ -25,6 +25,22 @@
  *     file's extents); its intent is durable before the tier drops
  *     anything when the tier holds some of the file (DESIGN 10.5), and
  *     every member file is open before anything is cut.
+ *  4. A write the members do not see (the tier's) moves the file's
+ *     modification time at once for every stat (mtime_due, folded in by
+ *     target_stat) and on the primary at most once a second per file
+ *     (tfs_ns_touch), at every close and at fsync (tfs_ns_times_put):
+ *     a daemon killed or a power cut leaves it at most a second behind the
+ *     last write the members were told of nothing about, as ext4's own
+ *     times after a power cut may be.  The time put is always under
+ *     in->lock, so it never lands over an explicit change made after it;
+ *     an explicit change of the modification time drops what is due.
+ *  5. A writer that changes the members' times as a side effect (the
+ *     flusher's writes, which the kernel stamps with the time of the
+ *     flush) keeps them (tfs_ns_times_keep) and puts them back after
+ *     (tfs_ns_times_restore), unless an explicit change or a truncate ran
+ *     meanwhile (times_gen, times_busy): a file written, then given its
+ *     times (cp -p, tar, rsync -t) keeps them once flushed.  A daemon
+ *     killed between the two leaves the time of the flush.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tierfs/log.h"
@@ -138,6 +155,10 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct ns_target
 			in->size_valid = true;
 		}
 		st->st_size = (off_t)in->size;
+		if (in->mtime_pending) {	/* invariant 4 */
+			ts_max(&st->st_mtim, &in->mtime_due);
+			ts_max(&st->st_ctim, &in->mtime_due);
+		}
 		/* blocks of the members read, scaled to the whole array; at
 		 * least the writes only the SSD tier holds yet (as ext4
 		 * counts delayed allocations), so du sees write-back data */
@@ -177,15 +198,114 @@ int tfs_ns_load_file(struct tfs_fs *fs, struct tfs_inode *in)
 	return known ? 0 : tfs_ns_getattr(fs, in, &st);
 }
 
+/* Tell the primary (fd) the time due (invariant 4).  Caller holds in->lock. */
+void ns_times_put_locked(struct tfs_fs *fs, struct tfs_inode *in, int fd)
+{
+	struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, in->mtime_due };
+
+	if (!in->mtime_pending || fd < 0)
+		return;
+	/* the primary is where attributes are read from (ns.c invariant 1) */
+	if (OPS(fs)->utimensat(BE(fs), tfs_primary(fs), fd, "", ts) == 0) {
+		in->mtime_pending = false;
+		tfs_inode_changed(in, false);
+	}
+}
+
+static int64_t ts_ns(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
 void tfs_ns_touch(struct tfs_fs *fs, struct tfs_inode *in)
 {
-	struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_NOW } };
-	uint32_t pm = tfs_primary(fs);
-	int fd = tfs_ns_member_fd(fs, in, pm, false);
+	struct timespec now;
+	bool put;
 
-	/* the primary is where attributes are read from (ns.c invariant 1) */
-	if (fd >= 0)
-		OPS(fs)->utimensat(BE(fs), pm, fd, "", ts);
+	clock_gettime(CLOCK_REALTIME, &now);
+	pthread_mutex_lock(&in->lock);
+	if (!in->mtime_pending || ts_ns(&now) > ts_ns(&in->mtime_due))
+		in->mtime_due = now;
+	in->mtime_pending = true;
+	put = ts_ns(&now) - ts_ns(&in->mtime_put) >= 1000000000;
+	if (put)
+		in->mtime_put = now;
+	pthread_mutex_unlock(&in->lock);
+	if (put)
+		tfs_ns_times_put(fs, in);
+}
+
+void tfs_ns_times_put(struct tfs_fs *fs, struct tfs_inode *in)
+{
+	int fd;
+
+	if (!__atomic_load_n(&in->mtime_pending, __ATOMIC_RELAXED))
+		return;	/* nothing due: no member file opened for it */
+	fd = tfs_ns_member_fd(fs, in, tfs_primary(fs), false);
+	pthread_mutex_lock(&in->lock);
+	ns_times_put_locked(fs, in, fd);
+	pthread_mutex_unlock(&in->lock);
+}
+
+void tfs_ns_times_keep(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_times_keep *keep)
+{
+	keep->ok = false;
+	keep->mtim = (struct timespec){ 0 };
+	pthread_mutex_lock(&in->lock);
+	keep->gen = in->times_gen;
+	if (in->times_busy) {
+		pthread_mutex_unlock(&in->lock);
+		return;
+	}
+	pthread_mutex_unlock(&in->lock);
+	for (uint32_t k = 0; k < fs->n; k++) {
+		int fd = tfs_m_readable(fs, k) ? tfs_ns_member_fd(fs, in, k, false) : -1;
+		struct stat st;
+
+		if (fd >= 0 && OPS(fs)->fstat(BE(fs), k, fd, &st) != 0)
+			return;	/* not known: nothing put back */
+		if (fd >= 0)
+			ts_max(&keep->mtim, &st.st_mtim);
+	}
+	keep->ok = keep->mtim.tv_sec != 0;
+}
+
+void tfs_ns_times_restore(struct tfs_fs *fs, struct tfs_inode *in,
+			  const struct tfs_times_keep *keep)
+{
+	struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, keep->mtim };
+
+	if (!keep->ok)
+		return;
+	pthread_mutex_lock(&in->lock);
+	if (in->times_gen == keep->gen && in->times_busy == 0) {
+		/* writes the members were not told of are newer (invariant 4) */
+		if (in->mtime_pending)
+			ts_max(&ts[1], &in->mtime_due);
+		for (uint32_t k = 0; k < fs->n; k++)
+			if (tfs_m_writable(fs, k) && in->of->fd[k] >= 0)
+				OPS(fs)->utimensat(BE(fs), k, in->of->fd[k], "", ts);
+		in->mtime_pending = false;
+		tfs_inode_changed(in, false);
+	}
+	pthread_mutex_unlock(&in->lock);
+}
+
+/* An explicit change of in's times (or a truncate) begins and ends
+ * (invariant 5); begin drops a modification time due when mtime. */
+static void times_change(struct tfs_inode *in, bool begin, bool mtime)
+{
+	pthread_mutex_lock(&in->lock);
+	in->times_gen++;
+	if (begin)
+		in->times_busy++;
+	else
+		in->times_busy--;
+	if (begin && mtime) {	/* the next write's time goes at once */
+		in->mtime_pending = false;
+		in->mtime_put = (struct timespec){ 0 };
+	}
+	pthread_mutex_unlock(&in->lock);
 }
 
 static int set_times(struct tfs_fs *fs, struct ns_target *t, const struct stat *attr, int to_set)
@@ -278,8 +398,16 @@ int tfs_ns_setattr(struct tfs_fs *fs, struct tfs_inode *in, const struct stat *a
 		rc = each_member(fs, &t, "chmod", chmod_one, (void *)&attr->st_mode);
 	}
 	if (rc == 0 && (to_set & (TFS_SET_ATIME | TFS_SET_MTIME |
-				  TFS_SET_ATIME_NOW | TFS_SET_MTIME_NOW)))
+				  TFS_SET_ATIME_NOW | TFS_SET_MTIME_NOW))) {
+		bool m = to_set & (TFS_SET_MTIME | TFS_SET_MTIME_NOW);
+
+		times_change(in, true, m);
 		rc = set_times(fs, &t, attr, to_set);
+		times_change(in, false, m);
+	}
+	if (to_set & (TFS_SET_MODE | TFS_SET_UID | TFS_SET_GID | TFS_SET_ATIME |
+		      TFS_SET_MTIME | TFS_SET_ATIME_NOW | TFS_SET_MTIME_NOW))
+		tfs_inode_changed(in, false);
 	ns_intent_end(fs, seq);
 	if (rc == 0)
 		rc = target_stat(fs, in, &t, out);
@@ -327,6 +455,8 @@ int tfs_ns_cut_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, bool
 	if (rc) {
 		ns_truncate_intent_end(fs, *seq);
 		*seq = 0;
+	} else {
+		times_change(in, true, false);	/* the cut stamps the members */
 	}
 	return rc;
 }
@@ -336,6 +466,7 @@ void tfs_ns_cut_end(struct tfs_fs *fs, struct tfs_inode *in, uint64_t seq)
 	ns_truncate_intent_end(fs, seq);
 	if (seq)	/* the retirement is durable before the file's next fsync */
 		__atomic_store_n(&in->trunc_gen, tfs_meta_gen(fs->meta), __ATOMIC_RELAXED);
+	times_change(in, false, false);
 	pthread_mutex_lock(&in->lock);
 	ns_ofile_put_locked(fs, in);
 	pthread_mutex_unlock(&in->lock);

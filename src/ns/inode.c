@@ -332,6 +332,7 @@ struct tfs_inode *tfs_inode_bind(struct tfs_fs *fs, struct tfs_inode *parent,
 		fs->ilive++;
 		in->ino = st->st_ino;
 		in->type = st->st_mode & S_IFMT;
+		in->chg_data = in->chg_all = 1;	/* its first sync runs */
 		in->hashed = true;
 		in->hnext = fs->htab[hslot(fs, in->ino)];
 		fs->htab[hslot(fs, in->ino)] = in;

@@ -87,6 +87,13 @@ static inline bool ns_fid_refused(struct tfs_inode *in)
 	return __atomic_load_n(&in->fid_dup, __ATOMIC_ACQUIRE);
 }
 
+/* attr.c */
+
+/* Put the modification time due (attr.c invariant 4) on the primary
+ * through its open member file fd (nothing when fd < 0 or none is due).
+ * Best effort.  Under in->lock. */
+void ns_times_put_locked(struct tfs_fs *fs, struct tfs_inode *in, int fd);
+
 /* ofile.c */
 
 /* A new ofile with no member file open, each member's generation as of

@@ -12,7 +12,10 @@
  *
  * Invariants:
  *  1. Parity levels: the size record (TFS_XATTR_SIZE) is saved (close of
- *     the last handle, fsync, truncate, grow) on every member that takes
+ *     the last handle, truncate, grow, an fsync that finds the members
+ *     changed since their last sync: raid/data.c invariant 7; a size only
+ *     the tier's writes grew is in the tier's size record until the
+ *     flusher grows the members) on every member that takes
  *     changes, not only on the member files the file's I/O opened so far
  *     (size_save_locked opens the others, and reopens those of a member
  *     replaced since): a degraded mount reads the record from the primary
@@ -276,6 +279,7 @@ static int size_save_locked(struct tfs_fs *fs, struct tfs_inode *in, bool force)
 		if (r && !rc)
 			rc = r;
 	}
+	tfs_inode_changed(in, true);	/* a degraded mount's size: data */
 	if (rc == 0)
 		in->size_saved = in->size;
 	return rc;
@@ -317,8 +321,13 @@ int tfs_ns_save_size(struct tfs_fs *fs, struct tfs_inode *in, bool force)
 static bool release(struct tfs_fs *fs, struct tfs_inode *in, bool tell)
 {
 	pthread_mutex_lock(&in->lock);
-	if (in->of && in->of->users == 1)
+	if (in->of && in->of->users == 1) {
+		uint32_t pm = tfs_primary(fs);
+
+		if (in->mtime_pending && ofile_open_locked(fs, in, pm, false) == 0)
+			ns_times_put_locked(fs, in, in->of->fd[pm]);	/* attr.c inv. 4 */
 		size_save_or_warn(fs, in, "close");
+	}
 	ns_ofile_put_locked(fs, in);
 	return ns_let_go(fs, in, tell);
 }

@@ -28,6 +28,7 @@
 
 #include "tierfs/fs.h"
 #include "tierfs/health.h"
+#include "tierfs/inode.h"
 #include "tierfs/ns.h"
 #include "ns_i.h"
 
@@ -107,14 +108,20 @@ int tfs_ns_setxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,
 		return -EPERM;
 	if (strcmp(name, "security.capability") == 0)
 		return -EOPNOTSUPP;	/* see getxattr: capabilities are not kept */
-	return xattr_all(fs, in, name, val, len, flags, false);
+	int rc = xattr_all(fs, in, name, val, len, flags, false);
+
+	tfs_inode_changed(in, false);
+	return rc;
 }
 
 int tfs_ns_removexattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name)
 {
 	if (xattr_reserved(name) || S_ISLNK(in->type))
 		return -EPERM;
-	return xattr_all(fs, in, name, NULL, 0, 0, true);
+	int rc = xattr_all(fs, in, name, NULL, 0, 0, true);
+
+	tfs_inode_changed(in, false);
+	return rc;
 }
 
 int tfs_ns_getxattr(struct tfs_fs *fs, struct tfs_inode *in, const char *name,

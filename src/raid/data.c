@@ -34,12 +34,21 @@
  *     copies made equal to what it holds (mirror_refused; stripe.c does
  *     the parity levels); if even that fails, the write-intent marks stay
  *     and the next mount resyncs the chunks.
+ *  7. A file's member sync runs only for what changed on the members since
+ *     the last one that succeeded (fs.h, chg_* and syn_*): every change is
+ *     counted after it is made (a write whatever its outcome, an
+ *     allocation, a cut, a grow, the size record, attributes and times),
+ *     and a sync covers the count it read before it began.  An fdatasync
+ *     of a file whose data and size went only to the SSD tier since then
+ *     does not wait for the members at all; an fsync does once the times
+ *     or attributes changed.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <linux/falloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -334,9 +343,11 @@ ssize_t tfs_raid_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, con
 		ssize_t r = tfs_stripe_write(fs, in, rot, size, direct, buf, len, off);
 
 		pthread_rwlock_unlock(&fs->io_gate);
+		tfs_inode_changed(in, true);	/* invariant 7 */
 		return r;
 	}
 	rc = mirror_write(fs, in, rot, direct, buf, len, off);
+	tfs_inode_changed(in, true);
 	/* the size grows inside the gate: a rebuild's write barrier must see
 	 * it, or it copies a file planned without the member only up to the
 	 * old end, and the member never gets the rest */
@@ -513,19 +524,51 @@ out:
 	return rc;
 }
 
+/* *at = max(*at, v): what a sync covered (invariant 7). */
+static void covered(uint64_t *at, uint64_t v)
+{
+	uint64_t cur = __atomic_load_n(at, __ATOMIC_RELAXED);
+
+	while (cur < v && !__atomic_compare_exchange_n(at, &cur, v, false, __ATOMIC_RELEASE,
+						       __ATOMIC_RELAXED))
+		;
+}
+
+int tfs_raid_syncs(struct tfs_fs *fs, char *buf, size_t len)
+{
+	return snprintf(buf, len, "raid.file_syncs=%" PRIu64 "\nraid.file_syncs_skipped=%" PRIu64
+			"\n", __atomic_load_n(&fs->file_syncs[0], __ATOMIC_RELAXED),
+			__atomic_load_n(&fs->file_syncs[1], __ATOMIC_RELAXED));
+}
+
 int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 {
 	struct tfs_mio v[TFS_MAX_MEMBERS];
-	uint64_t size;
+	uint64_t size, d, a;
 	uint32_t rot;
 	int rc = file_state(fs, in, &rot, &size);
 
-	if (rc == 0)
-		rc = tfs_ns_fill(fs, in);	/* every member may hold dirty data */
+	if (rc)
+		return rc;
+	/* invariant 7: what this sync covers, read before it begins; a size
+	 * only the tier's writes grew is the tier's to make durable (its size
+	 * record), and the flusher's to carry to the members */
+	d = __atomic_load_n(&in->chg_data, __ATOMIC_ACQUIRE);
+	a = __atomic_load_n(&in->chg_all, __ATOMIC_ACQUIRE);
+	if (d == __atomic_load_n(&in->syn_data, __ATOMIC_ACQUIRE) &&
+	    (datasync || a == __atomic_load_n(&in->syn_all, __ATOMIC_ACQUIRE))) {
+		__atomic_add_fetch(&fs->file_syncs[1], 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	__atomic_add_fetch(&fs->file_syncs[0], 1, __ATOMIC_RELAXED);
+	rc = tfs_ns_fill(fs, in);	/* every member may hold dirty data */
 	if (rc == 0)
 		rc = tfs_ns_save_size(fs, in, false);
 	if (rc)
 		return rc;
+	/* the size record, when it changed, counts: it is synced here too */
+	d = __atomic_load_n(&in->chg_data, __ATOMIC_ACQUIRE);
+	a = __atomic_load_n(&in->chg_all, __ATOMIC_ACQUIRE);
 	do {
 		unsigned n = 0;
 
@@ -536,6 +579,11 @@ int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 									  : TFS_MIO_FSYNC };
 		rc = run_batch(fs, in, v, n, false);
 	} while (rc == -EAGAIN);
+	if (rc == 0) {
+		covered(&in->syn_data, d);
+		if (!datasync)
+			covered(&in->syn_all, a);
+	}
 	return rc;
 }
 
@@ -569,6 +617,8 @@ int tfs_raid_grow(struct tfs_fs *fs, struct tfs_inode *in, uint64_t size)
 {
 	int rc = tfs_ns_fill(fs, in), grown = rc ? rc : set_shares(fs, in, size, true);
 
+	if (grown)
+		tfs_inode_changed(in, true);	/* invariant 7 */
 	if (grown > 0 && (rc = tfs_ns_save_size(fs, in, false)))
 		return rc;
 	return grown;
@@ -607,6 +657,7 @@ int tfs_raid_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, boo
 	if (rc == 0)
 		in->size = len;
 	pthread_mutex_unlock(&in->lock);
+	tfs_inode_changed(in, true);	/* invariant 7 */
 	if (rc == 0)
 		tfs_ns_save_size_logged(fs, in, "truncate");
 	/* the members' cut is durable before the caller retires its intent:
@@ -671,6 +722,7 @@ int tfs_raid_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64
 	pthread_rwlock_rdlock(&fs->io_gate);
 	rc = raid_fallocate_gated(fs, in, mode, off, len);
 	pthread_rwlock_unlock(&fs->io_gate);
+	tfs_inode_changed(in, true);	/* invariant 7 */
 	return rc;
 }
 

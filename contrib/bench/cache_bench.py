@@ -134,10 +134,11 @@ class Array(rs.Daemon):
         if r.returncode:
             raise RuntimeError("mkfs.tierfs: " + (r.stdout + r.stderr).strip())
 
-    def mount(self, model=None, cache=True, threads=None, cache_opts=""):
+    def mount(self, model=None, cache=True, threads=None, cache_opts="", opts=None):
         """model: None (no HDD model) or extra model options ("hdd_ncq=1");
-        threads: None for tierfs's default (16)."""
-        opts = []
+        threads: None for tierfs's default (16); opts: more -o options
+        (a list, e.g. ["allow_other"])."""
+        opts = list(opts or [])
         if threads:
             opts.append("max_threads=%d" % threads)
         if model is not None:
@@ -151,22 +152,7 @@ class Array(rs.Daemon):
         cmd = [os.path.join(self.args.build, "tierfs"), "-f"] + \
             (["-o", ",".join(opts)] if opts else []) + [":".join(self.members), self.mnt]
         self.opts = ",".join(opts)
-        CLEAN.mounts.append(self.mnt)
-        lf = open(self.logf, "a")
-        lf.write("### %s\n" % " ".join(cmd))
-        lf.flush()
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=lf, stderr=lf,
-                                     start_new_session=True)
-        lf.close()
-        CLEAN.procs.append(self.proc)
-        deadline = time.time() + 60
-        while not mounted(self.mnt):
-            if self.proc.poll() is not None:
-                raise RuntimeError("%s: tierfs exited %d: %s"
-                                   % (self.name, self.proc.returncode, self.log()[-500:]))
-            if time.time() > deadline:
-                raise RuntimeError("%s: tierfs did not mount in 60 s" % self.name)
-            time.sleep(0.05)
+        self.spawn(cmd, 60, append=True)
         self.model = ""
         if model is not None:
             ms = [l for l in self.log().splitlines() if "member model:" in l]
@@ -293,7 +279,8 @@ def fio_run(cmd, timeout, what):
         out, err = CLEAN.child.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         CLEAN.stop_child()
-        raise RuntimeError("%s: fio did not finish in %d s" % (what, timeout))
+        raise RuntimeError("%s: %s did not finish in %d s"
+                           % (what, os.path.basename(cmd[0]), timeout))
     # only now: a signal during communicate() leaves CLEAN.child for CLEAN.all
     # to stop (fio runs in its own session and does not get the signal)
     rc, CLEAN.child = CLEAN.child.returncode, None

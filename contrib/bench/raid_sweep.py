@@ -274,6 +274,30 @@ class Daemon:
     def errors(self):
         return [l for l in self.log().splitlines() if any(m in l for m in self.ERROR_MARKS)]
 
+    def spawn(self, cmd, timeout, append=False):
+        """Start the daemon (cmd, in a session of its own, stdout and stderr
+        to self.logf: appended to after a "### cmd" line, or truncated) and
+        wait until self.mnt is mounted.  RuntimeError if it exits first or
+        does not mount in timeout seconds."""
+        what = os.path.basename(cmd[0])
+        CLEAN.mounts.append(self.mnt)
+        with open(self.logf, "a" if append else "w") as lf:
+            if append:
+                lf.write("### %s\n" % " ".join(cmd))
+                lf.flush()
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=lf, stderr=lf,
+                                         start_new_session=True)
+        CLEAN.procs.append(self.proc)
+        deadline = time.time() + timeout
+        while not mounted(self.mnt):
+            if self.proc.poll() is not None:
+                raise RuntimeError("%s: %s exited %d: %s"
+                                   % (self.name, what, self.proc.returncode, self.log()[-500:]))
+            if time.time() > deadline:
+                raise RuntimeError("%s: %s did not mount in %g s: %s"
+                                   % (self.name, what, timeout, self.log()[-500:]))
+            time.sleep(0.05)
+
     def umount(self):
         """Unmount and stop the daemon; its exit code (logged unless 0)."""
         if self.proc is None:
@@ -314,18 +338,7 @@ class Array(Daemon):
             opts += "," + self.args.tierfs_opts
         cmd = [os.path.join(self.args.build, "tierfs"), "-f", "-o", opts,
                ":".join(self.members), self.mnt]
-        CLEAN.mounts.append(self.mnt)
-        with open(self.logf, "w") as lf:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=lf, stderr=lf,
-                                         start_new_session=True)
-        CLEAN.procs.append(self.proc)
-        deadline = time.time() + 15
-        while not mounted(self.mnt):
-            if self.proc.poll() is not None:
-                raise RuntimeError("tierfs exited %d: %s" % (self.proc.returncode, self.log()))
-            if time.time() > deadline:
-                raise RuntimeError("tierfs did not mount in 15 s: " + self.log())
-            time.sleep(0.05)
+        self.spawn(cmd, 15)
         m = re.search(r"member model: (.*)", self.log())
         self.model = m.group(1).strip().replace(", ", "; ") if m else "?"
 

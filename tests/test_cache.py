@@ -1244,6 +1244,29 @@ def test_sigkill_inside_a_writethrough_write(make_array, tmp_path, off, ln):
 # 11. Lost, corrupt and foreign cache directories
 # ---------------------------------------------------------------------------
 
+def test_a_flush_names_what_it_destaged_in_one_journal_commit(make_array, tmp_path):
+    """The journal's CDIRTY removals of the files a flush destaged go in
+    one transaction at its end (index.c invariant 3), not one commit (each
+    an fdatasync of every member's journal) per file; and they are
+    committed: the cache lost after a kill names none of them.  RAID0:
+    the mirror levels add a write-intent mark's commit per region."""
+    a = make_array("raid0", 2, "64K")
+    cdir = tmp_path / "cache"
+    opts = copts(cdir, dirty_low=90, dirty_high=95)
+    a.mount(opts=opts)
+    for i in range(20):
+        pwrite(a.mnt / f"f{i}", 0, bytes([i]) * 8192)
+    c0 = int(status(a.mnt)["journal.commits"])
+    flush(a.mnt)
+    c1 = int(status(a.mnt)["journal.commits"])
+    assert c1 - c0 <= 2, f"{c1 - c0} journal commits for a flush of 20 files"
+    a.mounts[-1].kill()
+    shutil.rmtree(cdir)
+    a.mount(opts=opts)              # nothing named: not refused
+    for i in range(20):
+        assert (a.mnt / f"f{i}").read_bytes() == bytes([i]) * 8192
+
+
 def test_lost_cache_with_dirty_data(make_array, tmp_path):
     a = make_array("raid1", 2, "64K")
     cdir = tmp_path / "cache"

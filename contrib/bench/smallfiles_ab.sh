@@ -4,7 +4,10 @@
 # WORK, between two builds:
 #
 #     A=/path/to/old/build B=/path/to/new/build WORK=/tmp/ab \
-#         [ROUNDS=3] [FILES=2000] contrib/bench/smallfiles_ab.sh
+#         [ROUNDS=3] [FILES=2000] [CACHE=1] contrib/bench/smallfiles_ab.sh
+#
+# CACHE=1: with a write-back SSD tier in the run's directory too
+# (CACHE_SIZE, default 512M).
 #
 # Each run makes a fresh array, mounts it with that build's tierfs and runs
 # smallfiles.py (4 KiB files); runs alternate A, B, A, B, ... so both see
@@ -20,7 +23,12 @@ for r in $(seq 1 "$ROUNDS"); do
     d=$WORK/$name-$r
     rm -rf "$d"; mkdir -p "$d"/m0 "$d"/m1 "$d"/m2 "$d"/m3 "$d"/mnt
     "$b"/mkfs.tierfs --level raid5 "$d"/m0 "$d"/m1 "$d"/m2 "$d"/m3 >/dev/null
-    "$b"/tierfs -f "$d"/m0:"$d"/m1:"$d"/m2:"$d"/m3 "$d"/mnt > "$d"/log 2>&1 &
+    opts=()
+    if [ "${CACHE:-0}" = 1 ]; then
+        mkdir -m 700 "$d"/ssd
+        opts=(-o "cache=$d/ssd,cache_size=${CACHE_SIZE:-512M}")
+    fi
+    "$b"/tierfs -f "${opts[@]}" "$d"/m0:"$d"/m1:"$d"/m2:"$d"/m3 "$d"/mnt > "$d"/log 2>&1 &
     pid=$!
     for _ in $(seq 100); do mountpoint -q "$d"/mnt && break; sleep 0.05; done
     sync

@@ -38,6 +38,10 @@ int tfs_meta_sync(struct tfs_meta *mt);
 /* Returns the journal's commit generation: it grows with every write
  * transaction. */
 uint64_t tfs_meta_gen(struct tfs_meta *mt);
+/* Format the journal's write transactions and syncs since the open as
+ * "journal.commits=N\njournal.syncs=N\n" into buf.  Returns the length
+ * snprintf gives. */
+int tfs_meta_stats(struct tfs_meta *mt, char *buf, size_t len);
 /* Returns true if every commit up to generation gen is durable. */
 bool tfs_meta_synced(struct tfs_meta *mt, uint64_t gen);
 /* Make every commit up to generation gen durable and every intent whose own
@@ -88,6 +92,11 @@ int tfs_meta_set_del(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uin
  * 0 or -errno. */
 int tfs_meta_set_del_many(struct tfs_meta *mt, enum tfs_meta_set set, const uint64_t (*keys)[2],
 			  size_t n);
+/* Add (put[i]) or delete each of n pairs, in order, in one transaction
+ * (present or absent already is no error).  Returns 0 or -errno (then
+ * none of them is committed). */
+int tfs_meta_set_apply(struct tfs_meta *mt, enum tfs_meta_set set, const uint64_t (*keys)[2],
+		       const bool *put, size_t n);
 /* Delete every pair of set, committed.  Returns 0 or -errno. */
 int tfs_meta_set_clear(struct tfs_meta *mt, enum tfs_meta_set set);
 /* Returns 1 if (a, b) is in set, 0 if not, or -errno. */

@@ -158,6 +158,8 @@ struct tfs_cache {
 	 * (a journal write can wait behind a journal sync) under jlock */
 	struct jop { uint64_t fid; bool put; } *jq;
 	unsigned njq, jcap;
+	unsigned jputs;			/* puts among them (index.c invariant 3) */
+	uint64_t jputgen;		/* journal generation after the last put drained */
 	pthread_mutex_t jlock;
 	uint64_t last_io;		/* time of the last foreground request (1/16 s) */
 	struct promote_job q[C_PROMOTE_QUEUE];

@@ -656,7 +656,9 @@ static void *flusher(void *arg)
 		struct cfile *f;
 		int64_t r;
 
-		if (c->njq || !tfs_meta_synced(c->fs->meta, c->jgen)) {
+		/* a file named in the journal is durably named promptly; the
+		 * removals wait (index.c invariant 3) */
+		if (c->jputs || !tfs_meta_synced(c->fs->meta, c->jputgen)) {
 			pthread_mutex_unlock(&c->lock);
 			(void)c_journal_sync(c);	/* logged once; stays queued */
 			pthread_mutex_lock(&c->lock);
@@ -666,6 +668,7 @@ static void *flusher(void *arg)
 			pthread_mutex_unlock(&c->lock);
 			if (tfs_cstore_pending(c->cs))
 				tfs_cstore_sync(c->cs);	/* a failure is logged there */
+			(void)c_journal_sync(c);	/* the removals since */
 			pthread_mutex_lock(&c->lock);
 		}
 		/* dirty files not found since the restart: walk now, then
@@ -684,6 +687,11 @@ static void *flusher(void *arg)
 			continue;
 		}
 		if (all && (c->ndirty == 0 || c->ndirty_old == 0)) {
+			/* a flush that ends leaves the journal naming nothing
+			 * it destaged, durably */
+			pthread_mutex_unlock(&c->lock);
+			(void)c_journal_sync(c);	/* logged once; stays queued */
+			pthread_mutex_lock(&c->lock);
 			c->flush_err = 0;
 			c->flush_unresolved = false;
 			c->flush_done = c->flush_req;

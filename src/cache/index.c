@@ -25,9 +25,14 @@
  *     freed or reused only with no pins (dead: freed at the last unpin).
  *  3. The CDIRTY changes (a file has, or no longer has, writes only in the
  *     tier) are decided under c->lock and applied to the array journal
- *     outside it, in the order decided, by one drainer at a time (jlock); a
- *     change that fails stays queued, ahead of those queued since, and the
- *     next drain tries it again (c_journal_drain).
+ *     outside it, in the order decided, by one drainer at a time (jlock),
+ *     every change queued in one transaction; a drain that fails leaves
+ *     them all queued, ahead of those queued since, and the next drain
+ *     tries them again (c_journal_drain).  A put is made durable promptly
+ *     (the flusher syncs while one is queued or unsynced: c->jputs,
+ *     c->jputgen); a removal only names a file that no longer needs it (a
+ *     start drops such entries), so removals wait for the next drain, a
+ *     flush's end or the flusher's 5-second durability point.
  *
  * Extent states (per slot):
  *   free --c_alloc_slot--> busy (filling/writing) --clear busy--> clean|dirty
@@ -122,6 +127,7 @@ static void journal_queue(struct tfs_cache *c, uint64_t fid, bool put)
 		c->jcap = cap;
 	}
 	c->jq[c->njq++] = (struct jop){ .fid = fid, .put = put };
+	c->jputs += put;
 }
 
 /* Put q[0..n), the changes a drain could not apply, back at the head of
@@ -141,12 +147,37 @@ static void journal_requeue(struct tfs_cache *c, struct jop *q, unsigned n)
 	free(c->jq);
 	c->jq = all;
 	c->njq = c->jcap = n + c->njq;
+	for (unsigned i = 0; i < n; i++)
+		c->jputs += all[i].put;
+}
+
+/* Apply q[0..n) to the journal in one transaction.  Returns 0 or -errno
+ * (none applied). */
+static int journal_apply(struct tfs_cache *c, const struct jop *q, unsigned n, bool *puts)
+{
+	uint64_t (*keys)[2] = malloc(n * sizeof(*keys));
+	bool *put = malloc(n * sizeof(*put));
+	int rc = keys && put ? 0 : -ENOMEM;
+
+	*puts = false;
+	for (unsigned i = 0; i < n && rc == 0; i++) {
+		keys[i][0] = q[i].fid;
+		keys[i][1] = 0;
+		put[i] = q[i].put;
+		*puts |= q[i].put;
+	}
+	if (rc == 0)
+		rc = tfs_meta_set_apply(c->fs->meta, TFS_SET_CDIRTY, keys, put, n);
+	free(keys);
+	free(put);
+	return rc;
 }
 
 int c_journal_drain(struct tfs_cache *c)
 {
 	struct jop *q;
-	unsigned n, i;
+	unsigned n;
+	bool puts = false;
 	int rc = 0;
 
 	pthread_mutex_lock(&c->jlock);	/* one drainer at a time: order kept */
@@ -155,31 +186,32 @@ int c_journal_drain(struct tfs_cache *c)
 	n = c->njq;
 	c->jq = NULL;
 	c->njq = c->jcap = 0;
+	c->jputs = 0;
 	pthread_mutex_unlock(&c->lock);
-	for (i = 0; i < n && rc == 0; i++)
-		rc = q[i].put ? tfs_meta_set_put(c->fs->meta, TFS_SET_CDIRTY, q[i].fid, 0)
-			      : tfs_meta_set_del(c->fs->meta, TFS_SET_CDIRTY, q[i].fid, 0);
+	if (n)
+		rc = journal_apply(c, q, n, &puts);
 	if (n) {	/* what the next journal sync must cover (a failed one too) */
 		uint64_t gen = tfs_meta_gen(c->fs->meta);
 
 		pthread_mutex_lock(&c->lock);
 		if (gen > c->jgen)
 			c->jgen = gen;
+		if (puts && gen > c->jputgen)
+			c->jputgen = gen;
 		pthread_mutex_unlock(&c->lock);
 	}
-	/* a change that failed is tried again by the next drain (the
-	 * flusher's at the latest), in order; meanwhile writes fail */
+	/* the changes are tried again by the next drain (the flusher's at
+	 * the latest), in order; meanwhile writes fail */
 	if (rc && rc != c->journal_err)
-		tfs_err("cache %s: journal: file %" PRIu64 ": %s (retried; writes fail until it "
-			"works)", c->dir, q[i - 1].fid, strerror(-rc));
+		tfs_err("cache %s: journal: %u changes from file %" PRIu64 ": %s (retried; writes "
+			"fail until it works)", c->dir, n, q[0].fid, strerror(-rc));
 	else if (!rc && n && c->journal_err)
 		tfs_info("cache %s: journal writes work again", c->dir);
 	if (rc || n)
 		c->journal_err = rc;
 	if (rc) {
-		memmove(q, q + i - 1, (n - i + 1) * sizeof(*q));
 		pthread_mutex_lock(&c->lock);
-		journal_requeue(c, q, n - i + 1);
+		journal_requeue(c, q, n);
 		pthread_mutex_unlock(&c->lock);
 		q = NULL;
 	}

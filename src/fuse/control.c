@@ -25,6 +25,7 @@
 #include "tierfs/cache.h"
 #include "tierfs/control.h"
 #include "tierfs/fs.h"
+#include "tierfs/meta.h"
 #include "tierfs/health.h"
 #include "tierfs/inode.h"
 #include "tierfs/maint.h"
@@ -90,6 +91,8 @@ char *tfs_status(struct tfs_fs *fs, bool paths)
 	l += snprintf(out + l, cap - (size_t)l, "marks=%" PRIu64 "\n", tfs_stripe_marks(fs));
 	l += tfs_stripe_stats(fs, out + l, cap - (size_t)l);
 	l += tfs_raid_syncs(fs, out + l, cap - (size_t)l);
+	if (fs->meta)
+		l += tfs_meta_stats(fs->meta, out + l, cap - (size_t)l);
 	l += tfs_cache_stats(fs, out + l, cap - (size_t)l, paths);
 	l += snprintf(out + l, cap - (size_t)l, "mem.inodes=%" PRIu64 "\nmem.scratch_bytes=%" PRIu64
 		      "\nmem.idle_trims=%" PRIu64 "\n", tfs_inode_count(fs), tfs_scratch_bytes(),

@@ -78,6 +78,7 @@
 #include <linux/falloc.h>
 #include <lmdb.h>
 #include <pthread.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -121,6 +122,7 @@ struct tfs_meta {
 	struct gop *gq;			/* queued, newest first */
 	bool gleader;			/* a caller is committing a group */
 	uint64_t synced;		/* gen at the last sync of every copy (atomic) */
+	uint64_t syncs;			/* syncs of every copy run, under wlock */
 };
 
 static int sync_locked(struct tfs_meta *mt);
@@ -464,6 +466,7 @@ static int sync_locked(struct tfs_meta *mt)
 	uint64_t gen = mt->gen;
 	int rc = 0;
 
+	__atomic_store_n(&mt->syncs, mt->syncs + 1, __ATOMIC_RELAXED);
 	for (unsigned i = 1; i < mt->n; i++)
 		started[i] = pthread_create(&th[i], NULL, sync_main, &mt->st[i]) == 0;
 	for (unsigned i = 0; i < mt->n; i++) {
@@ -760,6 +763,13 @@ uint64_t tfs_meta_gen(struct tfs_meta *mt)
 	return __atomic_load_n(&mt->gen, __ATOMIC_RELAXED);
 }
 
+int tfs_meta_stats(struct tfs_meta *mt, char *buf, size_t len)
+{
+	return snprintf(buf, len, "journal.commits=%" PRIu64 "\njournal.syncs=%" PRIu64 "\n",
+			__atomic_load_n(&mt->gen, __ATOMIC_RELAXED),
+			__atomic_load_n(&mt->syncs, __ATOMIC_RELAXED));
+}
+
 bool tfs_meta_synced(struct tfs_meta *mt, uint64_t gen)
 {
 	return __atomic_load_n(&mt->synced, __ATOMIC_ACQUIRE) >= gen;
@@ -954,26 +964,31 @@ int tfs_meta_set_del(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uin
 	return set_change(mt, set, a, b, true);
 }
 
-struct del_many {
+struct set_many {
 	int db;
 	const uint64_t (*keys)[2];
+	const bool *put;	/* NULL: every key deleted */
 	size_t n;
 };
 
-static int del_many_fn(struct store *s, MDB_txn *txn, void *arg)
+static int set_many_fn(struct store *s, MDB_txn *txn, void *arg)
 {
-	struct del_many *dm = arg;
+	struct set_many *sm = arg;
 	int rc = 0;
 
-	for (size_t i = 0; i < dm->n && rc == 0; i++) {
+	for (size_t i = 0; i < sm->n && rc == 0; i++) {
 		unsigned char key[16];
-		MDB_val k = { 16, key };
+		MDB_val k = { 16, key }, v = { 0, NULL };
 
-		tfs_be64(dm->keys[i][0], key);
-		tfs_be64(dm->keys[i][1], key + 8);
-		rc = mdb_del(txn, s->dbi[dm->db], &k, NULL);
-		if (rc == MDB_NOTFOUND)
-			rc = 0;
+		tfs_be64(sm->keys[i][0], key);
+		tfs_be64(sm->keys[i][1], key + 8);
+		if (sm->put && sm->put[i]) {
+			rc = mdb_put(txn, s->dbi[sm->db], &k, &v, 0);
+		} else {
+			rc = mdb_del(txn, s->dbi[sm->db], &k, NULL);
+			if (rc == MDB_NOTFOUND)
+				rc = 0;
+		}
 	}
 	return rc;
 }
@@ -981,9 +996,17 @@ static int del_many_fn(struct store *s, MDB_txn *txn, void *arg)
 int tfs_meta_set_del_many(struct tfs_meta *mt, enum tfs_meta_set set, const uint64_t (*keys)[2],
 			  size_t n)
 {
-	struct del_many dm = { set_db(set), keys, n };
+	struct set_many sm = { set_db(set), keys, NULL, n };
 
-	return n ? write_txn(mt, del_many_fn, &dm) : 0;
+	return n ? write_txn(mt, set_many_fn, &sm) : 0;
+}
+
+int tfs_meta_set_apply(struct tfs_meta *mt, enum tfs_meta_set set, const uint64_t (*keys)[2],
+		       const bool *put, size_t n)
+{
+	struct set_many sm = { set_db(set), keys, put, n };
+
+	return n ? write_txn(mt, set_many_fn, &sm) : 0;
 }
 
 static int clear_fn(struct store *s, MDB_txn *txn, void *arg)

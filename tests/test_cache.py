@@ -1267,6 +1267,38 @@ def test_a_flush_names_what_it_destaged_in_one_journal_commit(make_array, tmp_pa
         assert (a.mnt / f"f{i}").read_bytes() == bytes([i]) * 8192
 
 
+def test_a_create_with_the_tier_commits_the_journal_once(make_array, tmp_path):
+    """In write-back a new file is named in the journal's CDIRTY set by its
+    create's own intent transaction (index.c invariant 4), so a create and
+    its first write commit once, as without the tier (before: twice, each
+    an fdatasync of every member's journal).  A killed daemon and a lost
+    cache then name the written files; a file created and never written
+    is not named once the note expired."""
+    a = make_array("raid0", 2, "64K")
+    cdir = tmp_path / "cache"
+    opts = copts(cdir, dirty_low=90, dirty_high=95)
+    m = a.mount(opts=opts)
+    pwrite(a.mnt / "warm", 0, b"w" * 4096)     # the first journal txns
+    c0 = int(status(a.mnt)["journal.commits"])
+    for i in range(20):
+        pwrite(a.mnt / f"f{i}", 0, bytes([i]) * 4096)
+    c1 = int(status(a.mnt)["journal.commits"])
+    assert c1 - c0 <= 22, f"{c1 - c0} journal commits for 20 creates"
+    (a.mnt / "empty").write_bytes(b"")
+    deadline = time.time() + 8.5                # the note expires (7.5 s),
+    while time.time() < deadline:               # reads keep the idle flush off
+        (a.mnt / "warm").read_bytes()
+        time.sleep(0.1)
+    assert cst(a.mnt)["dirty_bytes"] >= 20 * 4096
+    m.kill()
+    shutil.rmtree(cdir)
+    m = a.mount(opts=opts + ["cache_discard"], expect_errors=True)
+    named = [l for l in m.log().splitlines() if "cache_discard" in l and "/" in l]
+    for i in range(20):
+        assert any(f"/f{i} lost" in l for l in named), (i, named)
+    assert not any("/empty" in l for l in named), named
+
+
 def test_lost_cache_with_dirty_data(make_array, tmp_path):
     a = make_array("raid1", 2, "64K")
     cdir = tmp_path / "cache"

@@ -585,6 +585,27 @@ def test_cut_after_an_fdatasync_that_left_the_members_alone_keeps_it(cut):
     assert (pathlib.Path(m.mnt) / "f").read_bytes() == want
 
 
+def test_cut_after_a_create_named_by_its_intent_keeps_the_name(cut):
+    """index.c invariant 4: a file created in write-back is named in the
+    journal by its create's intent commit, and its first write makes the
+    next journal sync cover that commit: after an fsync and a cut, a lost
+    cache names it (its data was only in the tier) instead of mounting as
+    if nothing were lost."""
+    pwrite(cut.mnt / "f", 0, b"f" * 4096, sync=True)
+    cut.when.touch()                # the cut, as Cut.cut, without the remount
+    try:
+        pwrite(cut.mnt / "bystander", 0, b"x" * 4096, sync=True)
+    except OSError:
+        pass
+    cut.m.wait_dead()
+    assert "fault: power cut: undid" in cut.m.log(), cut.m.log()[-2000:]
+    shutil.rmtree(cut.base / "cache")   # and the SSD with it
+    cut.m = Mount(cut.members, cut.base / "mnt", cut.opts + ["cache_discard"],
+                  env={"TIERFS_BOOT_ID": "after-the-cut"}, expect_errors=True)
+    cut.m.start()
+    assert "/f lost the writes" in cut.m.log(), cut.m.log()[-2000:]
+
+
 def test_cut_after_a_punch_shows_no_older_bytes(cut):
     """Item 4: a punch drops dirty data from the tier only once the members
     are punched and synced; dropped first, a durability point could commit

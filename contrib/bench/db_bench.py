@@ -282,6 +282,12 @@ def pg_stop(c, t, mode="fast"):
         return 0.0
     t0 = time.time()
     rc, out, err = pg_ctl(c, t, "-m", mode, "stop")
+    # pg_ctl -w returns once postmaster.pid is gone, which the postmaster
+    # removes just before it exits: give it a moment to be gone
+    for _ in range(50):
+        if rc or not pg_alive(pid):
+            break
+        time.sleep(0.1)
     if rc and pg_alive(pid):
         log("%s: pg_ctl stop -m %s failed (%s); SIGQUIT to postmaster %d"
             % (t.name, mode, (err or out).strip()[-200:], pid))

@@ -150,6 +150,11 @@ void tfs_cache_forget(struct tfs_fs *fs, uint64_t fid);
 /* A lookup met in (a regular file, loaded): if it has dirty extents not
  * found since a restart, the flusher can reach them now. */
 void tfs_cache_found(struct tfs_fs *fs, struct tfs_inode *in);
+/* A regular file with identity fid is being created, its intent not yet
+ * committed: in write-back, the file is named in the journal's CDIRTY
+ * set with that commit (index.c invariant 4), so its first write need not
+ * commit the name itself. */
+void tfs_cache_created(struct tfs_fs *fs, uint64_t fid);
 /* Returns the logical size the cache knows for fid (grown by cached
  * writes), or 0 (none, or no cache). */
 uint64_t tfs_cache_size(struct tfs_fs *fs, uint64_t fid);

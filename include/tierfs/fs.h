@@ -115,6 +115,9 @@ struct tfs_tier_hooks {
 	void (*gone)(struct tfs_fs *fs, uint64_t fid);
 	/* A lookup met the file (a regular file, loaded). */
 	void (*found)(struct tfs_fs *fs, struct tfs_inode *in);
+	/* A regular file with identity fid is being created: called before
+	 * the create's intent is committed. */
+	void (*created)(struct tfs_fs *fs, uint64_t fid);
 	/* Returns the logical size the tier knows for fid (grown by writes it
 	 * holds), or 0 if it knows none. */
 	uint64_t (*size)(struct tfs_fs *fs, uint64_t fid);

@@ -97,6 +97,11 @@ int tfs_meta_set_del_many(struct tfs_meta *mt, enum tfs_meta_set set, const uint
  * none of them is committed). */
 int tfs_meta_set_apply(struct tfs_meta *mt, enum tfs_meta_set set, const uint64_t (*keys)[2],
 		       const bool *put, size_t n);
+/* Add (a, b) to set with the next write transaction, whatever it is for
+ * (meta.c invariant 9): committed once a transaction that begins after
+ * this call has committed.  Returns false (nothing queued) if the queue
+ * is full: the caller puts it itself. */
+bool tfs_meta_set_put_next(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b);
 /* Delete every pair of set, committed.  Returns 0 or -errno. */
 int tfs_meta_set_clear(struct tfs_meta *mt, enum tfs_meta_set set);
 /* Returns 1 if (a, b) is in set, 0 if not, or -errno. */

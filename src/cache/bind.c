@@ -169,6 +169,7 @@ static void boot_id(char *out, size_t len)
 static const struct tfs_tier_hooks tier_hooks = {
 	.gone = tfs_cache_forget,
 	.found = tfs_cache_found,
+	.created = tfs_cache_created,
 	.size = tfs_cache_size,
 	.dirty_bytes = tfs_cache_dirty_bytes,
 };

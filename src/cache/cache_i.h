@@ -37,6 +37,7 @@
 #include "tierfs/policy.h"
 
 #define C_SECTOR 4096u
+#define C_PRENAMED 1024	/* index.c invariant 4 */
 #define C_NONE UINT32_MAX
 #define C_GUARDS 4096		/* hashed in-flight counters of RAID writes */
 #define C_PROMOTE_QUEUE 1024
@@ -159,6 +160,9 @@ struct tfs_cache {
 	struct jop { uint64_t fid; bool put; } *jq;
 	unsigned njq, jcap;
 	unsigned jputs;			/* puts among them (index.c invariant 3) */
+	/* files named in CDIRTY at their create, not written since (index.c
+	 * invariant 4): fid (0: empty) and when, by fid % C_PRENAMED */
+	struct prenamed { uint64_t fid; uint32_t t; } pre[C_PRENAMED];
 	uint64_t jputgen;		/* journal generation after the last put drained */
 	pthread_mutex_t jlock;
 	uint64_t last_io;		/* time of the last foreground request (1/16 s) */
@@ -223,6 +227,10 @@ void c_flush_request(struct tfs_cache *c);
  * at f's last, queues the removal of f's journal entry and lets go of its
  * inode.  Wakes those waiting on c->cond.  Under c->lock. */
 void c_file_cleaned(struct tfs_cache *c, struct cfile *f, const struct cext *x);
+/* Notes of files named at their create (index.c invariant 4): fid's, or
+ * with fid 0 every one older than older ticks, dropped and the names'
+ * removals queued.  Not under c->lock. */
+void c_prenamed_drop(struct tfs_cache *c, uint64_t fid, uint32_t older);
 /* fid's file record (made if need be) with a reference and its flush lock
  * held: the flusher and the promoter stay off the file until
  * c_file_unhold.  NULL: no memory.  Not under c->lock. */

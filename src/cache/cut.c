@@ -191,7 +191,10 @@ void tfs_cache_forget(struct tfs_fs *fs, uint64_t fid)
 	struct tfs_cache *c = fs->cache;
 	struct cfile *f;
 
-	if (!c || !(f = c_file_hold(c, fid)))
+	if (!c)
+		return;
+	c_prenamed_drop(c, fid, 0);	/* created, never written (index.c inv. 4) */
+	if (!(f = c_file_hold(c, fid)))
 		return;
 	(void)c_zero_file(c, f, 0, UINT64_MAX, true);	/* logged; slots kept owned */
 	c_file_unhold(c, f);

@@ -668,6 +668,7 @@ static void *flusher(void *arg)
 			pthread_mutex_unlock(&c->lock);
 			if (tfs_cstore_pending(c->cs))
 				tfs_cstore_sync(c->cs);	/* a failure is logged there */
+			c_prenamed_drop(c, 0, SYNC_TICKS / 2);	/* index.c invariant 4 */
 			(void)c_journal_sync(c);	/* the removals since */
 			pthread_mutex_lock(&c->lock);
 		}

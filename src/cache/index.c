@@ -33,6 +33,18 @@
  *     c->jputgen); a removal only names a file that no longer needs it (a
  *     start drops such entries), so removals wait for the next drain, a
  *     flush's end or the flusher's 5-second durability point.
+ *  4. In write-back a regular file being created is named in CDIRTY by
+ *     its create's own intent transaction (tfs_cache_created, a rider:
+ *     meta.c invariant 9) and noted in c->pre; its first dirtying write
+ *     then takes the note instead of committing a put of its own, and
+ *     makes the next journal sync cover the create's commit (c->jgen,
+ *     c->jputgen).  A note older than half SYNC_TICKS at the flusher's
+ *     durability point (a file created and not written: 2.5 to 7.5 s
+ *     after its create), or of a file gone, queues the name's removal.
+ *     So a create with the tier commits once, as without it; a kill or a
+ *     power cut within those seconds may leave a name of a file never
+ *     written, which a start drops, and which only a lost cache would
+ *     report (as possibly lost).
  *
  * Extent states (per slot):
  *   free --c_alloc_slot--> busy (filling/writing) --clear busy--> clean|dirty
@@ -314,9 +326,61 @@ void c_file_dirtied(struct tfs_cache *c, struct cfile *f, struct cext *x, struct
 	x->depoch = c->flush_req;
 	c_file_attach(c, f, in);
 	if (!f->journaled) {
+		struct prenamed *p = &c->pre[f->fid % C_PRENAMED];
+
 		f->journaled = true;
-		journal_queue(c, f->fid, true);
+		if (p->fid == f->fid) {	/* named by its create (invariant 4) */
+			uint64_t gen = tfs_meta_gen(c->fs->meta);
+
+			p->fid = 0;
+			if (gen > c->jgen)
+				c->jgen = gen;
+			if (gen > c->jputgen)
+				c->jputgen = gen;
+		} else {
+			journal_queue(c, f->fid, true);
+		}
 	}
+}
+
+void tfs_cache_created(struct tfs_fs *fs, uint64_t fid)
+{
+	struct tfs_cache *c = fs->cache;
+	struct prenamed *p;
+	bool mine = false;
+
+	if (!c || fid == 0 || c->readonly || tfs_cache_detached(c))
+		return;
+	pthread_mutex_lock(&c->lock);
+	p = &c->pre[fid % C_PRENAMED];
+	if (c_mode(c) == TFS_CACHE_WRITEBACK && p->fid == 0) {
+		*p = (struct prenamed){ .fid = fid, .t = c_now() };
+		mine = true;
+	}
+	pthread_mutex_unlock(&c->lock);
+	/* outside c->lock: the file has no name yet, so nothing can take
+	 * the note before the rider is queued */
+	if (mine && !tfs_meta_set_put_next(fs->meta, TFS_SET_CDIRTY, fid, 0)) {
+		pthread_mutex_lock(&c->lock);
+		p->fid = 0;	/* its first write names it itself */
+		pthread_mutex_unlock(&c->lock);
+	}
+}
+
+void c_prenamed_drop(struct tfs_cache *c, uint64_t fid, uint32_t older)
+{
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = fid ? fid % C_PRENAMED : 0; i < C_PRENAMED; i++) {
+		struct prenamed *p = &c->pre[i];
+
+		if (p->fid && (fid ? p->fid == fid : c_now() - p->t >= older)) {
+			journal_queue(c, p->fid, false);
+			p->fid = 0;
+		}
+		if (fid)
+			break;
+	}
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* in is f's inode (a request on it): the flusher can use it. */

@@ -72,6 +72,10 @@
  *     committed.  If the group's commit fails, each is committed alone, so
  *     each caller gets its own result.  Transactions that need wlock for
  *     more than their commit (the fid counter, a sync) take it directly.
+ *  9. A rider (tfs_meta_set_put_next: a set put that needs no commit of
+ *     its own) goes with every write transaction, as the retired intents
+ *     do, until one commits on every copy; so it is committed by the
+ *     first transaction that commits after it was queued.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -105,6 +109,7 @@ struct store {
 };
 
 #define RETIRED_MAX 256
+#define RIDERS_MAX 64		/* invariant 9 */
 
 struct tfs_meta {
 	pthread_mutex_t wlock;
@@ -123,6 +128,11 @@ struct tfs_meta {
 	bool gleader;			/* a caller is committing a group */
 	uint64_t synced;		/* gen at the last sync of every copy (atomic) */
 	uint64_t syncs;			/* syncs of every copy run, under wlock */
+	/* set puts the next write txn makes (invariant 9), under rlock; a
+	 * transaction takes the first nsnap of them (wlock) */
+	pthread_mutex_t rlock;
+	unsigned nriders, nsnap;
+	struct rider { int db; uint64_t a, b; } riders[RIDERS_MAX];
 };
 
 static int sync_locked(struct tfs_meta *mt);
@@ -382,6 +392,7 @@ int tfs_meta_open(const char *const *dirs, const uint32_t *tags, unsigned n,
 	}
 	pthread_mutex_init(&mt->wlock, NULL);
 	pthread_mutex_init(&mt->glock, NULL);
+	pthread_mutex_init(&mt->rlock, NULL);
 	pthread_cond_init(&mt->gdone, NULL);
 	for (unsigned i = 0; i < n && rc == 0; i++) {
 		rc = store_open(&mt->st[i], dirs[i], tags[i]);
@@ -408,13 +419,15 @@ void tfs_meta_close(struct tfs_meta *mt)
 		return;
 	/* a clean stop leaves nothing to replay */
 	pthread_mutex_lock(&mt->wlock);
-	if (mt->nretired && ((rc = retired_commit_locked(mt)) || (rc = sync_locked(mt))))
+	if ((mt->nretired || __atomic_load_n(&mt->nriders, __ATOMIC_RELAXED)) &&
+	    ((rc = retired_commit_locked(mt)) || (rc = sync_locked(mt))))
 		tfs_warn("journal: %u finished change(s) left in it (replayed, as no-ops, at "
 			 "the next mount): %s", mt->nretired, strerror(-rc));
 	pthread_mutex_unlock(&mt->wlock);
 	for (unsigned i = 0; i < mt->n; i++)
 		store_close(&mt->st[i]);
 	pthread_mutex_destroy(&mt->wlock);
+	pthread_mutex_destroy(&mt->rlock);
 	pthread_mutex_destroy(&mt->glock);
 	pthread_cond_destroy(&mt->gdone);
 	free(mt);
@@ -512,7 +525,8 @@ struct store_call {
 
 static int intent_del_key(struct store *s, MDB_txn *txn, uint64_t seq);
 
-/* The retired intents go with every transaction (invariant 7). */
+/* The retired intents and the riders go with every transaction
+ * (invariants 7, 9). */
 static int store_call(MDB_txn *txn, void *arg)
 {
 	struct store_call *c = arg;
@@ -520,6 +534,15 @@ static int store_call(MDB_txn *txn, void *arg)
 
 	for (unsigned i = 0; i < c->mt->nretired && rc == 0; i++)
 		rc = intent_del_key(c->s, txn, c->mt->retired[i]);
+	for (unsigned i = 0; i < c->mt->nsnap && rc == 0; i++) {
+		const struct rider *r = &c->mt->riders[i];
+		unsigned char key[16];
+		MDB_val k = { 16, key }, v = { 0, NULL };
+
+		tfs_be64(r->a, key);
+		tfs_be64(r->b, key + 8);
+		rc = mdb_put(txn, c->s->dbi[r->db], &k, &v, 0);
+	}
 	return rc ? rc : c->fn(c->s, txn, c->arg);
 }
 
@@ -563,6 +586,9 @@ static int write_txn_locked(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync
 
 	/* counted before it starts: a failed one may have committed somewhere */
 	__atomic_store_n(&mt->gen, mt->gen + 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&mt->rlock);	/* the riders queued so far (invariant 9) */
+	mt->nsnap = mt->nriders;
+	pthread_mutex_unlock(&mt->rlock);
 	for (unsigned i = 0; i < mt->n; i++) {
 		job[i] = (struct copy_job){ mt, &mt->st[i], fn, arg, 0 };
 		if (i > 0)
@@ -578,8 +604,13 @@ static int write_txn_locked(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync
 	for (unsigned i = 0; i < mt->n && rc == 0; i++)
 		rc = job[i].rc;
 	rc = tfs_mdb_errno(rc);
-	if (rc == 0) {	/* every copy deleted them */
+	if (rc == 0) {	/* every copy deleted them, and has the riders */
 		__atomic_store_n(&mt->nretired, 0, __ATOMIC_RELAXED);
+		pthread_mutex_lock(&mt->rlock);
+		memmove(mt->riders, mt->riders + mt->nsnap,
+			(mt->nriders - mt->nsnap) * sizeof(mt->riders[0]));
+		mt->nriders -= mt->nsnap;
+		pthread_mutex_unlock(&mt->rlock);
 		__atomic_store_n(&mt->owed, false, __ATOMIC_RELAXED);
 	}
 	if (rc == 0 && sync)
@@ -746,7 +777,8 @@ static int nothing_fn(struct store *s, MDB_txn *txn, void *arg)
 /* The retired intents deleted (committed, not synced); wlock held. */
 static int retired_commit_locked(struct tfs_meta *mt)
 {
-	return mt->nretired ? write_txn_locked(mt, nothing_fn, NULL, false) : 0;
+	return mt->nretired || __atomic_load_n(&mt->nriders, __ATOMIC_RELAXED)
+		       ? write_txn_locked(mt, nothing_fn, NULL, false) : 0;
 }
 
 void tfs_meta_intent_retire(struct tfs_meta *mt, uint64_t seq)
@@ -1007,6 +1039,18 @@ int tfs_meta_set_apply(struct tfs_meta *mt, enum tfs_meta_set set, const uint64_
 	struct set_many sm = { set_db(set), keys, put, n };
 
 	return n ? write_txn(mt, set_many_fn, &sm) : 0;
+}
+
+bool tfs_meta_set_put_next(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b)
+{
+	bool queued;
+
+	pthread_mutex_lock(&mt->rlock);	/* not wlock: no wait behind a commit */
+	queued = mt->nriders < RIDERS_MAX;
+	if (queued)
+		mt->riders[mt->nriders++] = (struct rider){ set_db(set), a, b };
+	pthread_mutex_unlock(&mt->rlock);
+	return queued;
 }
 
 static int clear_fn(struct store *s, MDB_txn *txn, void *arg)

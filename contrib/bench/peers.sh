@@ -4,6 +4,10 @@
 # Targets (all on the same disk, each in its own mktemp -d directory):
 #   raw         fio straight on a plain directory
 #   tierfs64k   tierfs, 4-member RAID0, 64K chunk   (tierfs -f, backgrounded)
+#   tierfs_r5c  tierfs, 4-member RAID5, 64K chunk, with a write-back SSD
+#               tier (cache_size=2*SIZE, cache_promote=1) in the same
+#               work directory, the data file read twice so the tier
+#               holds it (issue 14's "RAID5 + tier")
 #   tierfs512k  tierfs, 4-member RAID0, 512K chunk  (EXTRA=1)
 #   pll         libfuse's example passthrough_ll over a plain directory,
 #               compiled at run time from the libfuse3-dev example source
@@ -280,6 +284,19 @@ setup_target() {
 		DIR[$t]=$d/mnt
 		BACKING[$t]="$d/m0 $d/m1 $d/m2 $d/m3"
 		;;
+	tierfs_r5c)
+		mkdir "$d/m0" "$d/m1" "$d/m2" "$d/m3" "$d/mnt"
+		mkdir -m 700 "$d/ssd"
+		"$TIERFS_BUILD/mkfs.tierfs" --level raid5 --chunk 64K \
+			"$d/m0" "$d/m1" "$d/m2" "$d/m3" >"$d/mkfs.log" 2>&1 ||
+			die "mkfs.tierfs failed: $(cat "$d/mkfs.log")"
+		start_daemon "$t" "$d/mnt" "$d/daemon.log" \
+			"$TIERFS_BUILD/tierfs" -f \
+			-o "cache=$d/ssd,cache_size=$((2 * SIZE_MB))M,cache_promote=1${TIERFS_OPTS:+,$TIERFS_OPTS}" \
+			"$d/m0:$d/m1:$d/m2:$d/m3" "$d/mnt"
+		DIR[$t]=$d/mnt
+		BACKING[$t]="$d/m0 $d/m1 $d/m2 $d/m3 $d/ssd"
+		;;
 	pll)
 		[[ -x "$WORK/pll-build/passthrough_ll" ]] || build_pll
 		mkdir "$d/src" "$d/mnt"
@@ -316,6 +333,14 @@ for t in $TARGETS; do
 		log "$t: writing the ${SIZE} data file"
 		run dd if=/dev/zero of="${DIR[$t]}/data.bin" bs=1M count="$SIZE_MB" conv=fsync status=none ||
 			die "$t: could not write the data file"
+		if [[ $t == tierfs_r5c ]]; then	# every extent misses once, then is promoted
+			log "$t: reading the data file twice (into the tier)"
+			for _ in 1 2; do
+				run fio --name=warm --filename="${DIR[$t]}/data.bin" --rw=randread \
+					--bs=64k --direct=1 --ioengine=psync --size="$SIZE" \
+					--io_size="$SIZE" --norandommap --output=/dev/null >/dev/null
+			done
+		fi
 	fi
 done
 

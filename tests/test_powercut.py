@@ -585,14 +585,11 @@ def test_cut_after_an_fdatasync_that_left_the_members_alone_keeps_it(cut):
     assert (pathlib.Path(m.mnt) / "f").read_bytes() == want
 
 
-def test_cut_after_a_create_named_by_its_intent_keeps_the_name(cut):
-    """index.c invariant 4: a file created in write-back is named in the
-    journal by its create's intent commit, and its first write makes the
-    next journal sync cover that commit: after an fsync and a cut, a lost
-    cache names it (its data was only in the tier) instead of mounting as
-    if nothing were lost."""
-    pwrite(cut.mnt / "f", 0, b"f" * 4096, sync=True)
-    cut.when.touch()                # the cut, as Cut.cut, without the remount
+def cut_now_and_lose_the_cache(cut, opts=()):
+    """Cut power now (as Cut.cut, at the next noted operation), then mount
+    after the reboot with the cache directory gone; returns the mount's
+    log, or raises RuntimeError when the mount refuses."""
+    cut.when.touch()
     try:
         pwrite(cut.mnt / "bystander", 0, b"x" * 4096, sync=True)
     except OSError:
@@ -600,10 +597,32 @@ def test_cut_after_a_create_named_by_its_intent_keeps_the_name(cut):
     cut.m.wait_dead()
     assert "fault: power cut: undid" in cut.m.log(), cut.m.log()[-2000:]
     shutil.rmtree(cut.base / "cache")   # and the SSD with it
-    cut.m = Mount(cut.members, cut.base / "mnt", cut.opts + ["cache_discard"],
+    cut.m = Mount(cut.members, cut.base / "mnt", cut.opts + list(opts),
                   env={"TIERFS_BOOT_ID": "after-the-cut"}, expect_errors=True)
     cut.m.start()
-    assert "/f lost the writes" in cut.m.log(), cut.m.log()[-2000:]
+    return cut.m.log()
+
+
+def test_cut_after_a_flush_leaves_no_name_a_lost_cache_would_refuse(cut):
+    """index.c invariant 3: removals of CDIRTY names are not synced per
+    file, but a flush that ends syncs them (flush.c): after a flush and a
+    cut, a lost cache finds nothing named and the array mounts.  Without
+    that sync the removal was lost with the cut and the mount refused."""
+    pwrite(cut.mnt / "f", 0, b"f" * 8192, sync=True)
+    cut.flush()
+    cut_now_and_lose_the_cache(cut)
+    assert (cut.mnt / "f").read_bytes() == b"f" * 8192
+
+
+def test_cut_after_a_create_named_by_its_intent_keeps_the_name(cut):
+    """index.c invariant 4: a file created in write-back is named in the
+    journal by its create's intent commit, and its first write makes the
+    next journal sync cover that commit: after an fsync and a cut, a lost
+    cache names it (its data was only in the tier) instead of mounting as
+    if nothing were lost."""
+    pwrite(cut.mnt / "f", 0, b"f" * 4096, sync=True)
+    log = cut_now_and_lose_the_cache(cut, ["cache_discard"])
+    assert "/f lost the writes" in log, log[-2000:]
 
 
 def test_cut_after_a_punch_shows_no_older_bytes(cut):

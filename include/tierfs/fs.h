@@ -182,7 +182,7 @@ struct tfs_fs {
 	double maint_mbps;		/* rate cap of scrub and rebuild (0: none) */
 	/* File syncs that ran on the members, and that found nothing to sync
 	 * there (raid/data.c invariant 7); atomics. */
-	uint64_t file_syncs[2];
+	uint64_t file_syncs, file_syncs_skipped;
 	/* Data writes hold this shared from planning to completion (the size
 	 * they grow included: a rebuild copies a file up to its size); a member
 	 * joining (state R) takes it exclusive once, as a barrier, before its

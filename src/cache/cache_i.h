@@ -153,13 +153,12 @@ struct tfs_cache {
 	unsigned writers;
 	bool gate;
 	uint64_t jgen;			/* journal generation after the last CDIRTY change */
-	int journal_err;		/* last drain's error (jlock), logged once */
+	int journal_err;		/* last drain's error (jlock; atomic), logged once */
 	int jsync_err;			/* last journal sync's error, logged once */
 	/* CDIRTY changes decided under c->lock, applied in order outside it
 	 * (a journal write can wait behind a journal sync) under jlock */
 	struct jop { uint64_t fid; bool put; } *jq;
 	unsigned njq, jcap;
-	unsigned jputs;			/* puts among them (index.c invariant 3) */
 	/* files named in CDIRTY at their create, not written since (index.c
 	 * invariant 4): fid (0: empty) and when, by fid % C_PRENAMED */
 	struct prenamed { uint64_t fid; uint32_t t; } pre[C_PRENAMED];
@@ -227,10 +226,13 @@ void c_flush_request(struct tfs_cache *c);
  * at f's last, queues the removal of f's journal entry and lets go of its
  * inode.  Wakes those waiting on c->cond.  Under c->lock. */
 void c_file_cleaned(struct tfs_cache *c, struct cfile *f, const struct cext *x);
-/* Notes of files named at their create (index.c invariant 4): fid's, or
- * with fid 0 every one older than older ticks, dropped and the names'
- * removals queued.  Not under c->lock. */
-void c_prenamed_drop(struct tfs_cache *c, uint64_t fid, uint32_t older);
+/* The note of fid named at its create (index.c invariant 4), if any, is
+ * dropped and the name's removal queued (the file is gone).  Not under
+ * c->lock. */
+void c_prenamed_forget(struct tfs_cache *c, uint64_t fid);
+/* Every such note older than older ticks is dropped, the names' removals
+ * queued (files created and not written).  Not under c->lock. */
+void c_prenamed_expire(struct tfs_cache *c, uint32_t older);
 /* fid's file record (made if need be) with a reference and its flush lock
  * held: the flusher and the promoter stay off the file until
  * c_file_unhold.  NULL: no memory.  Not under c->lock. */

@@ -193,7 +193,7 @@ void tfs_cache_forget(struct tfs_fs *fs, uint64_t fid)
 
 	if (!c)
 		return;
-	c_prenamed_drop(c, fid, 0);	/* created, never written (index.c inv. 4) */
+	c_prenamed_forget(c, fid);	/* created, never written (index.c inv. 4) */
 	if (!(f = c_file_hold(c, fid)))
 		return;
 	(void)c_zero_file(c, f, 0, UINT64_MAX, true);	/* logged; slots kept owned */

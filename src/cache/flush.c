@@ -656,9 +656,11 @@ static void *flusher(void *arg)
 		struct cfile *f;
 		int64_t r;
 
-		/* a file named in the journal is durably named promptly; the
-		 * removals wait (index.c invariant 3) */
-		if (c->jputs || !tfs_meta_synced(c->fs->meta, c->jputgen)) {
+		/* a file named in the journal is durably named promptly, a
+		 * drain that failed is retried; the removals wait (index.c
+		 * invariant 3) */
+		if (__atomic_load_n(&c->journal_err, __ATOMIC_RELAXED) ||
+		    !tfs_meta_synced(c->fs->meta, c->jputgen)) {
 			pthread_mutex_unlock(&c->lock);
 			(void)c_journal_sync(c);	/* logged once; stays queued */
 			pthread_mutex_lock(&c->lock);
@@ -668,7 +670,7 @@ static void *flusher(void *arg)
 			pthread_mutex_unlock(&c->lock);
 			if (tfs_cstore_pending(c->cs))
 				tfs_cstore_sync(c->cs);	/* a failure is logged there */
-			c_prenamed_drop(c, 0, SYNC_TICKS / 2);	/* index.c invariant 4 */
+			c_prenamed_expire(c, SYNC_TICKS / 2);	/* index.c invariant 4 */
 			(void)c_journal_sync(c);	/* the removals since */
 			pthread_mutex_lock(&c->lock);
 		}

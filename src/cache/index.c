@@ -29,8 +29,9 @@
  *     every change queued in one transaction; a drain that fails leaves
  *     them all queued, ahead of those queued since, and the next drain
  *     tries them again (c_journal_drain).  A put is made durable promptly
- *     (the flusher syncs while one is queued or unsynced: c->jputs,
- *     c->jputgen); a removal only names a file that no longer needs it (a
+ *     (the flusher syncs while one drained is unsynced, c->jputgen, and
+ *     retries a drain that failed, c->journal_err: a put is queued only
+ *     by a write, which drains it before it is acknowledged); a removal only names a file that no longer needs it (a
  *     start drops such entries), so removals wait for the next drain, a
  *     flush's end or the flusher's 5-second durability point.
  *  4. In write-back a regular file being created is named in CDIRTY by
@@ -139,7 +140,6 @@ static void journal_queue(struct tfs_cache *c, uint64_t fid, bool put)
 		c->jcap = cap;
 	}
 	c->jq[c->njq++] = (struct jop){ .fid = fid, .put = put };
-	c->jputs += put;
 }
 
 /* Put q[0..n), the changes a drain could not apply, back at the head of
@@ -159,8 +159,6 @@ static void journal_requeue(struct tfs_cache *c, struct jop *q, unsigned n)
 	free(c->jq);
 	c->jq = all;
 	c->njq = c->jcap = n + c->njq;
-	for (unsigned i = 0; i < n; i++)
-		c->jputs += all[i].put;
 }
 
 /* Apply q[0..n) to the journal in one transaction.  Returns 0 or -errno
@@ -198,7 +196,6 @@ int c_journal_drain(struct tfs_cache *c)
 	n = c->njq;
 	c->jq = NULL;
 	c->njq = c->jcap = 0;
-	c->jputs = 0;
 	pthread_mutex_unlock(&c->lock);
 	if (n)
 		rc = journal_apply(c, q, n, &puts);
@@ -220,7 +217,7 @@ int c_journal_drain(struct tfs_cache *c)
 	else if (!rc && n && c->journal_err)
 		tfs_info("cache %s: journal writes work again", c->dir);
 	if (rc || n)
-		c->journal_err = rc;
+		__atomic_store_n(&c->journal_err, rc, __ATOMIC_RELAXED);
 	if (rc) {
 		pthread_mutex_lock(&c->lock);
 		journal_requeue(c, q, n);
@@ -367,19 +364,31 @@ void tfs_cache_created(struct tfs_fs *fs, uint64_t fid)
 	}
 }
 
-void c_prenamed_drop(struct tfs_cache *c, uint64_t fid, uint32_t older)
+/* Drop the note in p, queueing the name's removal.  Under c->lock. */
+static void prenamed_drop_locked(struct tfs_cache *c, struct prenamed *p)
 {
-	pthread_mutex_lock(&c->lock);
-	for (unsigned i = fid ? fid % C_PRENAMED : 0; i < C_PRENAMED; i++) {
-		struct prenamed *p = &c->pre[i];
+	journal_queue(c, p->fid, false);
+	p->fid = 0;
+}
 
-		if (p->fid && (fid ? p->fid == fid : c_now() - p->t >= older)) {
-			journal_queue(c, p->fid, false);
-			p->fid = 0;
-		}
-		if (fid)
-			break;
-	}
+void c_prenamed_forget(struct tfs_cache *c, uint64_t fid)
+{
+	struct prenamed *p = &c->pre[fid % C_PRENAMED];
+
+	pthread_mutex_lock(&c->lock);
+	if (fid && p->fid == fid)
+		prenamed_drop_locked(c, p);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void c_prenamed_expire(struct tfs_cache *c, uint32_t older)
+{
+	uint32_t now = c_now();
+
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < C_PRENAMED; i++)
+		if (c->pre[i].fid && now - c->pre[i].t >= older)
+			prenamed_drop_locked(c, &c->pre[i]);
 	pthread_mutex_unlock(&c->lock);
 }
 

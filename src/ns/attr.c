@@ -291,20 +291,26 @@ void tfs_ns_times_restore(struct tfs_fs *fs, struct tfs_inode *in,
 	pthread_mutex_unlock(&in->lock);
 }
 
-/* An explicit change of in's times (or a truncate) begins and ends
- * (invariant 5); begin drops a modification time due when mtime. */
-static void times_change(struct tfs_inode *in, bool begin, bool mtime)
+/* An explicit change of in's times (or a truncate) begins (invariant 5);
+ * one of the modification time (mtime) drops the time due. */
+static void times_change_begin(struct tfs_inode *in, bool mtime)
 {
 	pthread_mutex_lock(&in->lock);
 	in->times_gen++;
-	if (begin)
-		in->times_busy++;
-	else
-		in->times_busy--;
-	if (begin && mtime) {	/* the next write's time goes at once */
+	in->times_busy++;
+	if (mtime) {	/* the next write's time goes at once */
 		in->mtime_pending = false;
 		in->mtime_put = (struct timespec){ 0 };
 	}
+	pthread_mutex_unlock(&in->lock);
+}
+
+/* The change begun by times_change_begin is made. */
+static void times_change_end(struct tfs_inode *in)
+{
+	pthread_mutex_lock(&in->lock);
+	in->times_gen++;
+	in->times_busy--;
 	pthread_mutex_unlock(&in->lock);
 }
 
@@ -401,9 +407,9 @@ int tfs_ns_setattr(struct tfs_fs *fs, struct tfs_inode *in, const struct stat *a
 				  TFS_SET_ATIME_NOW | TFS_SET_MTIME_NOW))) {
 		bool m = to_set & (TFS_SET_MTIME | TFS_SET_MTIME_NOW);
 
-		times_change(in, true, m);
+		times_change_begin(in, m);
 		rc = set_times(fs, &t, attr, to_set);
-		times_change(in, false, m);
+		times_change_end(in);
 	}
 	if (to_set & (TFS_SET_MODE | TFS_SET_UID | TFS_SET_GID | TFS_SET_ATIME |
 		      TFS_SET_MTIME | TFS_SET_ATIME_NOW | TFS_SET_MTIME_NOW))
@@ -456,7 +462,7 @@ int tfs_ns_cut_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, bool
 		ns_truncate_intent_end(fs, *seq);
 		*seq = 0;
 	} else {
-		times_change(in, true, false);	/* the cut stamps the members */
+		times_change_begin(in, false);	/* the cut stamps the members */
 	}
 	return rc;
 }
@@ -466,7 +472,7 @@ void tfs_ns_cut_end(struct tfs_fs *fs, struct tfs_inode *in, uint64_t seq)
 	ns_truncate_intent_end(fs, seq);
 	if (seq)	/* the retirement is durable before the file's next fsync */
 		__atomic_store_n(&in->trunc_gen, tfs_meta_gen(fs->meta), __ATOMIC_RELAXED);
-	times_change(in, false, false);
+	times_change_end(in);
 	pthread_mutex_lock(&in->lock);
 	ns_ofile_put_locked(fs, in);
 	pthread_mutex_unlock(&in->lock);

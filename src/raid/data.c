@@ -537,8 +537,8 @@ static void covered(uint64_t *at, uint64_t v)
 int tfs_raid_syncs(struct tfs_fs *fs, char *buf, size_t len)
 {
 	return snprintf(buf, len, "raid.file_syncs=%" PRIu64 "\nraid.file_syncs_skipped=%" PRIu64
-			"\n", __atomic_load_n(&fs->file_syncs[0], __ATOMIC_RELAXED),
-			__atomic_load_n(&fs->file_syncs[1], __ATOMIC_RELAXED));
+			"\n", __atomic_load_n(&fs->file_syncs, __ATOMIC_RELAXED),
+			__atomic_load_n(&fs->file_syncs_skipped, __ATOMIC_RELAXED));
 }
 
 int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
@@ -557,10 +557,10 @@ int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 	a = __atomic_load_n(&in->chg_all, __ATOMIC_ACQUIRE);
 	if (d == __atomic_load_n(&in->syn_data, __ATOMIC_ACQUIRE) &&
 	    (datasync || a == __atomic_load_n(&in->syn_all, __ATOMIC_ACQUIRE))) {
-		__atomic_add_fetch(&fs->file_syncs[1], 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&fs->file_syncs_skipped, 1, __ATOMIC_RELAXED);
 		return 0;
 	}
-	__atomic_add_fetch(&fs->file_syncs[0], 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&fs->file_syncs, 1, __ATOMIC_RELAXED);
 	rc = tfs_ns_fill(fs, in);	/* every member may hold dirty data */
 	if (rc == 0)
 		rc = tfs_ns_save_size(fs, in, false);

@@ -29,9 +29,12 @@
  *     modification time at once for every stat (mtime_due, folded in by
  *     target_stat) and on the primary at most once a second per file
  *     (tfs_ns_touch), at every close and at fsync (tfs_ns_times_put):
- *     a daemon killed or a power cut leaves it at most a second behind the
- *     last write the members were told of nothing about, as ext4's own
- *     times after a power cut may be.  The time put is always under
+ *     a daemon killed leaves it at most a second behind the last write
+ *     (test_writes_through_the_tier_tell_the_members_their_time_at_most_a_
+ *     second_late).  After a power cut it is what the primary's
+ *     filesystem made durable, as with ext4's own times: a full fsync puts
+ *     the time and syncs the members (data.c invariant 7); nothing else
+ *     promises it.  The time put is always under
  *     in->lock, so it never lands over an explicit change made after it;
  *     an explicit change of the modification time drops what is due.
  *  5. A writer that changes the members' times as a side effect (the

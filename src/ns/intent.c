@@ -76,6 +76,13 @@ int tfs_intent_decode(const void *buf, size_t len, struct tfs_intent *it, char *
 	return 0;
 }
 
+bool ns_intent_kept(const struct tfs_fs *fs, enum tfs_intent_op op)
+{
+	/* one member: nothing to make agree, but a truncate with an SSD tier
+	 * is replayed so the members follow the cache's cut (tfs_data_truncate) */
+	return fs->n > 1 || (op == TFS_I_TRUNCATE && fs->tier);
+}
+
 /* Record a change (op, flags, arg, fid of it) at a (and b, or the extra
  * string) before touching member 0; *seq = 0 means "no record". */
 int ns_intent_begin(struct tfs_fs *fs, struct tfs_intent it, const struct tfs_loc *a,
@@ -86,9 +93,7 @@ int ns_intent_begin(struct tfs_fs *fs, struct tfs_intent it, const struct tfs_lo
 	int len;
 
 	*seq = 0;
-	/* one member: nothing to make agree, but a truncate with an SSD tier
-	 * is replayed so the members follow the cache's cut (tfs_data_truncate) */
-	if (fs->n == 1 && !(it.op == TFS_I_TRUNCATE && fs->tier))
+	if (!ns_intent_kept(fs, it.op))
 		return 0;
 	p1 = tfs_loc_path(fs, a);
 	if (b)

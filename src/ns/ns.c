@@ -211,9 +211,8 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 	if (rc)
 		goto out;
 	sgid = (pst.st_mode & S_ISGID) != 0;
-	/* the tier may name the file in the journal with the intent's commit
-	 * (one member: no intent, intent.c) */
-	if (S_ISREG(mode) && fs->tier && fs->n > 1)
+	/* the tier may name the file in the journal with the intent's commit */
+	if (S_ISREG(mode) && fs->tier && ns_intent_kept(fs, TFS_I_CREATE))
 		fs->tier->created(fs, fid);
 	rc = ns_intent_begin(fs, (struct tfs_intent){ .op = TFS_I_CREATE }, &loc, NULL, NULL, &seq);
 	if (rc)

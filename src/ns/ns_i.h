@@ -39,6 +39,9 @@ void ns_member_diverged(struct tfs_fs *fs, uint32_t m, const char *what,
  * journal's refusal. */
 int ns_intent_begin(struct tfs_fs *fs, struct tfs_intent it, const struct tfs_loc *a,
 		    const struct tfs_loc *b, const char *extra, uint64_t *seq);
+/* Returns true if ns_intent_begin records (commits) an intent for op on
+ * this array: not on one member, but a truncate with an SSD tier. */
+bool ns_intent_kept(const struct tfs_fs *fs, enum tfs_intent_op op);
 /* Deletes a truncate's intent seq (0: none) at once (intent.c invariant
  * 2); a deletion the journal refuses is logged and goes with its next
  * transaction that works. */

@@ -35,6 +35,7 @@
 #include "tierfs/meta.h"
 #include "tierfs/parse.h"
 #include "tierfs/scratch.h"
+#include "tierfs/transport.h"
 #include "tierfs/super.h"
 #include "tierfs/upgrade.h"
 
@@ -49,6 +50,8 @@ struct opts {
 	struct tfs_cache_opts cache;
 	unsigned miss_threads;
 	unsigned hit_ring;
+	char *fuse_uring;	/* off | auto | on */
+	int uring;		/* enum tfs_uring_mode */
 	unsigned max_threads, max_idle_threads;	/* taken from libfuse's parser */
 	unsigned max_read;			/* seen, and left for libfuse */
 	char *num[32];		/* the text of each numeric option given (numopts[]) */
@@ -63,6 +66,7 @@ static const struct fuse_opt tierfs_opts[] = {
 	OPT("cache=%s", cache.dir),
 	OPT("cache_mode=%s", cache.mode),
 	OPT("cache_policy=%s", cache.policy),
+	OPT("fuse_uring=%s", fuse_uring),
 	OPT("cache_discard", cache.discard),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("blkdev", KEY_BLK),
@@ -185,6 +189,18 @@ static int opts_check(struct opts *o, char *err, size_t errlen)
 		snprintf(err, errlen, "unknown member_model '%s' (known: hdd7200)", o->member_model);
 		return -EINVAL;
 	}
+	if (o->fuse_uring && (o->uring = tfs_uring_mode_parse(o->fuse_uring)) < 0) {
+		snprintf(err, errlen, "fuse_uring=%s: not off, auto or on", o->fuse_uring);
+		return -EINVAL;
+	}
+	if (o->uring == TFS_URING_ON) {
+		char why[256];
+
+		if (!tfs_uring_allowed(why, sizeof(why))) {
+			snprintf(err, errlen, "fuse_uring=on: %s", why);
+			return -EINVAL;
+		}
+	}
 	if (o->blk) {
 		snprintf(err, errlen, "%s: tierfs is not a block-device filesystem (fuseblk)",
 			 o->blk);
@@ -214,6 +230,10 @@ static void usage(const char *prog)
 	       "    -o maint_mbps=MB/S         rate cap of scrub and rebuild, 0 to 100000\n"
 	       "                               (0, the default: none)\n"
 	       "    -o max_read=BYTES          largest read the kernel sends, 4096 to 1048576\n"
+	       "    -o fuse_uring=auto|on|off  carry requests on io_uring queues, one per CPU\n"
+	       "                               (FUSE-over-io_uring; auto, the default: when the\n"
+	       "                               fuse module's enable_uring is Y; on: refuse to\n"
+	       "                               mount otherwise)\n"
 	       "    -o member_model=hdd7200    make each member behave like a 7200 rpm disk;\n"
 	       "       its parameters (only with member_model):\n"
 	       "       hdd_seek_ms=0.8 to 100 (8.5), hdd_rpm=1000 to 20000 (7200),\n"
@@ -382,7 +402,7 @@ int main(int argc, char *argv[])
 	 * safe and saves a round trip per stat and lookup */
 	struct opts o = { .timeout = 10.0, .hdd = TFS_HDD7200, .miss_threads = 64,
 			  .hit_ring = 1, .cache = TFS_CACHE_OPTS_DEFAULT, .max_threads = 16,
-			  .max_idle_threads = 16 };
+			  .max_idle_threads = 16, .uring = TFS_URING_AUTO };
 	struct tfs_array array;
 	struct tfs_fs fs;
 	struct fuse_session *se = NULL;
@@ -485,7 +505,9 @@ int main(int argc, char *argv[])
 		goto out_unmount;
 	if (tfs_cache_start(&fs))
 		goto out_unmount;
-	if (fs.cache && !(fs.defer = tfs_defer_start(o.miss_threads))) {
+	/* the io_uring queues hand what waits for the members to the pool too */
+	if ((fs.cache || o.uring != TFS_URING_OFF) &&
+	    !(fs.defer = tfs_defer_start(o.miss_threads))) {
 		tfs_err("out of memory");
 		goto out_unmount;
 	}
@@ -494,6 +516,12 @@ int main(int argc, char *argv[])
 	if ((rc = tfs_scratch_start()))
 		tfs_warn("no idle trim thread (%s): memory a load freed stays with glibc",
 			 strerror(-rc));
+
+	/* before the loop reads the INIT, where io_uring is asked for */
+	if (!(fs.transport = tfs_transport_attach(se, (enum tfs_uring_mode)o.uring, fs.defer))) {
+		tfs_err("cannot set up the FUSE transport");
+		goto out_unmount;
+	}
 
 	cfg = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_clone_fd(cfg, cl.clone_fd);
@@ -505,6 +533,7 @@ int main(int argc, char *argv[])
 	fuse_loop_cfg_destroy(cfg);
 
 out_unmount:
+	tfs_transport_stop(fs.transport);	/* its answers come from the pool and the hit ring */
 	tfs_scratch_stop();
 	tfs_hitio_stop(fs.hitio);
 	tfs_defer_stop(fs.defer);
@@ -519,6 +548,7 @@ out:
 		tfs_cache_abandon(&fs);
 	if (se)
 		fuse_session_destroy(se);
+	tfs_transport_free(fs.transport);	/* libfuse answered through it to the end */
 	tfs_meta_close(fs.meta);
 	if (fs.htab)
 		tfs_fs_destroy(&fs);
@@ -529,6 +559,7 @@ out:
 	free(o.cache.dir);
 	free(o.cache.mode);
 	free(o.cache.policy);
+	free(o.fuse_uring);
 	for (unsigned i = 0; i < NNUMOPTS; i++)
 		free(o.num[i]);
 	free(list);

@@ -18,6 +18,11 @@ BUILD = pathlib.Path(os.environ.get("TIERFS_BUILD", ROOT / "build"))
 TIERFS = BUILD / "tierfs"
 MKFS = BUILD / "mkfs.tierfs"
 # the records tierfs keeps on member files (super.h): root alone may set them
+# TIERFS_FUSE_URING=on: every mount that does not choose asks for the
+# io_uring transport (-o fuse_uring=on), the fuse module allowing it for
+# the session; the suite then runs on the queues instead of /dev/fuse.
+FUSE_URING = os.environ.get("TIERFS_FUSE_URING", "")
+URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
 FID_XATTR = "trusted.tierfs.fid"
 SIZE_XATTR = "trusted.tierfs.size"
 
@@ -61,7 +66,10 @@ class Mount:
         self.logs.append(self.log_path)
         log = open(self.log_path, "w")
         args = [str(TIERFS), "-f", ":".join(self.members), self.mnt]
-        for o in self.opts:
+        opts = self.opts
+        if FUSE_URING and not any(o.startswith("fuse_uring=") for o in opts):
+            opts = opts + [f"fuse_uring={FUSE_URING}"]
+        for o in opts:
             args += ["-o", o]
         env = dict(os.environ)
         env.update(self.env or {})
@@ -142,6 +150,21 @@ class Array:
         m = Mount(self.members, self.mnt, opts, env, expect_errors)
         self.mounts.append(m)
         return m.start()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fuse_uring_for_the_session():
+    """With TIERFS_FUSE_URING set, the fuse module allows io_uring for the
+    run (its old value put back at the end)."""
+    if not FUSE_URING:
+        yield
+        return
+    old = open(URING_PARAM).read().strip()
+    with open(URING_PARAM, "w") as f:
+        f.write("Y")
+    yield
+    with open(URING_PARAM, "w") as f:
+        f.write(old)
 
 
 @pytest.fixture

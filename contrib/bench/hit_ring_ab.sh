@@ -19,8 +19,10 @@ VARIANTS=${VARIANTS:-"hit_ring=1:$B:1 hit_ring=0:$B:0"}
 D=$(mktemp -d "${2:-${TMPDIR:-/tmp}}/hit-ring-ab.XXXX")
 . "$(dirname "$0")/array_lib.sh"
 
-mnt() {    # LABEL BUILD HIT_RING
-    array_mount "$2" "$1" "cache=$D/$1/ssd,cache_size=512M,cache_promote=1,hit_ring=$3"
+mnt() {    # LABEL BUILD HIT_RING|OPTIONS
+    local o=$3
+    case $o in [01]) o="hit_ring=$o" ;; esac
+    array_mount "$2" "$1" "cache=$D/$1/ssd,cache_size=512M,cache_promote=1,$o"
 }
 umnt() { array_umount; }
 

@@ -4,6 +4,7 @@
 #define TIERFS_DEFER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct tfs_defer;
 
@@ -14,6 +15,8 @@ struct tfs_defer *tfs_defer_start(unsigned max);
  * returns, if the pool cannot take it (no memory, stopping, no thread
  * could be started). */
 void tfs_defer(struct tfs_defer *d, void (*fn)(void *), void *arg);
+/* The status lines (pool.jobs=, pool.threads=); 0 if d is NULL. */
+int tfs_defer_stats(struct tfs_defer *d, char *out, size_t cap);
 /* Run what is queued, stop the threads and free d (d may be NULL). */
 void tfs_defer_stop(struct tfs_defer *d);
 

@@ -177,8 +177,11 @@ struct tfs_fs {
 	struct tfs_maint *maint;	/* scrub, rebuild */
 	struct tfs_cache *cache;	/* the SSD tier (cache.h), or NULL */
 	const struct tfs_tier_hooks *tier;	/* its hooks for ns/, or NULL */
-	struct tfs_defer *defer;	/* with a cache: reads that miss it (defer.h) */
+	/* with a cache or io_uring queues: requests that wait for the members
+	 * (defer.h) */
+	struct tfs_defer *defer;
 	struct tfs_hitio *hitio;	/* with a cache: its hits on io_uring (hitio.h) */
+	struct tfs_transport *transport;	/* the FUSE requests' (transport.h) */
 	double maint_mbps;		/* rate cap of scrub and rebuild (0: none) */
 	/* File syncs that ran on the members, and that found nothing to sync
 	 * there (raid/data.c invariant 7); atomics. */

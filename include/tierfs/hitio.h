@@ -3,10 +3,12 @@
 #ifndef TIERFS_HITIO_H
 #define TIERFS_HITIO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 struct tfs_hitio;
+struct io_uring_sqe;
 
 /* One read of len bytes at off of fd into buf; finish(job, 0 or -errno)
  * runs on the I/O thread once it is complete (short reads continued). */
@@ -35,6 +37,12 @@ void tfs_hitio_queue(struct tfs_hitio *h, struct tfs_hit_job *j);
 bool tfs_hitio_enter(struct tfs_hitio *h);
 /* The read counted by tfs_hitio_enter is answered. */
 void tfs_hitio_leave(struct tfs_hitio *h);
+/* For a ring that carries jobs itself (a FUSE transport queue,
+ * transport.c): prepare j's next read on sqe (j->done 0 at first); and
+ * take its completion: true if j needs its next read prepared, else
+ * j->finish has run. */
+void tfs_hit_job_prep(struct io_uring_sqe *sqe, struct tfs_hit_job *j);
+bool tfs_hit_job_done(struct tfs_hit_job *j, int res);
 /* Finish every queued job, then stop the thread (h may be NULL). */
 void tfs_hitio_stop(struct tfs_hitio *h);
 

@@ -11,8 +11,9 @@
  *  2. The status is each subsystem's part, in this order: the array's
  *     health (ns/health.c), maintenance (raid/maint.c), write-intent marks
  *     (raid/marks.c) and parity counters (raid/stripe.c), the tier
- *     (cache/status.c), memory (ns/inode.c, util/scratch.c), the last
- *     refusal.  Paths only for root (DESIGN §11).
+ *     (cache/status.c), the FUSE transport (fuse/transport.c) and the
+ *     pool (fuse/defer.c), memory
+ *     (ns/inode.c, util/scratch.c), the last refusal.  Paths only for root (DESIGN §11).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -24,6 +25,7 @@
 
 #include "tierfs/cache.h"
 #include "tierfs/control.h"
+#include "tierfs/defer.h"
 #include "tierfs/fs.h"
 #include "tierfs/meta.h"
 #include "tierfs/health.h"
@@ -31,6 +33,7 @@
 #include "tierfs/maint.h"
 #include "tierfs/raid.h"
 #include "tierfs/scratch.h"
+#include "tierfs/transport.h"
 
 static pthread_mutex_t last_lock = PTHREAD_MUTEX_INITIALIZER;
 static char last_error[512];	/* one array per daemon */
@@ -94,6 +97,8 @@ char *tfs_status(struct tfs_fs *fs, bool paths)
 	if (fs->meta)
 		l += tfs_meta_stats(fs->meta, out + l, cap - (size_t)l);
 	l += tfs_cache_stats(fs, out + l, cap - (size_t)l, paths);
+	l += tfs_transport_stats(fs->transport, out + l, cap - (size_t)l);
+	l += tfs_defer_stats(fs->defer, out + l, cap - (size_t)l);
 	l += snprintf(out + l, cap - (size_t)l, "mem.inodes=%" PRIu64 "\nmem.scratch_bytes=%" PRIu64
 		      "\nmem.idle_trims=%" PRIu64 "\n", tfs_inode_count(fs), tfs_scratch_bytes(),
 		      tfs_scratch_idle_trims());

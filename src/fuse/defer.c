@@ -22,7 +22,9 @@
  *     and at most TFS_SCRATCH_KEEP per scratch slot and thread.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +43,7 @@ struct tfs_defer {
 	pthread_cond_t wake;
 	struct job *head, **tail;
 	unsigned max, nthreads, idle, queued;
+	uint64_t run;			/* jobs run on a pool thread (the status) */
 	bool stopping;
 	pthread_t *tid;
 };
@@ -65,6 +68,7 @@ static void *worker(void *arg)
 		if (!d->head)
 			d->tail = &d->head;
 		d->queued--;
+		d->run++;
 		pthread_mutex_unlock(&d->lock);
 		j->fn(j->arg);
 		free(j);
@@ -132,6 +136,20 @@ void tfs_defer(struct tfs_defer *d, void (*fn)(void *), void *arg)
 	if (d->idle)
 		pthread_cond_signal(&d->wake);
 	pthread_mutex_unlock(&d->lock);
+}
+
+int tfs_defer_stats(struct tfs_defer *d, char *out, size_t cap)
+{
+	uint64_t run;
+	unsigned n;
+
+	if (!d)
+		return 0;
+	pthread_mutex_lock(&d->lock);
+	run = d->run;
+	n = d->nthreads;
+	pthread_mutex_unlock(&d->lock);
+	return snprintf(out, cap, "pool.jobs=%" PRIu64 "\npool.threads=%u\n", run, n);
 }
 
 void tfs_defer_stop(struct tfs_defer *d)

@@ -34,6 +34,7 @@
 #include "tierfs/raid.h"
 #include "tierfs/log.h"
 #include "tierfs/scratch.h"
+#include "tierfs/transport.h"
 
 struct tfs_fh {
 	struct tfs_inode *in;
@@ -405,6 +406,7 @@ struct hit_req {
 	struct tfs_hit_job job;
 	fuse_req_t req;
 	struct tfs_cache_hit hit;
+	bool ring;		/* on the FUSE queue's own ring, not hitio's */
 };
 
 static void hit_finish(struct tfs_hit_job *job, int err)
@@ -413,7 +415,8 @@ static void hit_finish(struct tfs_hit_job *job, int err)
 	struct tfs_fs *fs = FS(r->req);
 
 	tfs_cache_hit_end(fs, &r->hit, err, true);
-	tfs_hitio_leave(fs->hitio);
+	if (!r->ring)
+		tfs_hitio_leave(fs->hitio);
 	if (err)
 		fuse_reply_err(r->req, EIO);
 	else
@@ -422,9 +425,10 @@ static void hit_finish(struct tfs_hit_job *job, int err)
 	free(r);
 }
 
-/* Hand a begun hit to the I/O thread; false (nothing done) if out of
- * memory. */
-static bool hit_queue(fuse_req_t req, struct tfs_fs *fs, const struct tfs_cache_hit *hit)
+/* Hand a begun hit to the I/O thread, or to the ring of the FUSE queue
+ * this thread serves (ring); false (nothing done) if out of memory. */
+static bool hit_queue(fuse_req_t req, struct tfs_fs *fs, const struct tfs_cache_hit *hit,
+		      bool ring)
 {
 	struct hit_req *r = malloc(sizeof(*r));
 	void *buf;
@@ -435,27 +439,34 @@ static bool hit_queue(fuse_req_t req, struct tfs_fs *fs, const struct tfs_cache_
 	}
 	r->req = req;
 	r->hit = *hit;
+	r->ring = ring;
 	r->job = (struct tfs_hit_job){ .fd = hit->fd, .buf = buf, .len = hit->len,
 				       .off = hit->off, .finish = hit_finish };
-	tfs_hitio_queue(fs->hitio, &r->job);
+	if (!ring)
+		tfs_hitio_queue(fs->hitio, &r->job);
+	else
+		tfs_transport_read(&r->job);	/* true: this thread serves a queue */
 	return true;
 }
 
-/* A hit inside one extent: through the I/O thread while other hits are
- * under way, else read here (alone, the hand-off's wake-up costs more than
- * it saves). */
+/* A hit inside one extent: while other requests are under way, on the
+ * ring of the FUSE queue this thread serves (no hand-off at all) or
+ * through the I/O thread; alone, read here (the ring's round trip or the
+ * hand-off's wake-up costs more than it saves). */
 static void hit_reply(fuse_req_t req, struct tfs_fs *fs, const struct tfs_cache_hit *hit)
 {
-	bool busy = fs->hitio && tfs_hitio_enter(fs->hitio);
+	bool queue = tfs_transport_on_queue();
+	bool ring = queue && !tfs_transport_alone();
+	bool busy = !queue && fs->hitio && tfs_hitio_enter(fs->hitio);
 	void *buf;
 	int rc;
 
-	if (busy && hit_queue(req, fs, hit))
+	if ((ring || busy) && hit_queue(req, fs, hit, ring))
 		return;		/* hit_finish leaves */
 	buf = tfs_iobuf(hit->len);
 	rc = buf ? tfs_cache_hit_read(fs, hit, buf) : -ENOMEM;
 	tfs_cache_hit_end(fs, hit, rc, false);
-	if (fs->hitio)
+	if (!queue && fs->hitio)
 		tfs_hitio_leave(fs->hitio);
 	if (rc)
 		fuse_reply_err(req, -rc);
@@ -466,7 +477,9 @@ static void hit_reply(fuse_req_t req, struct tfs_fs *fs, const struct tfs_cache_
 
 /* With an SSD tier: a hit inside one extent is served by hit_reply; a
  * read that would wait for the HDDs goes to the miss pool, and this worker
- * back to /dev/fuse. */
+ * back to /dev/fuse.  Without one the workers are the HDD queue, but a
+ * FUSE io_uring queue's thread must not wait (transport.h): it hands every
+ * read and write to the pool. */
 static void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
@@ -476,8 +489,11 @@ static void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	enum tfs_hit k;
 	struct io_job *j;
 
-	if (!fs->defer) {	/* uncached: the workers are the HDD queue */
-		read_reply(req, h, size, off);
+	if (!fs->cache) {
+		if (tfs_transport_on_queue() && (j = io_job(req, h, size, off, NULL)))
+			tfs_defer(fs->defer, read_job, j);
+		else
+			read_reply(req, h, size, off);
 		return;
 	}
 	k = tfs_cache_hit_begin(fs, h->in, h->direct, &hit, size, (uint64_t)off);
@@ -498,9 +514,10 @@ static void tfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 	struct tfs_fh *h = FH(fi);
 	struct tfs_fs *fs = FS(req);
 	struct io_job *j;
+	bool waits = fs->cache ? h->sync || tfs_cache_write_waits(fs, h->in, size, (uint64_t)off)
+			       : tfs_transport_on_queue();
 
-	if (fs->defer && (h->sync || tfs_cache_write_waits(fs, h->in, size, (uint64_t)off)) &&
-	    (j = io_job(req, h, size, off, buf))) {
+	if (fs->defer && waits && (j = io_job(req, h, size, off, buf))) {
 		tfs_defer(fs->defer, write_job, j);
 		return;
 	}

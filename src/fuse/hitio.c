@@ -53,14 +53,34 @@ void tfs_hitio_leave(struct tfs_hitio *h)
 	__atomic_fetch_sub(&h->outstanding, 1, __ATOMIC_RELAXED);
 }
 
+void tfs_hit_job_prep(struct io_uring_sqe *sqe, struct tfs_hit_job *j)
+{
+	io_uring_prep_read(sqe, j->fd, (char *)j->buf + j->done, (unsigned)(j->len - j->done),
+			   j->off + j->done);
+}
+
+bool tfs_hit_job_done(struct tfs_hit_job *j, int res)
+{
+	if (res == -EINTR || res == -EAGAIN)
+		return true;
+	if (res > 0) {
+		j->done += (size_t)res;
+		if (j->done < j->len)
+			return true;
+	}
+	if (res == 0 && j->done < j->len)	/* preallocated data file: not expected */
+		memset((char *)j->buf + j->done, 0, j->len - j->done);
+	j->finish(j, res < 0 ? res : 0);
+	return false;
+}
+
 static void submit_job(struct tfs_hitio *h, struct tfs_hit_job *j)
 {
 	struct io_uring_sqe *sqe;
 
 	while (!(sqe = io_uring_get_sqe(&h->ring)))
 		io_uring_submit(&h->ring);
-	io_uring_prep_read(sqe, j->fd, (char *)j->buf + j->done, (unsigned)(j->len - j->done),
-			   j->off + j->done);
+	tfs_hit_job_prep(sqe, j);
 	io_uring_sqe_set_data(sqe, j);
 	h->inflight++;
 }
@@ -79,20 +99,8 @@ static void arm_event(struct tfs_hitio *h)
 static void complete(struct tfs_hitio *h, struct tfs_hit_job *j, int res)
 {
 	h->inflight--;
-	if (res == -EINTR || res == -EAGAIN) {
+	if (tfs_hit_job_done(j, res))
 		submit_job(h, j);
-		return;
-	}
-	if (res > 0) {
-		j->done += (size_t)res;
-		if (j->done < j->len) {
-			submit_job(h, j);
-			return;
-		}
-	}
-	if (res == 0 && j->done < j->len)	/* preallocated data file: not expected */
-		memset((char *)j->buf + j->done, 0, j->len - j->done);
-	j->finish(j, res < 0 ? res : 0);
 }
 
 static void *io_thread(void *arg)

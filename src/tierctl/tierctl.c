@@ -153,6 +153,19 @@ static void print_status(const char *st)
 		       get(st, "cache.warm_extents", v[2], sizeof(v[2])),
 		       get(st, "cache.cold_extents", v[3], sizeof(v[3])));
 	}
+	if (!strcmp(get(st, "fuse.transport", v[0], sizeof(v[0])), "io_uring"))
+		printf("requests: io_uring, %s queues of %s (fuse_uring=%s); %s requests, %s of "
+		       "them to the pool, %s reads on the queues' rings\n",
+		       get(st, "fuse.queues", v[1], sizeof(v[1])),
+		       get(st, "fuse.queue_depth", v[2], sizeof(v[2])),
+		       get(st, "fuse.uring", v[3], sizeof(v[3])),
+		       get(st, "fuse.ring_requests", v[4], sizeof(v[4])),
+		       get(st, "fuse.ring_pooled", v[5], sizeof(v[5])),
+		       get(st, "fuse.ring_reads", v[6], sizeof(v[6])));
+	else if (*v[0])
+		printf("requests: /dev/fuse (fuse_uring=%s: %s)\n",
+		       get(st, "fuse.uring", v[1], sizeof(v[1])),
+		       get(st, "fuse.uring_note", v[2], sizeof(v[2])));
 	for (const char *p = strstr(st, "mismatch="); p; p = strstr(p + 1, "\nmismatch=")) {
 		const char *s = strchr(p, '=') + 1, *e = strchr(s, '\n');
 

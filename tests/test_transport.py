@@ -1,0 +1,299 @@
+"""The FUSE transport (-o fuse_uring=auto|on|off, src/fuse/transport.c):
+requests carried on io_uring queues, one per CPU, when the fuse module
+allows it (its enable_uring parameter), /dev/fuse otherwise, and what the
+status and tierctl say of it.  On the queues: a tier's hits read on the
+queue's own ring, write-back writes, an uncached array's reads and writes
+and every namespace request handed to the pool, data checked byte for
+byte under concurrent load; a SIGTERM and a SIGKILL with requests in
+flight; the refusals.  The module parameter is machine-wide: each test sets
+the value it needs and puts the old one back."""
+import errno
+import os
+import random
+import signal
+import subprocess
+import threading
+
+import pytest
+
+from conftest import BUILD, mounted
+from test_cache import copts, cst, flush, same, status
+from test_cli import assert_refused, try_mount
+
+K = 1024
+M = 1024 * K
+PARAM = "/sys/module/fuse/parameters/enable_uring"
+
+
+def possible_cpus():
+    n = 0
+    for part in open("/sys/devices/system/cpu/possible").read().strip().split(","):
+        n = max(n, int(part.split("-")[-1]) + 1)
+    return n
+
+
+@pytest.fixture
+def module_uring():
+    """module_uring(True|False): the fuse module's enable_uring, for this
+    test only."""
+    if not os.path.exists(PARAM):
+        pytest.fail(f"{PARAM} missing: this kernel's fuse has no io_uring")
+    old = open(PARAM).read().strip()
+
+    def put(on):
+        with open(PARAM, "w") as f:
+            f.write("Y" if on else "N")
+    yield put
+    with open(PARAM, "w") as f:
+        f.write(old)
+
+
+def tierctl(*args):
+    return subprocess.run([str(BUILD / "tierctl"), *map(str, args)], capture_output=True,
+                          text=True)
+
+
+def odirect_file(path, size):
+    """A file of size random bytes written with O_DIRECT; returns them."""
+    data = bytearray(os.urandom(size))
+    fd = os.open(str(path), os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
+    try:
+        buf = aligned(size)
+        buf[:] = data
+        assert os.pwritev(fd, [buf], 0) == size
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return data
+
+
+def aligned(n):
+    import mmap
+    return mmap.mmap(-1, n)
+
+
+def hammer(path, model, who, seed, errors):
+    """Random 4K O_DIRECT reads (checked against model) and writes (applied
+    to model) on path from one thread, who = (index, nthreads, ops): the
+    thread reads and writes only the blocks b with b % nthreads == index."""
+    rnd = random.Random(seed)
+    idx, nthreads, ops = who
+    fd = os.open(str(path), os.O_RDWR | os.O_DIRECT)
+    buf = aligned(4 * K)
+    try:
+        for _ in range(ops):
+            off = (rnd.randrange(len(model) // (4 * K) // nthreads) * nthreads + idx) * 4 * K
+            if rnd.random() < 0.4:
+                data = os.urandom(4 * K)
+                buf[:] = data
+                assert os.pwritev(fd, [buf], off) == 4 * K
+                model[off:off + 4 * K] = data
+            else:
+                assert os.preadv(fd, [buf], off) == 4 * K
+                if bytes(buf) != bytes(model[off:off + 4 * K]):
+                    errors.append(f"thread {idx}: the block at {off} differs")
+                    return
+    except OSError as e:
+        errors.append(f"thread {idx}: {e}")
+    finally:
+        os.close(fd)
+
+
+def concurrent_io(path, model, nthreads=8, ops=1500):
+    errors = []
+    ts = [threading.Thread(target=hammer, args=(path, model, (i, nthreads, ops), i, errors))
+          for i in range(nthreads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+
+
+def namespace_round(mnt):
+    """Every kind of namespace request once, through the pool."""
+    d = mnt / "d"
+    d.mkdir()
+    (d / "x").write_bytes(b"x" * 5000)
+    os.rename(d / "x", d / "y")
+    os.link(d / "y", d / "z")
+    os.symlink("y", d / "s")
+    assert os.readlink(d / "s") == "y"
+    os.setxattr(d / "y", "user.k", b"v")
+    assert os.getxattr(d / "y", "user.k") == b"v"
+    assert "user.k" in os.listxattr(d / "y")
+    os.truncate(d / "y", 100)
+    assert os.stat(d / "z").st_size == 100
+    assert sorted(os.listdir(d)) == ["s", "y", "z"]
+    os.chmod(d / "y", 0o600)
+    assert os.stat(d / "y").st_mode & 0o777 == 0o600
+    os.unlink(d / "z")
+    with pytest.raises(OSError) as e:
+        os.rmdir(d)
+    assert e.value.errno == errno.ENOTEMPTY
+    for n in ("s", "y"):
+        os.unlink(d / n)
+    os.rmdir(d)
+    os.statvfs(mnt)
+
+
+def test_requests_ride_the_io_uring_queues_when_the_module_allows(make_array, tmp_path,
+                                                                   module_uring):
+    module_uring(True)
+    a = make_array("raid5", 3, "64K")
+    m = a.mount(copts(tmp_path / "c", size="64M", promote=1) + ["fuse_uring=auto"])
+    st = status(a.mnt)
+    assert st["fuse.transport"] == "io_uring", st
+    assert st["fuse.uring"] == "auto"
+    assert int(st["fuse.queues"]) == possible_cpus()
+    assert int(st["fuse.queue_depth"]) > 0
+    model = odirect_file(a.mnt / "f", 8 * M)
+    namespace_round(a.mnt)
+    # every extent read twice: a miss (promotes), then hits on the rings
+    for _ in range(2):
+        fd = os.open(str(a.mnt / "f"), os.O_RDONLY | os.O_DIRECT)
+        buf = aligned(64 * K)
+        for off in range(0, 8 * M, 64 * K):
+            assert os.preadv(fd, [buf], off) == 64 * K
+            same(bytes(buf), bytes(model[off:off + 64 * K]), f"f at {off}")
+        os.close(fd)
+    concurrent_io(a.mnt / "f", model)
+    st = status(a.mnt)
+    assert int(st["fuse.ring_reads"]) > 0, st          # hits read on a queue's ring
+    assert int(st["fuse.ring_pooled"]) > 0, st         # the namespace went to the pool
+    assert int(st["fuse.ring_requests"]) > int(st["fuse.ring_pooled"])
+    assert cst(a.mnt)["read_hits"] > 0
+    r = tierctl("status", a.mnt)
+    assert r.returncode == 0, r.stderr
+    assert f"requests: io_uring, {possible_cpus()} queues" in r.stdout, r.stdout
+    flush(a.mnt)
+    assert m.stop() == 0
+    # what the queues wrote is on the members: an uncached mount on /dev/fuse reads it
+    module_uring(False)
+    u = a.mount(["fuse_uring=auto"])
+    assert status(a.mnt)["fuse.transport"] == "dev_fuse"
+    same((a.mnt / "f").read_bytes(), bytes(model), "f after the remount")
+    u.stop()
+
+
+def test_an_uncached_array_on_the_queues_hands_its_io_to_the_pool(make_array, module_uring):
+    module_uring(True)
+    a = make_array("raid0", 4, "64K")
+    a.mount(["fuse_uring=on"])
+    st = status(a.mnt)
+    assert st["fuse.transport"] == "io_uring" and st["fuse.uring"] == "on", st
+    model = odirect_file(a.mnt / "f", 4 * M)
+    p0 = int(status(a.mnt)["pool.jobs"])
+    concurrent_io(a.mnt / "f", model, ops=800)
+    st = status(a.mnt)
+    # every read and write of the 8 x 800 waited for the members on the pool
+    assert int(st["pool.jobs"]) - p0 >= 8 * 800, st
+    assert int(st["fuse.ring_reads"]) == 0, st
+    buffered = os.urandom(300 * K)
+    (a.mnt / "g").write_bytes(buffered)
+    same((a.mnt / "g").read_bytes(), buffered, "g")
+    namespace_round(a.mnt)
+
+
+def test_auto_stays_on_dev_fuse_when_the_module_refuses(make_array, module_uring):
+    module_uring(False)
+    a = make_array("raid1", 2, "64K")
+    a.mount(["fuse_uring=auto"])    # the default, named against TIERFS_FUSE_URING
+    st = status(a.mnt)
+    assert st["fuse.transport"] == "dev_fuse", st
+    assert "enable_uring is N" in st["fuse.uring_note"], st
+    namespace_round(a.mnt)
+    assert int(st["fuse.ring_requests"]) == 0
+    r = tierctl("status", a.mnt)
+    assert "requests: /dev/fuse (fuse_uring=auto: the fuse module does not allow" in r.stdout
+
+
+def test_off_keeps_dev_fuse_although_the_module_allows(make_array, module_uring):
+    module_uring(True)
+    a = make_array("raid1", 2, "64K")
+    a.mount(["fuse_uring=off"])
+    st = status(a.mnt)
+    assert st["fuse.transport"] == "dev_fuse" and st["fuse.uring_note"] == "fuse_uring=off"
+    (a.mnt / "x").write_bytes(b"abc")
+    assert (a.mnt / "x").read_bytes() == b"abc"
+    assert int(status(a.mnt)["fuse.ring_requests"]) == 0
+
+
+def test_on_refuses_to_mount_when_the_module_refuses(make_array, module_uring):
+    module_uring(False)
+    a = make_array("raid1", 2, "64K")
+    a.mnt.mkdir()
+    r = try_mount(a.members, a.mnt, opts=["fuse_uring=on"])
+    line = assert_refused(r, "tierfs", "fuse_uring=on", "enable_uring is N", PARAM)
+    assert r.returncode == 1, line
+    assert not mounted(a.mnt)
+
+
+@pytest.mark.parametrize("value", ["yes", "", "ON", "uring"])
+def test_a_bad_fuse_uring_value_is_refused(make_array, value):
+    a = make_array("raid1", 2, "64K")
+    a.mnt.mkdir()
+    r = try_mount(a.members, a.mnt, opts=[f"fuse_uring={value}"])
+    assert r.returncode == 1
+    assert_refused(r, "tierfs", f"fuse_uring={value}: not off, auto or on")
+
+
+def test_sigterm_with_requests_on_the_queues_ends_cleanly(make_array, tmp_path, module_uring):
+    """SIGTERM while readers are in flight on the rings: the daemon answers
+    what it took and exits by itself; the data survives."""
+    module_uring(True)
+    a = make_array("raid5", 3, "64K")
+    m = a.mount(copts(tmp_path / "c", size="64M", promote=1))
+    model = odirect_file(a.mnt / "f", 4 * M)
+    errors = []
+    stop = threading.Event()
+
+    def load(i):
+        rnd = random.Random(i)
+        try:
+            fd = os.open(str(a.mnt / "f"), os.O_RDWR | os.O_DIRECT)
+        except OSError:
+            return
+        buf = aligned(4 * K)
+        try:
+            while not stop.is_set():
+                off = rnd.randrange(1024) * 4 * K
+                os.preadv(fd, [buf], off)
+        except OSError as e:
+            if e.errno not in (errno.ENOTCONN, errno.ECONNABORTED, errno.ENODEV):
+                errors.append(e)
+        finally:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    ts = [threading.Thread(target=load, args=(i,)) for i in range(6)]
+    for t in ts:
+        t.start()
+    threading.Event().wait(0.5)
+    m.proc.send_signal(signal.SIGTERM)
+    rc = m.proc.wait(timeout=30)
+    stop.set()
+    for t in ts:
+        t.join(timeout=30)
+    m.proc = None
+    # it ended by itself (not killed); 1, as on /dev/fuse: libfuse 3.14's
+    # loop returns the signal's number after a SIGTERM
+    assert rc == 1, m.log()
+    assert not errors, errors
+    subprocess.run(["fusermount3", "-u", "-z", str(a.mnt)], capture_output=True)
+    a.mount(copts(tmp_path / "c", size="64M", promote=1))
+    same((a.mnt / "f").read_bytes(), bytes(model), "f after SIGTERM")
+
+
+def test_sigkill_on_the_queues_keeps_what_was_fsynced(make_array, tmp_path, module_uring):
+    module_uring(True)
+    a = make_array("raid5", 3, "64K")
+    m = a.mount(copts(tmp_path / "c", size="64M"))
+    model = odirect_file(a.mnt / "f", 2 * M)
+    assert status(a.mnt)["fuse.transport"] == "io_uring"
+    m.kill()
+    assert not mounted(a.mnt)
+    a.mount(copts(tmp_path / "c", size="64M"))
+    assert status(a.mnt)["fuse.transport"] == "io_uring"
+    same((a.mnt / "f").read_bytes(), bytes(model), "f after SIGKILL")

@@ -168,6 +168,22 @@ def fuse_uring_for_the_session():
 
 
 @pytest.fixture
+def module_uring():
+    """module_uring(True|False): the fuse module's enable_uring, for this
+    test only (machine-wide: the old value is put back)."""
+    if not os.path.exists(URING_PARAM):
+        pytest.fail(f"{URING_PARAM} missing: this kernel's fuse has no io_uring")
+    old = open(URING_PARAM).read().strip()
+
+    def put(on):
+        with open(URING_PARAM, "w") as f:
+            f.write("Y" if on else "N")
+    yield put
+    with open(URING_PARAM, "w") as f:
+        f.write(old)
+
+
+@pytest.fixture
 def make_array(tmp_path):
     """make_array(level, n, chunk=None) -> Array; every mount it made is
     stopped at teardown and its log checked for unexpected errors."""

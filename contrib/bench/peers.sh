@@ -8,6 +8,9 @@
 #               tier (cache_size=2*SIZE, cache_promote=1) in the same
 #               work directory, the data file read twice so the tier
 #               holds it (issue 14's "RAID5 + tier")
+#               Both on /dev/fuse (fuse_uring=off); the same with a "u"
+#               (tierfs64ku, tierfs_r5cu) on the io_uring transport
+#               (fuse_uring=on: the fuse module's enable_uring must be Y)
 #   tierfs512k  tierfs, 4-member RAID0, 512K chunk  (EXTRA=1)
 #   pll         libfuse's example passthrough_ll over a plain directory,
 #               compiled at run time from the libfuse3-dev example source
@@ -262,6 +265,10 @@ build_pll() {
 		die "passthrough_ll did not compile: $(tail -5 "$WORK/pll-build/gcc.log")"
 }
 
+uring_of() {	# TARGET -> its fuse_uring= value
+	case "$1" in *u) echo on ;; *) echo off ;; esac
+}
+
 setup_target() {
 	local t=$1 d=$WORK/$1 chunk opts=()
 	mkdir "$d"
@@ -271,20 +278,21 @@ setup_target() {
 		DIR[$t]=$d/dir
 		BACKING[$t]=$d/dir
 		;;
-	tierfs64k | tierfs512k)
+	tierfs64k | tierfs512k | tierfs64ku)
 		chunk=${t#tierfs}
+		chunk=${chunk%u}
 		chunk=${chunk^^}
 		mkdir "$d/m0" "$d/m1" "$d/m2" "$d/m3" "$d/mnt"
 		"$TIERFS_BUILD/mkfs.tierfs" --level raid0 --chunk "$chunk" \
 			"$d/m0" "$d/m1" "$d/m2" "$d/m3" >"$d/mkfs.log" 2>&1 ||
 			die "mkfs.tierfs failed: $(cat "$d/mkfs.log")"
-		if [[ -n "$TIERFS_OPTS" ]]; then opts=(-o "$TIERFS_OPTS"); fi
+		opts=(-o "fuse_uring=$(uring_of "$t")${TIERFS_OPTS:+,$TIERFS_OPTS}")
 		start_daemon "$t" "$d/mnt" "$d/daemon.log" \
 			"$TIERFS_BUILD/tierfs" -f "${opts[@]}" "$d/m0:$d/m1:$d/m2:$d/m3" "$d/mnt"
 		DIR[$t]=$d/mnt
 		BACKING[$t]="$d/m0 $d/m1 $d/m2 $d/m3"
 		;;
-	tierfs_r5c)
+	tierfs_r5c | tierfs_r5cu)
 		mkdir "$d/m0" "$d/m1" "$d/m2" "$d/m3" "$d/mnt"
 		mkdir -m 700 "$d/ssd"
 		"$TIERFS_BUILD/mkfs.tierfs" --level raid5 --chunk 64K \
@@ -292,7 +300,7 @@ setup_target() {
 			die "mkfs.tierfs failed: $(cat "$d/mkfs.log")"
 		start_daemon "$t" "$d/mnt" "$d/daemon.log" \
 			"$TIERFS_BUILD/tierfs" -f \
-			-o "cache=$d/ssd,cache_size=$((2 * SIZE_MB))M,cache_promote=1${TIERFS_OPTS:+,$TIERFS_OPTS}" \
+			-o "cache=$d/ssd,cache_size=$((2 * SIZE_MB))M,cache_promote=1,fuse_uring=$(uring_of "$t")${TIERFS_OPTS:+,$TIERFS_OPTS}" \
 			"$d/m0:$d/m1:$d/m2:$d/m3" "$d/mnt"
 		DIR[$t]=$d/mnt
 		BACKING[$t]="$d/m0 $d/m1 $d/m2 $d/m3 $d/ssd"
@@ -333,7 +341,7 @@ for t in $TARGETS; do
 		log "$t: writing the ${SIZE} data file"
 		run dd if=/dev/zero of="${DIR[$t]}/data.bin" bs=1M count="$SIZE_MB" conv=fsync status=none ||
 			die "$t: could not write the data file"
-		if [[ $t == tierfs_r5c ]]; then	# every extent misses once, then is promoted
+		if [[ $t == tierfs_r5c* ]]; then	# every extent misses once, then is promoted
 			log "$t: reading the data file twice (into the tier)"
 			for _ in 1 2; do
 				run fio --name=warm --filename="${DIR[$t]}/data.bin" --rw=randread \

@@ -35,7 +35,8 @@ JOB_LABEL = {
     "meta_read": "small files: open+read+close",
     "meta_unlink": "small files: unlink",
 }
-TARGET_ORDER = ["raw", "tierfs64k", "tierfs512k", "pll", "mergerfs"]
+TARGET_ORDER = ["raw", "tierfs64k", "tierfs64ku", "tierfs512k", "tierfs_r5c", "tierfs_r5cu", "pll",
+                "mergerfs"]
 PEERS = ["raw", "pll", "mergerfs"]
 
 

@@ -128,6 +128,33 @@ bool tfs_cache_write_waits(struct tfs_fs *fs, struct tfs_inode *in, size_t len, 
  * been written). */
 ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 			const void *buf, size_t len, uint64_t off);
+/* The SSD write of a write-back write left to the caller's ring (write.c
+ * invariant 7): len bytes from buf (page-aligned: the job's own copy, or
+ * the caller's bytes when they stay) at off of fd. */
+struct tfs_cache_wring {
+	int fd;
+	void *buf;
+	size_t len;
+	uint64_t off;
+};
+/* As tfs_cache_write, but a write that comes down to one SSD write of
+ * whole sectors is left half done: then returns 0 with *ring set, and the
+ * caller runs *ring's write and calls tfs_cache_write_end.  Otherwise
+ * *ring is NULL and it returns what tfs_cache_write would.  ring NULL:
+ * the SSD write is done here.  flags: TFS_CW_STAYS, buf is valid until
+ * tfs_cache_write_end (then, if page-aligned, it is written from without
+ * a copy); TFS_CW_NOWAIT, a write that would wait for another writer, the
+ * flusher, a detach or the throttle returns -EWOULDBLOCK, nothing done
+ * (write.c invariant 8). */
+#define TFS_CW_NOWAIT 1	/* -EWOULDBLOCK rather than wait for another tier actor */
+#define TFS_CW_STAYS 2	/* buf is valid until tfs_cache_write_end */
+ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
+			     const void *buf, size_t len, uint64_t off, unsigned flags,
+			     struct tfs_cache_wring **ring);
+/* Finish the write of ring once its SSD write ended with res (0 or
+ * -errno, logged here); frees ring.  Returns what tfs_cache_write would:
+ * the write's length, or -errno. */
+ssize_t tfs_cache_write_end(struct tfs_fs *fs, struct tfs_cache_wring *ring, int res);
 /* Makes the file's data durable: on the SSD (write-back) and the
  * members.  Returns 0 or -errno: the store's durability point's, the
  * journal sync's, or the members' (tfs_raid_fsync). */

@@ -1,5 +1,6 @@
-/* Cache hits read on io_uring by one I/O thread and answered from the
- * completion (src/fuse/hitio.c), so no FUSE worker sleeps on the SSD. */
+/* Cache hits read (and write-back writes written) on io_uring by one I/O
+ * thread and answered from the completion (src/fuse/hitio.c), so no FUSE
+ * worker sleeps on the SSD. */
 #ifndef TIERFS_HITIO_H
 #define TIERFS_HITIO_H
 
@@ -10,10 +11,12 @@
 struct tfs_hitio;
 struct io_uring_sqe;
 
-/* One read of len bytes at off of fd into buf; finish(job, 0 or -errno)
- * runs on the I/O thread once it is complete (short reads continued). */
+/* One read (or, write: one write) of len bytes at off of fd into (from)
+ * buf; finish(job, 0 or -errno) runs on the I/O thread once it is
+ * complete (short transfers continued). */
 struct tfs_hit_job {
 	struct tfs_hit_job *next;
+	bool write;
 	int fd;
 	void *buf;
 	size_t len, done;

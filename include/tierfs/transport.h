@@ -38,12 +38,14 @@ void tfs_transport_free(struct tfs_transport *t);
  * so it must not wait for the HDD members (hand such work to a pool). */
 bool tfs_transport_on_queue(void);
 /* On a queue's thread: whether the request it runs is the only one its
- * queue has taken and not answered (then a short wait on the SSD is
- * cheaper done at once than through the ring). */
+ * queue has: nothing else taken and not answered, no other completion of
+ * the batch waiting (then a short wait on the SSD is cheaper done at once
+ * than through the ring). */
 bool tfs_transport_alone(void);
-/* On a queue's thread: read j on its ring, finish j from the completion
- * there (hitio.h), and return true; elsewhere false, nothing done. */
-bool tfs_transport_read(struct tfs_hit_job *j);
+/* On a queue's thread: run j's read or write on its ring, finish j from
+ * the completion there (hitio.h), and return true; elsewhere false,
+ * nothing done. */
+bool tfs_transport_io(struct tfs_hit_job *j);
 
 /* The status lines (fuse.*=); returns their length. */
 int tfs_transport_stats(struct tfs_transport *t, char *out, size_t cap);

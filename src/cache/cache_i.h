@@ -87,6 +87,7 @@ struct promote_job {
 struct cstats {
 	uint64_t read_hits, read_misses, read_hit_bytes, read_miss_bytes;
 	uint64_t ring_hits;		/* read hits done by the I/O thread (hitio.c) */
+	uint64_t ring_writes;		/* write-back writes it did (write.c inv. 7) */
 	uint64_t write_hits, write_misses, write_around, seq_bypass;
 	uint64_t promotions, promote_dropped, evictions, invalidations;
 	uint64_t flushed_bytes, flush_writes, full_stripe_flushes, throttled;

@@ -78,7 +78,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     "cache.hot_extents=%u\ncache.warm_extents=%u\ncache.cold_extents=%u\n"
 		     "cache.read_hits=%" PRIu64 "\ncache.read_misses=%" PRIu64 "\n"
 		     "cache.read_hit_bytes=%" PRIu64 "\ncache.read_miss_bytes=%" PRIu64 "\n"
-		     "cache.ring_hits=%" PRIu64 "\n"
+		     "cache.ring_hits=%" PRIu64 "\ncache.ring_writes=%" PRIu64 "\n"
 		     "cache.write_hits=%" PRIu64 "\ncache.write_misses=%" PRIu64 "\n"
 		     "cache.write_around=%" PRIu64 "\ncache.seq_bypass=%" PRIu64 "\n"
 		     "cache.promotions=%" PRIu64 "\ncache.promote_dropped=%" PRIu64 "\n"
@@ -93,7 +93,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     c->extent, c->nslots, (uint64_t)c->nslots * c->extent,
 		     used, ndirty, dirty, hot, warm, cold,
 		     st.read_hits, st.read_misses, st.read_hit_bytes, st.read_miss_bytes,
-		     st.ring_hits,
+		     st.ring_hits, st.ring_writes,
 		     st.write_hits, st.write_misses, st.write_around, st.seq_bypass,
 		     st.promotions, st.promote_dropped, st.evictions, st.invalidations,
 		     st.fills, st.flushed_bytes, st.flush_writes, st.full_stripe_flushes,

@@ -32,8 +32,28 @@
  *     changes drained so far, then, if both succeeded, the file on the
  *     members (tfs_raid_fsync); it fails if any of them failed (DESIGN
  *     §10.5).
+ *  7. A write-back write that comes down to one piece of whole sectors in
+ *     a slot it owns (busy) may leave its SSD write to the caller's ring
+ *     (tfs_cache_write_ring): everything before the SSD write is done as
+ *     for any write (plan, dirty first, the writer counted in), the bytes
+ *     are copied into the job, and tfs_cache_write_end does what follows
+ *     it, on whichever thread the completion comes, with the slot still
+ *     busy and the writer still counted in until then.  So the flusher,
+ *     a detach and an overlapping write wait for it as for a write on a
+ *     worker, and the write is acknowledged only after write_finish.
+ *  8. A write with TFS_CW_NOWAIT (a FUSE queue's thread, whose own ring
+ *     completes the ring writes of invariant 7) waits for no other tier
+ *     actor: if a slot it needs is busy (another writer, the flusher), a
+ *     detach is deciding or the throttle would hold it, it returns
+ *     -EWOULDBLOCK before it changes anything, under the same c->lock
+ *     section that would have taken the slots, and the caller hands it to
+ *     a thread that may wait.  Otherwise the flusher, holding one slot
+ *     and waiting for one a queue's ring write holds, and the queue's
+ *     thread, waiting for the flusher's slot, would wait for each other.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -41,6 +61,7 @@
 #include "tierfs/fs.h"
 #include "tierfs/health.h"
 #include "tierfs/inode.h"
+#include "tierfs/log.h"
 #include "tierfs/ns.h"
 #include "tierfs/raid.h"
 #include "cache_i.h"
@@ -94,6 +115,19 @@ static int slot_write(struct tfs_cache *c, struct tfs_inode *in, const struct pi
 		return rc;
 	memcpy(b + (p->a - base - (uint64_t)s0 * C_SECTOR), src, p->b - p->a);
 	return c_ssd_io(c, true, direct, b, span, c_slot_off(c, p->slot) + (uint64_t)s0 * C_SECTOR);
+}
+
+/* Whether a piece's slot is owned by another writer or the flusher (its
+ * planning would wait).  Under c->lock. */
+static bool any_busy(struct tfs_cache *c, uint64_t fid, const struct piece *p, unsigned np)
+{
+	for (unsigned i = 0; i < np; i++) {
+		uint32_t s = c_lookup(c, fid, p[i].idx);
+
+		if (s != C_NONE && c->e[s].busy)
+			return true;
+	}
+	return false;
 }
 
 /* Decide what each piece does and take what it needs (busy slots,
@@ -283,95 +317,20 @@ bool tfs_cache_write_waits(struct tfs_fs *fs, struct tfs_inode *in, size_t len, 
 	return waits;
 }
 
-ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
-			const void *buf, size_t len, uint64_t off)
+/* The part of a write after its SSD writes: the size, the sectors made
+ * valid and dirty (or the fresh slot given back on a failure), their
+ * records committed while the slots are still busy, the slots let go, the
+ * writer counted out (invariants 1, 3-5).  Returns len, or the first
+ * error (rc if not 0). */
+static ssize_t write_finish(struct tfs_fs *fs, struct tfs_inode *in, struct piece *p,
+			    unsigned np, struct tfs_cstore_op *ops, uint64_t fid, uint64_t size,
+			    uint64_t off, size_t len, bool cached, bool stored, int rc)
 {
 	struct tfs_cache *c = fs->cache;
-	enum tfs_cache_mode mode;
-	struct tfs_cstore_op *ops;
-	uint64_t fid, size, end = off + len;
-	struct piece *p;
-	unsigned np, nops = 0;
-	bool seq, cached = false, stored = true;
-	int rc, err;
+	uint64_t end = off + len;
+	unsigned nops = 0;
+	int err;
 
-	if (len == 0)
-		return 0;
-	if (end < off)
-		return -EFBIG;
-	rc = c_file_snap(c, in, off, len, &fid, &size, &seq);
-	if (rc)
-		return rc;
-	/* a stream bypasses only in pieces the RAID takes whole (full rows
-	 * on the parity levels); smaller ones are gathered here and destaged
-	 * as full stripes */
-	seq = seq && len >= tfs_row_bytes(fs);
-	p = c_pieces_of(c, off, len, &np, &ops);
-	if (!p)
-		return -ENOMEM;
-
-	pthread_mutex_lock(&c->lock);
-	while (c->gate)		/* a detach is deciding (invariant 5) */
-		pthread_cond_wait(&c->cond, &c->lock);
-	if (tfs_cache_detached(c)) {
-		pthread_mutex_unlock(&c->lock);
-		return tfs_raid_write(fs, in, direct, buf, len, off);
-	}
-	c->writers++;
-	mode = c_mode(c);
-	c->last_io = c_now();
-	if (mode == TFS_CACHE_WRITEBACK && !seq)
-		throttle(c);
-	plan_write(c, in, mode, seq, fid, p, np);
-	/* write-around and write-through: invalidate first (invariant 4; 1
-	 * keeps the flusher off); write-back over clean valid sectors: dirty
-	 * first (invariant 3) */
-	for (unsigned i = 0; i < np; i++) {
-		if (p[i].act == A_AROUND || p[i].act == A_THROUGH) {
-			if (invalidate_piece(c, &p[i], &ops[nops]))
-				nops++;
-			c->st.invalidations += p[i].act == A_AROUND;
-		} else if (p[i].act == A_CACHE && dirty_first(c, in, &p[i])) {
-			c_record(c, p[i].slot, &p[i].rec);
-			ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &p[i].rec };
-		}
-	}
-	pthread_mutex_unlock(&c->lock);
-	if (nops) {
-		rc = c_journal_drain(c);
-		err = c_commit(c, ops, nops);
-		stored = err == 0;	/* else the records may still name the slots */
-		if (rc == 0)
-			rc = err;
-	}
-	nops = 0;
-
-	/* the RAID: runs of consecutive pieces that go there, one call each */
-	for (unsigned i = 0; i < np && rc == 0;) {
-		unsigned j = i;
-		ssize_t r;
-
-		if (p[i].act == A_CACHE) {
-			i++;
-			continue;
-		}
-		while (j + 1 < np && p[j + 1].act != A_CACHE)
-			j++;
-		r = tfs_raid_write(fs, in, direct, (const char *)buf + (p[i].a - off),
-				   p[j].b - p[i].a, p[i].a);
-		if (r < 0)
-			rc = (int)r;
-		for (unsigned k = i; k <= j && rc == 0; k++)
-			if (p[k].act == A_THROUGH)
-				rc = through_piece(c, &p[k], direct, (const char *)buf + (p[k].a - off));
-		i = j + 1;
-	}
-	/* the SSD: write-back pieces */
-	for (unsigned i = 0; i < np && rc == 0; i++)
-		if (p[i].act == A_CACHE) {
-			rc = slot_write(c, in, &p[i], direct, (const char *)buf + (p[i].a - off));
-			cached = true;
-		}
 	/* the size grows before the sectors are marked dirty and let go: the
 	 * flusher cuts what it writes at the size */
 	if (rc == 0 && cached)
@@ -469,6 +428,176 @@ ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 	 * what was), and a flush running keeps their times (attr.c inv. 4, 5) */
 	tfs_ns_touch(fs, in);
 	return (ssize_t)len;
+}
+
+/* A write-back write whose SSD write the caller's ring runs (invariant
+ * 7): what write_finish needs, kept from write_run. */
+struct wjob {
+	struct tfs_cache_wring pub;	/* first: tfs_cache_write_end's argument */
+	struct tfs_inode *in;
+	struct piece p;
+	struct tfs_cstore_op ops[2];	/* its record and its size */
+	uint64_t fid, size, off;
+	size_t len;
+	bool stored;
+	bool owned;			/* pub.buf is a copy, freed at the end */
+};
+
+static ssize_t write_run(struct tfs_fs *fs, struct tfs_inode *in, bool direct, const void *buf,
+			 size_t len, uint64_t off, unsigned flags, struct tfs_cache_wring **ring)
+{
+	struct tfs_cache *c = fs->cache;
+	enum tfs_cache_mode mode;
+	struct tfs_cstore_op *ops;
+	uint64_t fid, size, end = off + len;
+	struct piece *p;
+	unsigned np, nops = 0;
+	bool seq, cached = false, stored = true;
+	int rc, err;
+
+	if (ring)
+		*ring = NULL;
+	if (len == 0)
+		return 0;
+	if (end < off)
+		return -EFBIG;
+	rc = c_file_snap(c, in, off, len, &fid, &size, &seq);
+	if (rc)
+		return rc;
+	/* a stream bypasses only in pieces the RAID takes whole (full rows
+	 * on the parity levels); smaller ones are gathered here and destaged
+	 * as full stripes */
+	seq = seq && len >= tfs_row_bytes(fs);
+	p = c_pieces_of(c, off, len, &np, &ops);
+	if (!p)
+		return -ENOMEM;
+
+	pthread_mutex_lock(&c->lock);
+	/* invariant 8: nothing below waits for another tier actor */
+	if ((flags & TFS_CW_NOWAIT) &&
+	    (c->gate || any_busy(c, fid, p, np) ||
+	     (c_mode(c) == TFS_CACHE_WRITEBACK && !seq &&
+	      (uint64_t)c->ndirty * 100 >= (uint64_t)c->dirty_high * c->nslots))) {
+		pthread_mutex_unlock(&c->lock);
+		return -EWOULDBLOCK;
+	}
+	while (c->gate)		/* a detach is deciding (invariant 5) */
+		pthread_cond_wait(&c->cond, &c->lock);
+	if (tfs_cache_detached(c)) {
+		pthread_mutex_unlock(&c->lock);
+		return tfs_raid_write(fs, in, direct, buf, len, off);
+	}
+	c->writers++;
+	mode = c_mode(c);
+	c->last_io = c_now();
+	if (mode == TFS_CACHE_WRITEBACK && !seq)
+		throttle(c);
+	plan_write(c, in, mode, seq, fid, p, np);
+	/* write-around and write-through: invalidate first (invariant 4; 1
+	 * keeps the flusher off); write-back over clean valid sectors: dirty
+	 * first (invariant 3) */
+	for (unsigned i = 0; i < np; i++) {
+		if (p[i].act == A_AROUND || p[i].act == A_THROUGH) {
+			if (invalidate_piece(c, &p[i], &ops[nops]))
+				nops++;
+			c->st.invalidations += p[i].act == A_AROUND;
+		} else if (p[i].act == A_CACHE && dirty_first(c, in, &p[i])) {
+			c_record(c, p[i].slot, &p[i].rec);
+			ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &p[i].rec };
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (nops) {
+		rc = c_journal_drain(c);
+		err = c_commit(c, ops, nops);
+		stored = err == 0;	/* else the records may still name the slots */
+		if (rc == 0)
+			rc = err;
+	}
+	nops = 0;
+
+	/* the RAID: runs of consecutive pieces that go there, one call each */
+	for (unsigned i = 0; i < np && rc == 0;) {
+		unsigned j = i;
+		ssize_t r;
+
+		if (p[i].act == A_CACHE) {
+			i++;
+			continue;
+		}
+		while (j + 1 < np && p[j + 1].act != A_CACHE)
+			j++;
+		r = tfs_raid_write(fs, in, direct, (const char *)buf + (p[i].a - off),
+				   p[j].b - p[i].a, p[i].a);
+		if (r < 0)
+			rc = (int)r;
+		for (unsigned k = i; k <= j && rc == 0; k++)
+			if (p[k].act == A_THROUGH)
+				rc = through_piece(c, &p[k], direct, (const char *)buf + (p[k].a - off));
+		i = j + 1;
+	}
+	/* the SSD: one write-back piece of whole sectors is left to the
+	 * caller's ring (invariant 7) */
+	if (ring && rc == 0 && np == 1 && p[0].act == A_CACHE && !(p[0].a % C_SECTOR) &&
+	    !(p[0].b % C_SECTOR)) {
+		struct wjob *w = malloc(sizeof(*w));
+		/* the caller's bytes when they outlive the write and are aligned
+		 * (a FUSE queue entry's payload), else a copy */
+		bool keep = (flags & TFS_CW_STAYS) && !((uintptr_t)buf % 4096);
+		void *b = keep ? (void *)buf : NULL;
+
+		if (w && (keep || posix_memalign(&b, 4096, len) == 0)) {
+			uint64_t at = c_slot_off(c, p[0].slot) + (p[0].a - p[0].idx * c->extent);
+
+			if (!keep)
+				memcpy(b, buf, len);
+			*w = (struct wjob){ .in = in, .p = p[0], .fid = fid, .size = size, .off = off,
+					    .len = len, .stored = stored, .owned = !keep };
+			w->pub = (struct tfs_cache_wring){ .fd = c_ssd_fd(c, direct, b, len, at),
+							   .buf = b, .len = len, .off = at };
+			*ring = &w->pub;
+			return 0;
+		}
+		free(w);	/* written here */
+	}
+	/* the SSD: write-back pieces */
+	for (unsigned i = 0; i < np && rc == 0; i++)
+		if (p[i].act == A_CACHE) {
+			rc = slot_write(c, in, &p[i], direct, (const char *)buf + (p[i].a - off));
+			cached = true;
+		}
+	return write_finish(fs, in, p, np, ops, fid, size, off, len, cached, stored, rc);
+}
+
+ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
+			const void *buf, size_t len, uint64_t off)
+{
+	return write_run(fs, in, direct, buf, len, off, 0, NULL);
+}
+
+ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
+			     const void *buf, size_t len, uint64_t off, unsigned flags,
+			     struct tfs_cache_wring **ring)
+{
+	return write_run(fs, in, direct, buf, len, off, flags, ring);
+}
+
+ssize_t tfs_cache_write_end(struct tfs_fs *fs, struct tfs_cache_wring *ring, int res)
+{
+	struct wjob *w = (struct wjob *)ring;
+	struct tfs_cache *c = fs->cache;
+	ssize_t r;
+
+	if (res < 0)
+		tfs_err("cache %s: write of %zu bytes at %" PRIu64 ": %s", c->dir, ring->len,
+			ring->off, strerror(-res));
+	__atomic_add_fetch(&c->st.ring_writes, 1, __ATOMIC_RELAXED);
+	r = write_finish(fs, w->in, &w->p, 1, w->ops, w->fid, w->size, w->off, w->len, true,
+			 w->stored, res);
+	if (w->owned)
+		free(ring->buf);
+	free(w);
+	return r;
 }
 
 /* ------------------------------------------------------------------ */

@@ -445,7 +445,7 @@ static bool hit_queue(fuse_req_t req, struct tfs_fs *fs, const struct tfs_cache_
 	if (!ring)
 		tfs_hitio_queue(fs->hitio, &r->job);
 	else
-		tfs_transport_read(&r->job);	/* true: this thread serves a queue */
+		tfs_transport_io(&r->job);	/* true: this thread serves a queue */
 	return true;
 }
 
@@ -508,6 +508,71 @@ static void tfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		read_reply(req, h, size, off);
 }
 
+/* A write-back write whose SSD write a FUSE queue's ring runs
+ * (cache/write.c invariant 7), answered from its completion there. */
+struct wring_req {
+	struct tfs_hit_job job;
+	fuse_req_t req;
+	struct tfs_cache_wring *w;
+};
+
+static void wring_finish(struct tfs_hit_job *job, int err)
+{
+	struct wring_req *r = (struct wring_req *)((char *)job - offsetof(struct wring_req, job));
+	ssize_t n = tfs_cache_write_end(FS(r->req), r->w, err);
+
+	if (n < 0)
+		fuse_reply_err(r->req, (int)-n);
+	else
+		fuse_reply_write(r->req, (size_t)n);
+	free(r);
+}
+
+/* A write that does not wait (tfs_write).  On a FUSE io_uring queue its
+ * SSD write goes on the queue's ring when other requests are under way
+ * and the tier leaves it one, from the request's own bytes (they stay
+ * until the answer); a write that would wait for another tier actor goes
+ * to the pool (cache/write.c invariant 8: the queue's ring completes the
+ * writes they may be waiting for).  On /dev/fuse the worker writes
+ * itself: handing the SSD write to hitio's thread cost more than it saved
+ * (0.92x, docs/PROFILE.md). */
+static void write_now(fuse_req_t req, struct tfs_fs *fs, struct tfs_fh *h, const char *buf,
+		      size_t size, off_t off)
+{
+	struct wring_req *r;
+	struct io_job *j;
+	ssize_t n;
+
+	if (!fs->cache || h->sync || !tfs_transport_on_queue() || !(r = malloc(sizeof(*r)))) {
+		write_reply(req, h, buf, size, off);
+		return;
+	}
+	r->w = NULL;
+	n = tfs_cache_write_ring(fs, h->in, h->direct, buf, size, (uint64_t)off,
+				 TFS_CW_NOWAIT | TFS_CW_STAYS, tfs_transport_alone() ? NULL : &r->w);
+	if (r->w) {
+		r->req = req;
+		r->job = (struct tfs_hit_job){ .write = true, .fd = r->w->fd, .buf = r->w->buf,
+					       .len = r->w->len, .off = r->w->off,
+					       .finish = wring_finish };
+		tfs_transport_io(&r->job);	/* true: this thread serves a queue */
+		return;
+	}
+	free(r);
+	if (n == -EWOULDBLOCK) {
+		if ((j = io_job(req, h, size, off, buf))) {
+			tfs_defer(fs->defer, write_job, j);
+			return;
+		}
+		n = -ENOMEM;
+	}
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, (size_t)n);
+	tfs_scratch_trim();
+}
+
 static void tfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		      off_t off, struct fuse_file_info *fi)
 {
@@ -521,7 +586,7 @@ static void tfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 		tfs_defer(fs->defer, write_job, j);
 		return;
 	}
-	write_reply(req, h, buf, size, off);
+	write_now(req, fs, h, buf, size, off);
 }
 
 static void tfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -1,11 +1,14 @@
-/* hitio.c - cache hits read on io_uring and answered from the completion.
+/* hitio.c - cache hits read, and write-back writes written, on io_uring
+ * and answered from the completion.
  *
  * Owns: one I/O thread and its ring.  A FUSE worker that finds a read the
  * SSD tier holds whole (tfs_cache_hit_begin pins the slot) queues it here
  * and goes back to /dev/fuse instead of sleeping in the data file's read;
  * the I/O thread submits the read, and on its completion replies, unpins
  * and frees.  Without it the hits in flight are bounded by the workers,
- * each asleep for the SSD's latency (docs/CACHE_BENCH.md §a3).
+ * each asleep for the SSD's latency (docs/CACHE_BENCH.md §a3).  A
+ * write-back write left half done by the tier (cache/write.c invariant 7)
+ * goes the same way: the completion finishes it and replies.
  *
  * Invariants:
  *  1. Only the I/O thread touches the ring after tfs_hitio_start, so the
@@ -55,8 +58,12 @@ void tfs_hitio_leave(struct tfs_hitio *h)
 
 void tfs_hit_job_prep(struct io_uring_sqe *sqe, struct tfs_hit_job *j)
 {
-	io_uring_prep_read(sqe, j->fd, (char *)j->buf + j->done, (unsigned)(j->len - j->done),
-			   j->off + j->done);
+	if (j->write)
+		io_uring_prep_write(sqe, j->fd, (char *)j->buf + j->done,
+				    (unsigned)(j->len - j->done), j->off + j->done);
+	else
+		io_uring_prep_read(sqe, j->fd, (char *)j->buf + j->done,
+				   (unsigned)(j->len - j->done), j->off + j->done);
 }
 
 bool tfs_hit_job_done(struct tfs_hit_job *j, int res)
@@ -68,7 +75,9 @@ bool tfs_hit_job_done(struct tfs_hit_job *j, int res)
 		if (j->done < j->len)
 			return true;
 	}
-	if (res == 0 && j->done < j->len)	/* preallocated data file: not expected */
+	if (res == 0 && j->done < j->len && j->write)
+		res = -EIO;	/* a write that makes no progress */
+	else if (res == 0 && j->done < j->len)	/* preallocated data file: not expected */
 		memset((char *)j->buf + j->done, 0, j->len - j->done);
 	j->finish(j, res < 0 ? res : 0);
 	return false;

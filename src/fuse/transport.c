@@ -92,9 +92,10 @@ struct tq {
 	struct tent *remote;
 	bool sleeping;
 	unsigned inuser;		/* requests taken, not answered (thread only) */
+	unsigned waiting;		/* completions of this batch not yet taken (thread only) */
 	unsigned live;
 	bool quiet;			/* stopping and nothing taken is unanswered (t->lock) */
-	uint64_t requests, pooled, reads;	/* atomics, for the status */
+	uint64_t requests, pooled, reads, writes;	/* atomics, for the status */
 	struct tent ents[DEPTH];
 };
 
@@ -382,16 +383,18 @@ static void *queue_main(void *arg)
 		pthread_mutex_lock(&q->lock);
 		q->sleeping = false;
 		pthread_mutex_unlock(&q->lock);
+		q->waiting = io_uring_cq_ready(&q->ring);
 		io_uring_for_each_cqe(&q->ring, head, cqe) {
 			uintptr_t ud = (uintptr_t)cqe->user_data;
 			void *p = (void *)(ud & ~(uintptr_t)TAG_MASK);
 
 			seen++;
+			q->waiting--;
 			if ((ud & TAG_MASK) == TAG_EVENT) {
 				q->armed = false;
 			} else if ((ud & TAG_MASK) == TAG_HIT) {
 				if (tfs_hit_job_done(p, cqe->res))
-					tfs_transport_read(p);
+					tfs_transport_io(p);
 			} else {
 				ent_done(q, p, cqe->res);
 			}
@@ -413,10 +416,10 @@ bool tfs_transport_on_queue(void)
 
 bool tfs_transport_alone(void)
 {
-	return cur_q && cur_q->inuser <= 1;
+	return cur_q && cur_q->inuser <= 1 && cur_q->waiting == 0;
 }
 
-bool tfs_transport_read(struct tfs_hit_job *j)
+bool tfs_transport_io(struct tfs_hit_job *j)
 {
 	struct tq *q = cur_q;
 	struct io_uring_sqe *sqe;
@@ -426,7 +429,8 @@ bool tfs_transport_read(struct tfs_hit_job *j)
 	sqe = sqe_get(q);
 	tfs_hit_job_prep(sqe, j);
 	io_uring_sqe_set_data64(sqe, (uintptr_t)j | TAG_HIT);
-	__atomic_fetch_add(&q->reads, 1, __ATOMIC_RELAXED);
+	if (!j->done)
+		__atomic_fetch_add(j->write ? &q->writes : &q->reads, 1, __ATOMIC_RELAXED);
 	return true;
 }
 
@@ -701,7 +705,7 @@ void tfs_transport_free(struct tfs_transport *t)
 int tfs_transport_stats(struct tfs_transport *t, char *out, size_t cap)
 {
 	static const char *modes[] = { "off", "auto", "on" };
-	uint64_t req = 0, pooled = 0, reads = 0;
+	uint64_t req = 0, pooled = 0, reads = 0, writes = 0;
 	bool active;
 	char note[sizeof(t->note)];
 
@@ -711,6 +715,7 @@ int tfs_transport_stats(struct tfs_transport *t, char *out, size_t cap)
 		req += __atomic_load_n(&t->q[i].requests, __ATOMIC_RELAXED);
 		pooled += __atomic_load_n(&t->q[i].pooled, __ATOMIC_RELAXED);
 		reads += __atomic_load_n(&t->q[i].reads, __ATOMIC_RELAXED);
+		writes += __atomic_load_n(&t->q[i].writes, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_lock(&t->lock);
 	active = t->active;
@@ -718,7 +723,8 @@ int tfs_transport_stats(struct tfs_transport *t, char *out, size_t cap)
 	pthread_mutex_unlock(&t->lock);
 	return snprintf(out, cap, "fuse.transport=%s\nfuse.uring=%s\nfuse.uring_note=%s\n"
 			"fuse.queues=%u\nfuse.queue_depth=%u\nfuse.ring_requests=%" PRIu64
-			"\nfuse.ring_pooled=%" PRIu64 "\nfuse.ring_reads=%" PRIu64 "\n",
+			"\nfuse.ring_pooled=%" PRIu64 "\nfuse.ring_reads=%" PRIu64
+			"\nfuse.ring_writes=%" PRIu64 "\n",
 			active ? "io_uring" : "dev_fuse", modes[t->asked], note,
-			active ? t->nq : 0, active ? DEPTH : 0, req, pooled, reads);
+			active ? t->nq : 0, active ? DEPTH : 0, req, pooled, reads, writes);
 }

@@ -11,8 +11,9 @@
 # Each variant has its own array and tier (made and warmed by its build, so
 # builds of different on-disk versions compare too).
 #   JOBS="rr1 rr32" (default): the hits at QD 1 and 32; also
-#   rw32 (4K random O_DIRECT write-back writes, QD 32) and wsync1 (4K
-#   random writes, each followed by fdatasync, QD 1), into the same file.
+#   rw32 (4K random O_DIRECT write-back writes, QD 32), wsync1 (4K
+#   random writes, each followed by fdatasync, QD 1) and rw8p (4K random
+#   O_DIRECT writes from 8 psync threads), into the same file.
 set -u
 B=${1:?usage: $0 BUILD_DIR [TMPDIR]   (BUILD_DIR - with VARIANTS)}
 VARIANTS=${VARIANTS:-"hit_ring=1:$B:1 hit_ring=0:$B:0"}
@@ -49,6 +50,7 @@ for round in $(seq "${ROUNDS:-3}"); do
             rr32) a="--rw=randread --ioengine=libaio --iodepth=32" ;;
             rw32) a="--rw=randwrite --ioengine=libaio --iodepth=32" ;;
             wsync1) a="--rw=randwrite --ioengine=psync --fdatasync=1" ;;
+            rw8p) a="--rw=randwrite --ioengine=psync --numjobs=8 --group_reporting" ;;
             *) echo "unknown job $job"; exit 1 ;;
             esac
             c0=$(daemon_cpu)

@@ -14,6 +14,8 @@
 #   tierfs512k  tierfs, 4-member RAID0, 512K chunk  (EXTRA=1)
 #   pll         libfuse's example passthrough_ll over a plain directory,
 #               compiled at run time from the libfuse3-dev example source
+#   pllb        the same with an O_DIRECT bounce in its write (pll fails
+#               O_DIRECT writes: the data is unaligned in libfuse's buffer)
 #   mergerfs    Debian's mergerfs over one plain directory
 #
 # Jobs (fio, time based, one 1 GiB file per target; plus a small-file run):
@@ -259,10 +261,39 @@ build_pll() {
 	elif [[ -f $src/$h.gz ]]; then
 		gzip -dc "$src/$h.gz" >"$WORK/pll-build/$h"
 	fi
-	# shellcheck disable=SC2046
-	gcc -O2 -Wall -o "$WORK/pll-build/passthrough_ll" "$WORK/pll-build/passthrough_ll.c" \
-		$(pkg-config --cflags --libs fuse3) >"$WORK/pll-build/gcc.log" 2>&1 ||
-		die "passthrough_ll did not compile: $(tail -5 "$WORK/pll-build/gcc.log")"
+	# pllb: the same with an O_DIRECT bounce in lo_write_buf (the kernel's
+	# write data lands unaligned in libfuse's buffer, so an O_DIRECT
+	# backing file refuses it: copied into an aligned buffer first)
+	python3 - "$WORK/pll-build/passthrough_ll.c" "$WORK/pll-build/passthrough_llb.c" <<'PY' ||
+import sys
+src = open(sys.argv[1]).read()
+old = "\tres = fuse_buf_copy(&out_buf, in_buf, 0);\n\tif(res < 0)"
+new = """\t{
+\t\tsize_t bn = fuse_buf_size(in_buf);
+\t\tvoid *bb = NULL;
+\t\tstruct fuse_bufvec mb = FUSE_BUFVEC_INIT(bn);
+
+\t\tif (posix_memalign(&bb, 4096, bn ? bn : 1)) {
+\t\t\tfuse_reply_err(req, ENOMEM);
+\t\t\treturn;
+\t\t}
+\t\tmb.buf[0].mem = bb;
+\t\tres = fuse_buf_copy(&mb, in_buf, 0);
+\t\tif (res >= 0 && (res = pwrite(fi->fh, bb, (size_t)res, off)) < 0)
+\t\t\tres = -errno;
+\t\tfree(bb);
+\t}
+\tif(res < 0)"""
+assert src.count(old) == 1, "lo_write_buf not as expected"
+open(sys.argv[2], "w").write(src.replace(old, new))
+PY
+		die "passthrough_ll.c: lo_write_buf not as expected (no bounce variant)"
+	for v in passthrough_ll passthrough_llb; do
+		# shellcheck disable=SC2046
+		gcc -O2 -Wall -o "$WORK/pll-build/$v" "$WORK/pll-build/$v.c" \
+			$(pkg-config --cflags --libs fuse3) >"$WORK/pll-build/gcc.log" 2>&1 ||
+			die "$v did not compile: $(tail -5 "$WORK/pll-build/gcc.log")"
+	done
 }
 
 uring_of() {	# TARGET -> its fuse_uring= value
@@ -305,7 +336,7 @@ setup_target() {
 		DIR[$t]=$d/mnt
 		BACKING[$t]="$d/m0 $d/m1 $d/m2 $d/m3 $d/ssd"
 		;;
-	pll)
+	pll | pllb)
 		[[ -x "$WORK/pll-build/passthrough_ll" ]] || build_pll
 		mkdir "$d/src" "$d/mnt"
 		# passthrough_ll holds an O_PATH fd for every inode the kernel
@@ -315,7 +346,8 @@ setup_target() {
 		local -a lim=()
 		if [[ -n "$PLL_NOFILE" ]]; then lim=(prlimit --nofile="$PLL_NOFILE" --); fi
 		start_daemon "$t" "$d/mnt" "$d/daemon.log" "${lim[@]}" \
-			"$WORK/pll-build/passthrough_ll" -f -o "source=$d/src${PLL_OPTS:+,$PLL_OPTS}" "$d/mnt"
+			"$WORK/pll-build/$([[ $t == pllb ]] && echo passthrough_llb || echo passthrough_ll)" \
+			-f -o "source=$d/src${PLL_OPTS:+,$PLL_OPTS}" "$d/mnt"
 		DIR[$t]=$d/mnt
 		BACKING[$t]=$d/src
 		;;

@@ -36,8 +36,8 @@ JOB_LABEL = {
     "meta_unlink": "small files: unlink",
 }
 TARGET_ORDER = ["raw", "tierfs64k", "tierfs64ku", "tierfs512k", "tierfs_r5c", "tierfs_r5cu", "pll",
-                "mergerfs"]
-PEERS = ["raw", "pll", "mergerfs"]
+                "pllb", "mergerfs"]
+PEERS = ["raw", "pll", "pllb", "mergerfs"]
 
 
 def cmd_fio(path):

@@ -137,6 +137,9 @@ struct tfs_cache_wring {
 	size_t len;
 	uint64_t off;
 };
+/* Flags of tfs_cache_write_ring. */
+#define TFS_CW_NOWAIT 1	/* -EWOULDBLOCK rather than wait for another tier actor */
+#define TFS_CW_STAYS 2	/* buf is valid until tfs_cache_write_end */
 /* As tfs_cache_write, but a write that comes down to one SSD write of
  * whole sectors is left half done: then returns 0 with *ring set, and the
  * caller runs *ring's write and calls tfs_cache_write_end.  Otherwise
@@ -146,8 +149,6 @@ struct tfs_cache_wring {
  * a copy); TFS_CW_NOWAIT, a write that would wait for another writer, the
  * flusher, a detach or the throttle returns -EWOULDBLOCK, nothing done
  * (write.c invariant 8). */
-#define TFS_CW_NOWAIT 1	/* -EWOULDBLOCK rather than wait for another tier actor */
-#define TFS_CW_STAYS 2	/* buf is valid until tfs_cache_write_end */
 ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 			     const void *buf, size_t len, uint64_t off, unsigned flags,
 			     struct tfs_cache_wring **ring);

@@ -41,10 +41,11 @@ bool tfs_hitio_enter(struct tfs_hitio *h);
 /* The read counted by tfs_hitio_enter is answered. */
 void tfs_hitio_leave(struct tfs_hitio *h);
 /* For a ring that carries jobs itself (a FUSE transport queue,
- * transport.c): prepare j's next read on sqe (j->done 0 at first); and
- * take its completion: true if j needs its next read prepared, else
- * j->finish has run. */
+ * transport.c): prepare j's next read or write on sqe (j->done 0 at
+ * first). */
 void tfs_hit_job_prep(struct io_uring_sqe *sqe, struct tfs_hit_job *j);
+/* Take the completion (res) of j's read or write: returns true if j needs
+ * its next one prepared (a short transfer), false once j->finish has run. */
 bool tfs_hit_job_done(struct tfs_hit_job *j, int res);
 /* Finish every queued job, then stop the thread (h may be NULL). */
 void tfs_hitio_stop(struct tfs_hitio *h);

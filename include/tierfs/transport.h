@@ -14,10 +14,10 @@ struct tfs_transport;
 
 enum tfs_uring_mode { TFS_URING_OFF, TFS_URING_AUTO, TFS_URING_ON };
 
-/* "off", "auto", "on" -> mode; -1 for anything else. */
+/* "off", "auto", "on": returns the mode; -1 for anything else. */
 int tfs_uring_mode_parse(const char *s);
-/* Whether the fuse module lets a connection use io_uring (its enable_uring
- * parameter); if not, why, into why. */
+/* Returns true if the fuse module lets a connection use io_uring (its
+ * enable_uring parameter); false with the reason in why otherwise. */
 bool tfs_uring_allowed(char *why, size_t len);
 
 /* Put the transport under se's mounted /dev/fuse fd (libfuse's custom I/O:
@@ -34,13 +34,14 @@ void tfs_transport_stop(struct tfs_transport *t);
  * answer libfuse sends passes through t. */
 void tfs_transport_free(struct tfs_transport *t);
 
-/* Whether this thread is a queue's: it carries every request of its CPU,
- * so it must not wait for the HDD members (hand such work to a pool). */
+/* Returns true if this thread is a queue's: it carries every request of
+ * its CPU, so it must not wait for the HDD members (hand such work to a
+ * pool). */
 bool tfs_transport_on_queue(void);
-/* On a queue's thread: whether the request it runs is the only one its
- * queue has: nothing else taken and not answered, no other completion of
- * the batch waiting (then a short wait on the SSD is cheaper done at once
- * than through the ring). */
+/* Returns true on a queue's thread if the request it runs is the only one
+ * its queue has: nothing else taken and not answered, no other completion
+ * of the batch waiting (then a short wait on the SSD is cheaper done at
+ * once than through the ring); false otherwise. */
 bool tfs_transport_alone(void);
 /* On a queue's thread: run j's read or write on its ring, finish j from
  * the completion there (hitio.h), and return true; elsewhere false,

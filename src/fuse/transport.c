@@ -40,6 +40,16 @@
  *     task is gone ends in ECANCELED instead.  So does the custom I/O
  *     (t_writev): a pool job answering a /dev/fuse request may still pass
  *     through it.
+ *  6. An open answer (OPEN, CREATE) that makes the file's I/O direct
+ *     (FOPEN_DIRECT_IO: an O_DIRECT open) also lets the kernel send its
+ *     direct writes in parallel (FOPEN_PARALLEL_DIRECT_WRITES), as libfuse
+ *     3.14 cannot say: every write path below already takes what it needs
+ *     for writes that overlap (row locks on the redundant levels, busy
+ *     slots in the tier) and is used so by asynchronous direct I/O, which
+ *     the kernel never held back; the kernel still serialises writes that
+ *     extend the file.  The answer is known as an open by its entry's
+ *     opcode on a queue, by t->opens on /dev/fuse (a full table only
+ *     leaves an open without the flag).
  */
 #include <errno.h>
 #include <fuse_lowlevel.h>
@@ -75,6 +85,7 @@ struct tent {
 	struct iovec iov[2];
 	uint64_t unique;		/* invariant 2 (atomic) */
 	uint64_t commit_id;
+	uint32_t opcode;		/* of the request it holds */
 	struct fuse_buf buf;		/* the request as libfuse reads it */
 	struct tent *rnext;		/* on q->remote */
 	bool live;			/* the kernel has it or will get it back */
@@ -106,6 +117,12 @@ struct tfs_transport {
 	struct tfs_defer *pool;
 	uint64_t init_unique;		/* the INIT request's, until answered */
 	bool offered;			/* the kernel's INIT offered io_uring */
+	uint32_t minor;			/* the kernel's protocol minor (INIT) */
+	/* OPEN and CREATE requests read from /dev/fuse and not answered yet
+	 * (invariant 6), 0 for a free place; under opens_lock */
+	pthread_mutex_t opens_lock;
+	uint64_t opens[64];
+	uint64_t parallel;		/* opens given parallel direct writes (atomic) */
 	pthread_mutex_t lock;		/* below */
 	pthread_cond_t cond;
 	unsigned ready;			/* queues whose thread reported */
@@ -258,6 +275,7 @@ static void take(struct tq *q, struct tent *e)
 
 	q->inuser++;
 	e->commit_id = e->hdr->ring_ent_in_out.commit_id;
+	e->opcode = ih->opcode;
 	if (ih->len < sizeof(*ih) + (size_t)psz ||
 	    (op = ih->len - sizeof(*ih) - psz) > TFS_URING_OP_IN_OUT_SZ ||
 	    psz > q->t->payload) {
@@ -443,12 +461,63 @@ static struct tent *find(struct tfs_transport *t, uint64_t unique)
 	return NULL;
 }
 
+/* Invariant 6: an answer to an open that made the file's I/O direct
+ * lets its direct writes run in parallel.  The open_out is the answer's
+ * last 16 bytes (after the entry_out of a CREATE). */
+static void open_answer(struct tfs_transport *t, struct iovec *iov, int count)
+{
+	struct fuse_open_out *oo;
+
+	if (count < 2 || iov[count - 1].iov_len < sizeof(*oo) ||
+	    t->minor < TFS_MINOR_PARALLEL_DIRECT_WRITES)
+		return;
+	oo = (void *)((char *)iov[count - 1].iov_base + iov[count - 1].iov_len - sizeof(*oo));
+	if (oo->open_flags & FOPEN_DIRECT_IO) {
+		oo->open_flags |= TFS_FOPEN_PARALLEL_DIRECT_WRITES;
+		__atomic_fetch_add(&t->parallel, 1, __ATOMIC_RELAXED);
+	}
+}
+
+static bool is_open(uint32_t opcode)
+{
+	return opcode == FUSE_OPEN || opcode == FUSE_CREATE;
+}
+
+/* A /dev/fuse request: note it if an open (invariant 6). */
+static void opens_note(struct tfs_transport *t, uint64_t unique)
+{
+	pthread_mutex_lock(&t->opens_lock);
+	for (unsigned i = 0; i < sizeof(t->opens) / sizeof(t->opens[0]); i++)
+		if (!t->opens[i]) {
+			t->opens[i] = unique;
+			break;
+		}
+	pthread_mutex_unlock(&t->opens_lock);
+}
+
+/* Whether unique is a /dev/fuse open's, forgetting it. */
+static bool opens_take(struct tfs_transport *t, uint64_t unique)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&t->opens_lock);
+	for (unsigned i = 0; i < sizeof(t->opens) / sizeof(t->opens[0]) && !found; i++)
+		if (t->opens[i] == unique) {
+			t->opens[i] = 0;
+			found = true;
+		}
+	pthread_mutex_unlock(&t->opens_lock);
+	return found;
+}
+
 /* libfuse's answer to a request a queue carried: into the entry. */
 static ssize_t ring_answer(struct tfs_transport *t, struct tent *e, struct iovec *iov, int count)
 {
 	struct fuse_out_header *oh = iov[0].iov_base;
 	size_t n = 0;
 
+	if (is_open(e->opcode) && oh->error == 0)
+		open_answer(t, iov, count);
 	for (int i = 1; i < count; i++) {
 		if (n + iov[i].iov_len > t->payload) {
 			oh->error = -EIO;
@@ -616,6 +685,8 @@ static ssize_t t_writev(int fd, struct iovec *iov, int count, void *userdata)
 		return ring_answer(t, e, iov, count);
 	if (oh->unique && oh->unique == t->init_unique)
 		return init_answer(t, fd, iov, count);
+	if (oh->unique && opens_take(t, oh->unique) && oh->error == 0)
+		open_answer(t, iov, count);
 	return writev(fd, iov, count);
 }
 
@@ -625,11 +696,16 @@ static ssize_t t_read(int fd, void *buf, size_t len, void *userdata)
 	ssize_t n = read(fd, buf, len);
 	const struct fuse_in_header *ih = buf;
 
+	if (n < (ssize_t)sizeof(*ih))
+		return n;
+	if (is_open(ih->opcode))
+		opens_note(t, ih->unique);
 	if (n >= (ssize_t)(sizeof(*ih) + sizeof(struct fuse_init_in)) && ih->opcode == FUSE_INIT) {
 		const struct fuse_init_in *in = (const void *)(ih + 1);
 
 		t->offered = (in->flags & FUSE_INIT_EXT) &&
 			     (in->flags2 & TFS_FUSE_OVER_IO_URING_BIT2);
+		t->minor = in->minor;
 		t->init_unique = ih->unique;
 	}
 	return n;
@@ -649,6 +725,7 @@ struct tfs_transport *tfs_transport_attach(struct fuse_session *se, enum tfs_uri
 	t->pool = pool;
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_cond_init(&t->cond, NULL);
+	pthread_mutex_init(&t->opens_lock, NULL);
 	if (mode == TFS_URING_OFF)
 		snprintf(t->note, sizeof(t->note), "fuse_uring=off");
 	else if (!tfs_uring_allowed(t->note, sizeof(t->note)))
@@ -699,6 +776,7 @@ void tfs_transport_free(struct tfs_transport *t)
 	queues_free(t);
 	pthread_mutex_destroy(&t->lock);
 	pthread_cond_destroy(&t->cond);
+	pthread_mutex_destroy(&t->opens_lock);
 	free(t);
 }
 
@@ -724,7 +802,8 @@ int tfs_transport_stats(struct tfs_transport *t, char *out, size_t cap)
 	return snprintf(out, cap, "fuse.transport=%s\nfuse.uring=%s\nfuse.uring_note=%s\n"
 			"fuse.queues=%u\nfuse.queue_depth=%u\nfuse.ring_requests=%" PRIu64
 			"\nfuse.ring_pooled=%" PRIu64 "\nfuse.ring_reads=%" PRIu64
-			"\nfuse.ring_writes=%" PRIu64 "\n",
+			"\nfuse.ring_writes=%" PRIu64 "\nfuse.parallel_write_opens=%" PRIu64 "\n",
 			active ? "io_uring" : "dev_fuse", modes[t->asked], note,
-			active ? t->nq : 0, active ? DEPTH : 0, req, pooled, reads, writes);
+			active ? t->nq : 0, active ? DEPTH : 0, req, pooled, reads, writes,
+			__atomic_load_n(&t->parallel, __ATOMIC_RELAXED));
 }

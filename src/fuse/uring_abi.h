@@ -20,6 +20,9 @@
  *    cmd_op COMMIT_AND_FETCH and the commit_id the request came with,
  *    which also hands the entry back for the next request.
  * FORGET, INTERRUPT and notifications still use /dev/fuse.
+ *
+ * Also here, for either transport: FOPEN_PARALLEL_DIRECT_WRITES (7.38),
+ * which libfuse 3.14 cannot set in an open answer.
  */
 #ifndef TIERFS_URING_ABI_H
 #define TIERFS_URING_ABI_H
@@ -29,6 +32,9 @@
 #include <linux/fuse.h>
 
 #define TFS_FUSE_OVER_IO_URING_BIT2 (1u << (41 - 32))	/* FUSE_OVER_IO_URING in flags2 */
+/* open_flags (7.38): direct writes of one file may run in parallel */
+#define TFS_FOPEN_PARALLEL_DIRECT_WRITES (1u << 6)
+#define TFS_MINOR_PARALLEL_DIRECT_WRITES 38
 
 #define TFS_URING_IN_OUT_HEADER_SZ 128
 #define TFS_URING_OP_IN_OUT_SZ 128
@@ -75,5 +81,6 @@ _Static_assert(sizeof(struct tfs_uring_cmd_req) == 24, "kernel layout");
 _Static_assert(offsetof(struct tfs_init_out, flags2) == 32, "kernel layout");
 _Static_assert(offsetof(struct fuse_init_in, flags2) == 16, "kernel layout");
 _Static_assert(sizeof(struct fuse_in_header) == 40, "kernel layout");
+_Static_assert(sizeof(struct fuse_open_out) == 16, "kernel layout");
 
 #endif

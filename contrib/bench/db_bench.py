@@ -12,6 +12,10 @@ mktemp -d directory of its own inside one mktemp -d work directory):
                (-o cache=DIR,cache_size=CACHE_SIZE,cache_mode=writeback)
   tfs_r5_hdd   with HDD=1: the two tierfs targets again, every member an
   tfs_r5c_hdd  emulated 7200 rpm disk (-o member_model=hdd7200)
+  tfs_r5u ...  each tierfs target with a "u" (tfs_r5u, tfs_r5cu, tfs_r5u_hdd,
+               tfs_r5cu_hdd): on the io_uring transport (-o fuse_uring=on;
+               the fuse module's enable_uring must be Y); the others are
+               mounted -o fuse_uring=off
 Every FUSE target is mounted with allow_other (the postgres user reaches it).
 
 Cells:
@@ -91,6 +95,9 @@ PG_USER = "postgres"
 PG_PORT = "5432"        # every server has a socket directory of its own
 SEED = 20240914
 ALL_TARGETS = ["raw", "mergerfs", "tfs_r5", "tfs_r5c", "tfs_r5_hdd", "tfs_r5c_hdd"]
+# the same tierfs targets on the io_uring transport (fuse_uring=on; the
+# others are mounted fuse_uring=off)
+URING_TARGETS = ["tfs_r5u", "tfs_r5cu", "tfs_r5u_hdd", "tfs_r5cu_hdd"]
 SERVERS = {}            # data dir -> postmaster pid, of every server running
 
 
@@ -128,7 +135,7 @@ def settings():
     c.tmpdir = os.environ.get("BENCH_TMPDIR", "/var/tmp")
     c.out = os.environ.get("OUT", "")
     c.keep = os.environ.get("KEEP", "0") == "1"
-    bad = [t for t in c.targets if t not in ALL_TARGETS]
+    bad = [t for t in c.targets if t not in ALL_TARGETS + URING_TARGETS]
     bad += [w for w in c.workloads if w not in ("pgbench", "sqlite")]
     bad += [s for s in c.syncs if s not in ("OFF", "NORMAL", "FULL", "EXTRA")]
     if bad or not c.targets or min(c.scales + c.clients, default=1) < 1:
@@ -229,7 +236,9 @@ class Target:
             d.mkfs()
             d.mount(model="" if self.name.endswith("_hdd") else None,
                     cache_opts="cache_mode=writeback" if d.cached else "",
-                    opts=["allow_other"] + self.c.tierfs_opts)
+                    opts=["allow_other", "fuse_uring=" + (
+                        "on" if self.name.replace("_hdd", "").endswith("u") else "off")]
+                    + self.c.tierfs_opts)
             self.info = "-o " + d.opts + ("; model: " + d.model if d.model else "")
         elif d:
             d.mount()

@@ -43,6 +43,11 @@ bool tfs_transport_on_queue(void);
  * of the batch waiting (then a short wait on the SSD is cheaper done at
  * once than through the ring); false otherwise. */
 bool tfs_transport_alone(void);
+/* On a queue's thread, while it runs a READ: returns the buffer its
+ * answer goes out from (the queue entry's payload, page-aligned, valid
+ * until the answer), if len bytes fit; NULL elsewhere.  Data read there is
+ * answered without a copy. */
+void *tfs_transport_read_buf(size_t len);
 /* On a queue's thread: run j's read or write on its ring, finish j from
  * the completion there (hitio.h), and return true; elsewhere false,
  * nothing done. */

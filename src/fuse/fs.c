@@ -407,6 +407,7 @@ struct hit_req {
 	fuse_req_t req;
 	struct tfs_cache_hit hit;
 	bool ring;		/* on the FUSE queue's own ring, not hitio's */
+	bool own;		/* job.buf is ours (else the queue entry's) */
 };
 
 static void hit_finish(struct tfs_hit_job *job, int err)
@@ -421,7 +422,8 @@ static void hit_finish(struct tfs_hit_job *job, int err)
 		fuse_reply_err(r->req, EIO);
 	else
 		fuse_reply_buf(r->req, job->buf, job->len);
-	free(job->buf);
+	if (r->own)
+		free(job->buf);
 	free(r);
 }
 
@@ -431,15 +433,17 @@ static bool hit_queue(fuse_req_t req, struct tfs_fs *fs, const struct tfs_cache_
 		      bool ring)
 {
 	struct hit_req *r = malloc(sizeof(*r));
-	void *buf;
+	void *buf = ring ? tfs_transport_read_buf(hit->len) : NULL;
+	bool own = !buf;
 
-	if (!r || posix_memalign(&buf, 4096, hit->len)) {
+	if (!r || (own && posix_memalign(&buf, 4096, hit->len))) {
 		free(r);
 		return false;
 	}
 	r->req = req;
 	r->hit = *hit;
 	r->ring = ring;
+	r->own = own;
 	r->job = (struct tfs_hit_job){ .fd = hit->fd, .buf = buf, .len = hit->len,
 				       .off = hit->off, .finish = hit_finish };
 	if (!ring)
@@ -463,7 +467,8 @@ static void hit_reply(fuse_req_t req, struct tfs_fs *fs, const struct tfs_cache_
 
 	if ((ring || busy) && hit_queue(req, fs, hit, ring))
 		return;		/* hit_finish leaves */
-	buf = tfs_iobuf(hit->len);
+	if (!(buf = tfs_transport_read_buf(hit->len)))	/* the answer's own buffer */
+		buf = tfs_iobuf(hit->len);
 	rc = buf ? tfs_cache_hit_read(fs, hit, buf) : -ENOMEM;
 	tfs_cache_hit_end(fs, hit, rc, false);
 	if (!queue && fs->hitio)

@@ -138,6 +138,7 @@ struct tfs_transport {
 };
 
 static __thread struct tq *cur_q;
+static __thread struct tent *cur_ent;	/* the request cur_q's thread is running */
 
 int tfs_uring_mode_parse(const char *s)
 {
@@ -294,7 +295,9 @@ static void take(struct tq *q, struct tent *e)
 	case FUSE_READ:
 	case FUSE_WRITE:
 	case FUSE_FSYNC:
+		cur_ent = e;
 		fuse_session_process_buf(q->t->se, &e->buf);	/* invariant 4 */
+		cur_ent = NULL;
 		break;
 	default:
 		__atomic_fetch_add(&q->pooled, 1, __ATOMIC_RELAXED);
@@ -435,6 +438,13 @@ bool tfs_transport_on_queue(void)
 bool tfs_transport_alone(void)
 {
 	return cur_q && cur_q->inuser <= 1 && cur_q->waiting == 0;
+}
+
+void *tfs_transport_read_buf(size_t len)
+{
+	struct tent *e = cur_ent;
+
+	return e && e->opcode == FUSE_READ && len <= e->q->t->payload ? e->payload : NULL;
 }
 
 bool tfs_transport_io(struct tfs_hit_job *j)

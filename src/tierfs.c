@@ -231,9 +231,9 @@ static void usage(const char *prog)
 	       "                               (0, the default: none)\n"
 	       "    -o max_read=BYTES          largest read the kernel sends, 4096 to 1048576\n"
 	       "    -o fuse_uring=auto|on|off  carry requests on io_uring queues, one per CPU\n"
-	       "                               (FUSE-over-io_uring; auto, the default: when the\n"
-	       "                               fuse module's enable_uring is Y; on: refuse to\n"
-	       "                               mount otherwise)\n"
+	       "                               (FUSE-over-io_uring; auto, the default: with an\n"
+	       "                               SSD tier, when the fuse module's enable_uring is\n"
+	       "                               Y; on: also uncached, refuse to mount without it)\n"
 	       "    -o member_model=hdd7200    make each member behave like a 7200 rpm disk;\n"
 	       "       its parameters (only with member_model):\n"
 	       "       hdd_seek_ms=0.8 to 100 (8.5), hdd_rpm=1000 to 20000 (7200),\n"
@@ -505,8 +505,9 @@ int main(int argc, char *argv[])
 		goto out_unmount;
 	if (tfs_cache_start(&fs))
 		goto out_unmount;
-	/* the io_uring queues hand what waits for the members to the pool too */
-	if ((fs.cache || o.uring != TFS_URING_OFF) &&
+	/* the io_uring queues hand what waits for the members to the pool too
+	 * (auto asks for them only with a tier: transport.c invariant 7) */
+	if ((fs.cache || o.uring == TFS_URING_ON) &&
 	    !(fs.defer = tfs_defer_start(o.miss_threads))) {
 		tfs_err("out of memory");
 		goto out_unmount;
@@ -518,7 +519,8 @@ int main(int argc, char *argv[])
 			 strerror(-rc));
 
 	/* before the loop reads the INIT, where io_uring is asked for */
-	if (!(fs.transport = tfs_transport_attach(se, (enum tfs_uring_mode)o.uring, fs.defer))) {
+	if (!(fs.transport = tfs_transport_attach(se, (enum tfs_uring_mode)o.uring, fs.cache != NULL,
+						   fs.defer))) {
 		tfs_err("cannot set up the FUSE transport");
 		goto out_unmount;
 	}

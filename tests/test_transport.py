@@ -279,6 +279,21 @@ def test_auto_stays_on_dev_fuse_when_the_module_refuses(make_array, module_uring
     assert "requests: /dev/fuse (fuse_uring=auto: the fuse module does not allow" in r.stdout
 
 
+def test_auto_keeps_an_uncached_array_on_dev_fuse(make_array, module_uring):
+    """auto asks for io_uring only with an SSD tier (transport.c invariant
+    7): an uncached array's requests all wait for the members on the pool,
+    which costs more than /dev/fuse."""
+    module_uring(True)
+    a = make_array("raid0", 2, "64K")
+    a.mount(["fuse_uring=auto"])
+    st = status(a.mnt)
+    assert st["fuse.transport"] == "dev_fuse", st
+    assert st["fuse.uring_note"].startswith("auto: no SSD tier"), st
+    assert "pool.jobs" not in st, st      # no pool without a tier on /dev/fuse
+    (a.mnt / "x").write_bytes(b"abc")
+    assert (a.mnt / "x").read_bytes() == b"abc"
+
+
 def test_off_keeps_dev_fuse_although_the_module_allows(make_array, module_uring):
     module_uring(True)
     a = make_array("raid1", 2, "64K")

@@ -23,9 +23,11 @@ bool tfs_uring_allowed(char *why, size_t len);
 /* Put the transport under se's mounted /dev/fuse fd (libfuse's custom I/O:
  * se's userdata must be the struct tfs_fs whose transport field holds the
  * result).  Requests the transport's queues do not run themselves (those
- * that may wait for the members) go to pool.  NULL if out of memory. */
+ * that may wait for the members) go to pool.  tier: the array has an SSD
+ * tier (auto asks for io_uring only then, transport.c invariant 7).
+ * Returns the transport, or NULL if out of memory. */
 struct tfs_transport *tfs_transport_attach(struct fuse_session *se, enum tfs_uring_mode mode,
-					   struct tfs_defer *pool);
+					   bool tier, struct tfs_defer *pool);
 /* Stop taking requests from the queues, wait for the answers of those
  * taken and stop their threads (t may be NULL).  Before pool and the hit
  * ring stop: their jobs answer through t. */

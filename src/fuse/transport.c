@@ -50,6 +50,12 @@
  *     extend the file.  The answer is known as an open by its entry's
  *     opcode on a queue, by t->opens on /dev/fuse (a full table only
  *     leaves an open without the flag).
+ *  7. auto asks for io_uring only with an SSD tier: a queue's thread runs
+ *     what the tier answers from the SSD, and hands everything that waits
+ *     for the members to the pool; an uncached array's requests all do,
+ *     and two hand-offs per request cost more than /dev/fuse (4K reads
+ *     0.78-0.87x at QD 32, 0.8x at QD 1, stat 0.6x; docs/PROFILE.md).
+ *     fuse_uring=on asks for it anyway.
  */
 #include <errno.h>
 #include <fuse_lowlevel.h>
@@ -722,7 +728,7 @@ static ssize_t t_read(int fd, void *buf, size_t len, void *userdata)
 }
 
 struct tfs_transport *tfs_transport_attach(struct fuse_session *se, enum tfs_uring_mode mode,
-					   struct tfs_defer *pool)
+					   bool tier, struct tfs_defer *pool)
 {
 	static const struct fuse_custom_io io = { .writev = t_writev, .read = t_read };
 	struct tfs_transport *t = calloc(1, sizeof(*t));
@@ -736,10 +742,16 @@ struct tfs_transport *tfs_transport_attach(struct fuse_session *se, enum tfs_uri
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_cond_init(&t->cond, NULL);
 	pthread_mutex_init(&t->opens_lock, NULL);
-	if (mode == TFS_URING_OFF)
+	if (mode == TFS_URING_OFF) {
 		snprintf(t->note, sizeof(t->note), "fuse_uring=off");
-	else if (!tfs_uring_allowed(t->note, sizeof(t->note)))
+	} else if (!tfs_uring_allowed(t->note, sizeof(t->note))) {
 		t->mode = TFS_URING_OFF;
+	} else if (mode == TFS_URING_AUTO && !tier) {
+		/* invariant 7 */
+		snprintf(t->note, sizeof(t->note), "auto: no SSD tier (an uncached array's "
+			 "requests all wait for the members, on the pool)");
+		t->mode = TFS_URING_OFF;
+	}
 	if (fuse_session_custom_io(se, &io, t->fd)) {
 		free(t);
 		return NULL;

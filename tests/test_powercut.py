@@ -503,14 +503,19 @@ class Cut:
         r = subprocess.run([*TIERCTL_FLUSH, str(self.mnt)], capture_output=True, text=True)
         assert r.returncode == 0, r.stdout + r.stderr
 
-    def cut(self):
+    def die(self):
+        """Cut power now: the next noted operation cuts (a write + fsync of
+        a bystander); the daemon is dead after."""
         self.when.touch()
-        try:        # the next noted operation cuts: a write + fsync of a bystander
+        try:
             pwrite(self.mnt / "bystander", 0, b"x" * 4096, sync=True)
         except OSError:
             pass
         self.m.wait_dead()
         assert "fault: power cut: undid" in self.m.log(), self.m.log()[-2000:]
+
+    def cut(self):
+        self.die()
         self.m = Mount(self.members, self.base / "mnt", self.opts,
                        env={"TIERFS_BOOT_ID": "after-the-cut"})
         self.m.start()
@@ -589,13 +594,7 @@ def cut_now_and_lose_the_cache(cut, opts=()):
     """Cut power now (as Cut.cut, at the next noted operation), then mount
     after the reboot with the cache directory gone; returns the mount's
     log, or raises RuntimeError when the mount refuses."""
-    cut.when.touch()
-    try:
-        pwrite(cut.mnt / "bystander", 0, b"x" * 4096, sync=True)
-    except OSError:
-        pass
-    cut.m.wait_dead()
-    assert "fault: power cut: undid" in cut.m.log(), cut.m.log()[-2000:]
+    cut.die()
     shutil.rmtree(cut.base / "cache")   # and the SSD with it
     cut.m = Mount(cut.members, cut.base / "mnt", cut.opts + list(opts),
                   env={"TIERFS_BOOT_ID": "after-the-cut"}, expect_errors=True)

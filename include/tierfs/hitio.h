@@ -1,6 +1,7 @@
-/* Cache hits read (and write-back writes written) on io_uring by one I/O
- * thread and answered from the completion (src/fuse/hitio.c), so no FUSE
- * worker sleeps on the SSD. */
+/* Cache hits read on io_uring by one I/O thread and answered from the
+ * completion (src/fuse/hitio.c), so no FUSE worker sleeps on the SSD; the
+ * job type and its read/write step are also the FUSE io_uring queues'
+ * (transport.c: hits and write-back writes on their own rings). */
 #ifndef TIERFS_HITIO_H
 #define TIERFS_HITIO_H
 

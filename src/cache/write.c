@@ -41,12 +41,17 @@
  *     busy and the writer still counted in until then.  So the flusher,
  *     a detach and an overlapping write wait for it as for a write on a
  *     worker, and the write is acknowledged only after write_finish.
+ *     With the power-cut model on, the SSD write stays here: the model
+ *     sees the data file's writes through libc (pcut_wrap.c), not a ring,
+ *     so the power-cut tests run the same finish after the write's
+ *     pwrite rather than a ring write the model would never lose.
  *  8. A write with TFS_CW_NOWAIT (a FUSE queue's thread, whose own ring
  *     completes the ring writes of invariant 7) waits for no other tier
  *     actor: if a slot it needs is busy (another writer, the flusher), a
  *     detach is deciding or the throttle would hold it, it returns
  *     -EWOULDBLOCK before it changes anything, under the same c->lock
- *     section that would have taken the slots, and the caller hands it to
+ *     section that would have taken the slots (a detached tier too: its
+ *     writes would go to the members here), and the caller hands it to
  *     a thread that may wait.  Otherwise the flusher, holding one slot
  *     and waiting for one a queue's ring write holds, and the queue's
  *     thread, waiting for the flusher's slot, would wait for each other.
@@ -63,6 +68,7 @@
 #include "tierfs/inode.h"
 #include "tierfs/log.h"
 #include "tierfs/ns.h"
+#include "tierfs/powercut.h"
 #include "tierfs/raid.h"
 #include "cache_i.h"
 
@@ -431,7 +437,7 @@ static ssize_t write_finish(struct tfs_fs *fs, struct tfs_inode *in, struct piec
 }
 
 /* A write-back write whose SSD write the caller's ring runs (invariant
- * 7): what write_finish needs, kept from write_run. */
+ * 7): what write_finish needs, kept from tfs_cache_write_ring. */
 struct wjob {
 	struct tfs_cache_wring pub;	/* first: tfs_cache_write_end's argument */
 	struct tfs_inode *in;
@@ -443,8 +449,9 @@ struct wjob {
 	bool owned;			/* pub.buf is a copy, freed at the end */
 };
 
-static ssize_t write_run(struct tfs_fs *fs, struct tfs_inode *in, bool direct, const void *buf,
-			 size_t len, uint64_t off, unsigned flags, struct tfs_cache_wring **ring)
+ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
+			     const void *buf, size_t len, uint64_t off, unsigned flags,
+			     struct tfs_cache_wring **ring)
 {
 	struct tfs_cache *c = fs->cache;
 	enum tfs_cache_mode mode;
@@ -475,7 +482,7 @@ static ssize_t write_run(struct tfs_fs *fs, struct tfs_inode *in, bool direct, c
 	pthread_mutex_lock(&c->lock);
 	/* invariant 8: nothing below waits for another tier actor */
 	if ((flags & TFS_CW_NOWAIT) &&
-	    (c->gate || any_busy(c, fid, p, np) ||
+	    (c->gate || tfs_cache_detached(c) || any_busy(c, fid, p, np) ||
 	     (c_mode(c) == TFS_CACHE_WRITEBACK && !seq &&
 	      (uint64_t)c->ndirty * 100 >= (uint64_t)c->dirty_high * c->nslots))) {
 		pthread_mutex_unlock(&c->lock);
@@ -537,8 +544,8 @@ static ssize_t write_run(struct tfs_fs *fs, struct tfs_inode *in, bool direct, c
 		i = j + 1;
 	}
 	/* the SSD: one write-back piece of whole sectors is left to the
-	 * caller's ring (invariant 7) */
-	if (ring && rc == 0 && np == 1 && p[0].act == A_CACHE && !(p[0].a % C_SECTOR) &&
+	 * caller's ring (invariant 7), unless the power-cut model is on */
+	if (ring && !tfs_pcut_on() && rc == 0 && np == 1 && p[0].act == A_CACHE && !(p[0].a % C_SECTOR) &&
 	    !(p[0].b % C_SECTOR)) {
 		struct wjob *w = malloc(sizeof(*w));
 		/* the caller's bytes when they outlive the write and are aligned
@@ -572,14 +579,7 @@ static ssize_t write_run(struct tfs_fs *fs, struct tfs_inode *in, bool direct, c
 ssize_t tfs_cache_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
 			const void *buf, size_t len, uint64_t off)
 {
-	return write_run(fs, in, direct, buf, len, off, 0, NULL);
-}
-
-ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direct,
-			     const void *buf, size_t len, uint64_t off, unsigned flags,
-			     struct tfs_cache_wring **ring)
-{
-	return write_run(fs, in, direct, buf, len, off, flags, ring);
+	return tfs_cache_write_ring(fs, in, direct, buf, len, off, 0, NULL);
 }
 
 ssize_t tfs_cache_write_end(struct tfs_fs *fs, struct tfs_cache_wring *ring, int res)

@@ -12,8 +12,8 @@
  *     health (ns/health.c), maintenance (raid/maint.c), write-intent marks
  *     (raid/marks.c) and parity counters (raid/stripe.c), the tier
  *     (cache/status.c), the FUSE transport (fuse/transport.c) and the
- *     pool (fuse/defer.c), memory
- *     (ns/inode.c, util/scratch.c), the last refusal.  Paths only for root (DESIGN §11).
+ *     pool (fuse/defer.c), memory (ns/inode.c, util/scratch.c), the last
+ *     refusal.  Paths only for root (DESIGN §11).
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -533,6 +533,18 @@ static void wring_finish(struct tfs_hit_job *job, int err)
 	free(r);
 }
 
+/* Hand a write to the miss pool (its bytes copied: libfuse's buffer is
+ * the caller's); false (nothing done) if out of memory. */
+static bool write_defer(fuse_req_t req, struct tfs_fs *fs, struct tfs_fh *h, const char *buf,
+			size_t size, off_t off)
+{
+	struct io_job *j = io_job(req, h, size, off, buf);
+
+	if (j)
+		tfs_defer(fs->defer, write_job, j);
+	return j != NULL;
+}
+
 /* A write that does not wait (tfs_write).  On a FUSE io_uring queue its
  * SSD write goes on the queue's ring when other requests are under way
  * and the tier leaves it one, from the request's own bytes (they stay
@@ -544,31 +556,33 @@ static void wring_finish(struct tfs_hit_job *job, int err)
 static void write_now(fuse_req_t req, struct tfs_fs *fs, struct tfs_fh *h, const char *buf,
 		      size_t size, off_t off)
 {
-	struct wring_req *r;
-	struct io_job *j;
+	struct tfs_cache_wring *w = NULL;
+	struct wring_req *r = NULL;
 	ssize_t n;
 
-	if (!fs->cache || h->sync || !tfs_transport_on_queue() || !(r = malloc(sizeof(*r)))) {
+	if (!fs->cache || h->sync || !tfs_transport_on_queue()) {
 		write_reply(req, h, buf, size, off);
 		return;
 	}
-	r->w = NULL;
+	/* alone, the ring's round trip costs more than the write here */
+	if (!tfs_transport_alone() && !(r = malloc(sizeof(*r)))) {
+		write_reply(req, h, buf, size, off);
+		return;
+	}
 	n = tfs_cache_write_ring(fs, h->in, h->direct, buf, size, (uint64_t)off,
-				 TFS_CW_NOWAIT | TFS_CW_STAYS, tfs_transport_alone() ? NULL : &r->w);
-	if (r->w) {
-		r->req = req;
-		r->job = (struct tfs_hit_job){ .write = true, .fd = r->w->fd, .buf = r->w->buf,
-					       .len = r->w->len, .off = r->w->off,
+				 TFS_CW_NOWAIT | TFS_CW_STAYS, r ? &w : NULL);
+	if (w) {
+		*r = (struct wring_req){ .req = req, .w = w };
+		r->job = (struct tfs_hit_job){ .write = true, .fd = w->fd, .buf = w->buf,
+					       .len = w->len, .off = w->off,
 					       .finish = wring_finish };
 		tfs_transport_io(&r->job);	/* true: this thread serves a queue */
 		return;
 	}
 	free(r);
 	if (n == -EWOULDBLOCK) {
-		if ((j = io_job(req, h, size, off, buf))) {
-			tfs_defer(fs->defer, write_job, j);
+		if (write_defer(req, fs, h, buf, size, off))
 			return;
-		}
 		n = -ENOMEM;
 	}
 	if (n < 0)
@@ -583,15 +597,11 @@ static void tfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 {
 	struct tfs_fh *h = FH(fi);
 	struct tfs_fs *fs = FS(req);
-	struct io_job *j;
 	bool waits = fs->cache ? h->sync || tfs_cache_write_waits(fs, h->in, size, (uint64_t)off)
 			       : tfs_transport_on_queue();
 
-	if (fs->defer && waits && (j = io_job(req, h, size, off, buf))) {
-		tfs_defer(fs->defer, write_job, j);
-		return;
-	}
-	write_now(req, fs, h, buf, size, off);
+	if (!(fs->defer && waits && write_defer(req, fs, h, buf, size, off)))
+		write_now(req, fs, h, buf, size, off);
 }
 
 static void tfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

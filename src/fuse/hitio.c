@@ -1,14 +1,13 @@
-/* hitio.c - cache hits read, and write-back writes written, on io_uring
- * and answered from the completion.
+/* hitio.c - cache hits read on io_uring and answered from the completion.
  *
  * Owns: one I/O thread and its ring.  A FUSE worker that finds a read the
  * SSD tier holds whole (tfs_cache_hit_begin pins the slot) queues it here
  * and goes back to /dev/fuse instead of sleeping in the data file's read;
  * the I/O thread submits the read, and on its completion replies, unpins
  * and frees.  Without it the hits in flight are bounded by the workers,
- * each asleep for the SSD's latency (docs/CACHE_BENCH.md §a3).  A
- * write-back write left half done by the tier (cache/write.c invariant 7)
- * goes the same way: the completion finishes it and replies.
+ * each asleep for the SSD's latency (docs/CACHE_BENCH.md §a3).  The job's
+ * read (or write) step is shared with the FUSE io_uring queues, which
+ * carry hits and write-back writes on their own rings (transport.c).
  *
  * Invariants:
  *  1. Only the I/O thread touches the ring after tfs_hitio_start, so the

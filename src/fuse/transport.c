@@ -94,7 +94,6 @@ struct tent {
 	uint32_t opcode;		/* of the request it holds */
 	struct fuse_buf buf;		/* the request as libfuse reads it */
 	struct tent *rnext;		/* on q->remote */
-	bool live;			/* the kernel has it or will get it back */
 };
 
 struct tq {
@@ -110,7 +109,7 @@ struct tq {
 	bool sleeping;
 	unsigned inuser;		/* requests taken, not answered (thread only) */
 	unsigned waiting;		/* completions of this batch not yet taken (thread only) */
-	unsigned live;
+	unsigned live;			/* entries the kernel has or will get back */
 	bool quiet;			/* stopping and nothing taken is unanswered (t->lock) */
 	uint64_t requests, pooled, reads, writes;	/* atomics, for the status */
 	struct tent ents[DEPTH];
@@ -311,22 +310,18 @@ static void take(struct tq *q, struct tent *e)
 	}
 }
 
+/* A completion of e's command: a request, or the end of e (an error, or a
+ * request left to the kernel once stopping: invariant 5). */
 static void ent_done(struct tq *q, struct tent *e, int res)
 {
 	struct tfs_transport *t = q->t;
 
-	if (res >= 0) {
-		if (__atomic_load_n(&t->stopping, __ATOMIC_ACQUIRE))
-			e->live = false;	/* invariant 5: the kernel ends it */
-		else
-			take(q, e);
-		if (!e->live)
-			q->live--;
+	if (res >= 0 && !__atomic_load_n(&t->stopping, __ATOMIC_ACQUIRE)) {
+		take(q, e);
 		return;
 	}
-	e->live = false;
 	q->live--;
-	if (res != -ENOTCONN && res != -ECANCELED && res != -ECONNABORTED) {
+	if (res < 0 && res != -ENOTCONN && res != -ECANCELED && res != -ECONNABORTED) {
 		pthread_mutex_lock(&t->lock);
 		if (t->active)
 			snprintf(t->note, sizeof(t->note), "the kernel refused queue %u: %s",
@@ -375,10 +370,8 @@ static void *queue_main(void *arg)
 	ring_init(q);
 	if (t->go < 0)
 		return NULL;
-	for (unsigned i = 0; i < DEPTH; i++) {
+	for (unsigned i = 0; i < DEPTH; i++)
 		prep_cmd(q, &q->ents[i], TFS_URING_CMD_REGISTER);
-		q->ents[i].live = true;
-	}
 	q->live = DEPTH;
 	for (;;) {
 		struct tent *remote;

@@ -39,9 +39,10 @@
  *     requests that used scratch were served (tfs_scratch_trim sets
  *     `served`) and then none for IDLE_SECS.  A request that used none (a
  *     status read, a lookup run on the pool for a FUSE io_uring queue)
- *     does not count, as on a FUSE worker, where it calls no trim.  The mark is written only while it is clear (once
- *     per idle period at most), so a request only reads a shared word;
- *     it was an atomic add per request on one cache line.  With scratch in arenas a trim gave back 24 of 45
+ *     does not count, as on a FUSE worker, where it calls no trim.  The
+ *     mark is written only while it is clear (once per idle period at
+ *     most), so a request only reads a shared word; it was an atomic add
+ *     per request on one cache line.  With scratch in arenas a trim gave back 24 of 45
  *     MiB after an fsstress-like run; with scratch mapped (invariant 4),
  *     1-2 MiB (docs/MEMORY.md).
  */

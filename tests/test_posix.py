@@ -1372,3 +1372,42 @@ def test_tierfs_names_at_root(fs):
     assert os.listdir(d) == []
     remount(fs)
     assert os.listdir(d) == []
+
+
+# ---------------------------------------------------------------- the kernel's page cache
+
+def read_through(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("change", ["direct_write", "truncate", "mmap"])
+def test_a_change_through_another_open_reaches_the_next_reader(raid0, change):
+    """What another open changes (an O_DIRECT write, which bypasses the page
+    cache; a truncate by name; a shared mapping) is what the next open reads,
+    and what a reader who kept the file open reads too."""
+    p = raid0.mnt / "f"
+    p.write_bytes(b"a" * (64 * KiB))
+    keeper = open(p, "rb")
+    assert keeper.read() == b"a" * (64 * KiB)
+    want = bytearray(b"a" * (64 * KiB))
+    if change == "direct_write":
+        buf = mmap.mmap(-1, 4 * KiB)
+        buf.write(b"b" * (4 * KiB))
+        fd = os.open(p, os.O_WRONLY | os.O_DIRECT)
+        try:
+            assert os.pwrite(fd, buf, 8 * KiB) == 4 * KiB
+        finally:
+            os.close(fd)
+        want[8 * KiB:12 * KiB] = b"b" * (4 * KiB)
+    elif change == "truncate":
+        os.truncate(p, 5000)
+        del want[5000:]
+    else:
+        with open(p, "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+            m[100:104] = b"cccc"
+        want[100:104] = b"cccc"
+    assert read_through(p) == bytes(want)
+    keeper.seek(0)
+    assert keeper.read() == bytes(want)
+    keeper.close()

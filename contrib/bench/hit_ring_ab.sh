@@ -13,7 +13,10 @@
 #   JOBS="rr1 rr32" (default): the hits at QD 1 and 32; also
 #   rw32 (4K random O_DIRECT write-back writes, QD 32), wsync1 (4K
 #   random writes, each followed by fdatasync, QD 1) and rw8p (4K random
-#   O_DIRECT writes from 8 psync threads), into the same file.
+#   O_DIRECT writes from 8 psync threads), into the same file; reopen
+#   (open, a buffered 64 KiB read at a random offset, close, in a loop: the
+#   kernel's page cache across opens, FOPEN_KEEP_CACHE) and bw1 (4K random
+#   buffered writes, psync).
 set -u
 B=${1:?usage: $0 BUILD_DIR [TMPDIR]   (BUILD_DIR - with VARIANTS)}
 VARIANTS=${VARIANTS:-"hit_ring=1:$B:1 hit_ring=0:$B:0"}
@@ -51,11 +54,26 @@ for round in $(seq "${ROUNDS:-3}"); do
             rw32) a="--rw=randwrite --ioengine=libaio --iodepth=32" ;;
             wsync1) a="--rw=randwrite --ioengine=psync --fdatasync=1" ;;
             rw8p) a="--rw=randwrite --ioengine=psync --numjobs=8 --group_reporting" ;;
+            reopen) a= ;;
+            bw1) a="--rw=randwrite --ioengine=psync --direct=0" ;;
             *) echo "unknown job $job"; exit 1 ;;
             esac
             c0=$(daemon_cpu)
-            fio --name=m --filename="$MNT/f" --bs=4k --direct=1 $a \
-                --runtime=8 --time_based --output-format=json >"$D/fio.json"
+            if [ "$job" = reopen ]; then
+                python3 - "$MNT/f" "$D/fio.json" <<'PY'
+import json, os, random, sys, time
+n, end, r = 0, time.time() + 8, random.Random(1)
+while time.time() < end:
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+    os.pread(fd, 65536, r.randrange(4096) * 65536)
+    os.close(fd)
+    n += 1
+json.dump({"jobs": [{"read": {"total_ios": n}, "write": {"total_ios": 0}}]}, open(sys.argv[2], "w"))
+PY
+            else
+                fio --name=m --filename="$MNT/f" --bs=4k --direct=1 $a \
+                    --runtime=8 --time_based --output-format=json >"$D/fio.json"
+            fi
             c1=$(daemon_cpu)
             python3 -c "import json; j = json.load(open('$D/fio.json'))['jobs'][0]; \
 n = j['read']['total_ios'] + j['write']['total_ios']; \

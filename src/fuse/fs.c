@@ -79,6 +79,8 @@ static void tfs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	/* O_TRUNC arrives as a separate setattr(size=0), which carries the intent */
 	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+	/* a write is acknowledged once the daemon has it, never by the kernel
+	 * alone: a killed daemon would lose the kernel's dirty pages (DESIGN §3) */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_ASYNC_DIO)
 		conn->want |= FUSE_CAP_ASYNC_DIO;
@@ -261,6 +263,9 @@ static void fi_setup(struct fuse_file_info *fi, struct tfs_fh *h)
 {
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->direct_io = h->direct;
+	/* every byte passes through the mount: the kernel's pages stay right
+	 * from one open to the next (DESIGN §3, the kernel's page cache) */
+	fi->keep_cache = !h->direct;
 }
 
 static void tfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

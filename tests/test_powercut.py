@@ -550,6 +550,26 @@ def test_cut_after_a_flush_keeps_what_it_destaged(cut):
     assert (pathlib.Path(m.mnt) / "f").read_bytes() == a
 
 
+def test_cut_after_a_flush_of_many_files_keeps_each(tmp_path):
+    """flush.c invariant 12: a flush of many small files destages them in
+    batches and syncs each batch together; each file is cleaned only after
+    its own members' sync.  Fsynced into the tier, flushed, a durability
+    point, a cut: every file is there."""
+    c = Cut(tmp_path, slots=64)
+    try:
+        files = {f"f{i}": os.urandom(4096 * (1 + i % 3)) for i in range(40)}
+        for name, data in files.items():
+            pwrite(c.mnt / name, 0, data, sync=True)
+        c.flush()
+        pwrite(c.mnt / "g", 0, b"g" * 4096, sync=True)     # a durability point after it
+        m = c.cut()
+        for name, data in files.items():
+            assert (pathlib.Path(m.mnt) / name).read_bytes() == data, name
+    finally:
+        c.stop()
+    c.m.check_log()
+
+
 def test_cut_five_seconds_after_a_write_keeps_it(cut):
     """flush.c invariant 7: while updates are pending the flusher makes a
     durability point every 5 s, so an unsynced write-back write survives a

@@ -6,9 +6,11 @@
  * mode changes, detach).
  *
  * Invariants:
- *  1. The flusher works on one file at a time holding its flush lock
- *     (cfile.flock), which truncate and punch hold too: what it writes to
- *     the RAID can never land behind a cut.
+ *  1. The flusher works on a file holding its flush lock (cfile.flock),
+ *     which truncate and punch hold too: what it writes to the RAID can
+ *     never land behind a cut.  A batch (invariant 12) holds the locks of
+ *     its files until each is clean; it takes the second and later ones
+ *     with trylock only, so it never waits for a cut while holding one.
  *  2. Extents being flushed are pinned and flagged flushing (write.c
  *     invariant 1: they take writes write-back, so nobody else writes
  *     their RAID bytes).  A sector's dirty bit is cleared only if the
@@ -54,6 +56,14 @@
  *     back to the system (MADV_DONTNEED).  The destage threads of a batch
  *     exit with it, and their scratch goes with them (scratch.c
  *     invariant 2; it once stayed behind).
+ * 12. Flushing flat out (a flush request, an idle array, dirt above
+ *     dirty_high), the flusher destages up to FLUSH_FILES files before
+ *     the members sync, and syncs them together (one thread per file:
+ *     the members' filesystems share one journal commit among them);
+ *     each file is cleaned after its own sync returned, as invariant 6
+ *     asks.  A stream of small files cost a sync round each, which kept
+ *     the flusher behind the writers it throttled.  Paced, it flushes
+ *     one file per round.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -77,6 +87,7 @@
 #define FLUSH_BATCH	64		/* extents per flush_file call */
 #define FLUSH_SCAN	4096		/* extents looked at per flush_file call */
 #define C_WRITERS	4		/* RAID writes in flight per batch */
+#define FLUSH_FILES	16		/* files per sync when flushing flat out */
 #define IDLE_TICKS	(5 * 16)	/* no requests for 5 s: flush all */
 #define WRITE_AGE	(5 * 16)	/* paced: only extents not written for 5 s */
 #define SYNC_TICKS	(5 * 16)	/* invariant 7 */
@@ -236,35 +247,77 @@ static void file_gone(struct tfs_cache *c, struct cfile *f)
 	tfs_info("cache: file %" PRIu64 " is gone; its dirty extents were dropped", f->fid);
 }
 
+/* Next file with dirty extents the flusher can reach, in fid order after
+ * *cursor (wrapping); referenced (refs) or NULL. */
+static struct cfile *next_dirty(struct tfs_cache *c, uint64_t *cursor)
+{
+	struct cfile *best = NULL, *first = NULL;
+
+	for (uint32_t h = 0; h <= c->fmask; h++)
+		for (struct cfile *f = c->ftab[h]; f; f = f->next) {
+			if (!f->ndirty || !f->in)
+				continue;
+			if (f->fid > *cursor && (!best || f->fid < best->fid))
+				best = f;
+			if (!first || f->fid < first->fid)
+				first = f;
+		}
+	if (!best)
+		best = first;
+	if (best) {
+		best->refs++;
+		*cursor = best->fid;
+	}
+	return best;
+}
+
+/* One file's flush: what its destage left for the sync and the clean. */
+struct fjob {
+	struct cfile *f;		/* held (c_file_hold or the flusher's loop) */
+	struct tfs_inode *in;		/* referenced */
+	struct fl fl[2 * FLUSH_BATCH];
+	unsigned n;			/* extents flagged flushing */
+	unsigned ns;			/* RAID writes made */
+	bool opened;			/* tfs_ns_open'd: released at the end */
+	bool sync;			/* the members must sync before the clean */
+	int rc;
+	int64_t done;			/* bytes written */
+	uint64_t fsize;			/* the size the tier knew */
+};
+
 /* Destage up to FLUSH_BATCH dirty extents of f (held: c_file_hold),
  * skipping those written in the last min_age ticks (they would likely be
  * dirtied again at once).  The scan goes round the file's list from where
  * the last one stopped and looks at FLUSH_SCAN extents at most: a big file
  * that is mostly clean, or mostly being rewritten, does not hold c->lock
- * for a walk of all of it.  Returns bytes written, 0 if nothing was to do,
- * or -errno. */
-static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint32_t min_age)
+ * for a walk of all of it.  Returns true if j has a sync (flush_sync) and
+ * a clean (flush_end) to come; false if the flush ended here, with its
+ * result in j->rc (0: nothing was to do). */
+static bool flush_begin(struct tfs_cache *c, struct cfile *f, char *buf, uint32_t min_age,
+			struct fjob *j)
 {
 	struct tfs_fs *fs = c->fs;
-	struct fl fl[2 * FLUSH_BATCH];
+	struct fl *fl = j->fl;
 	struct tfs_mio mio[2 * FLUSH_BATCH * 8];
 	struct seg seg[2 * FLUSH_BATCH * 8];
-	struct tfs_cstore_op ops[2 * FLUSH_BATCH + 1];
-	struct tfs_cext_rec recs[2 * FLUSH_BATCH];
 	struct tfs_inode *in;
-	unsigned n = 0, nm = 0, ns = 0, nops = 0;
+	unsigned n = 0, nm = 0, ns = 0;
 	uint64_t size, fsize = 0, E = c->extent;
-	int64_t done = 0;
 	struct tfs_times_keep times = { .ok = false };
 	uint32_t now = c_now(), sc;
-	int rc = 0, cerr, grown = 0;
-	bool gone = false;
+	int rc = 0, grown = 0;
 
+	j->f = f;
+	j->n = j->ns = 0;
+	j->opened = j->sync = false;
+	j->rc = 0;
+	j->done = 0;
+	j->fsize = 0;
 	pthread_mutex_lock(&c->lock);
-	in = f->in;
+	in = j->in = f->in;
 	if (!in) {
 		pthread_mutex_unlock(&c->lock);
-		return 0;	/* not found yet (after a restart) */
+		return false;	/* not found yet (after a restart) */
 	}
 	tfs_inode_ref(fs, in);
 	sc = f->fcur;
@@ -315,8 +368,10 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 		pthread_mutex_unlock(&c->lock);
 		goto out_unref;
 	}
+	j->n = n;
 	if (rc)
-		goto out_unflag;
+		goto out;
+	j->opened = true;
 	pthread_mutex_lock(&in->lock);
 	size = in->size;
 	pthread_mutex_unlock(&in->lock);
@@ -328,6 +383,7 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 	    __atomic_load_n(&c->mode, __ATOMIC_ACQUIRE) == TFS_CACHE_WRITEBACK)
 		n = fill_rows(c, f->fid, size, fl, n, 2 * FLUSH_BATCH);
 	pthread_mutex_unlock(&c->lock);
+	j->n = n;
 	qsort(fl, n, sizeof(fl[0]), fl_cmp);
 
 	/* read the sectors to write from the SSD, one io_uring batch */
@@ -396,7 +452,7 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 		while (nt)
 			pthread_join(t[--nt], NULL);
 		rc = d.rc;
-		done = d.done;
+		j->done = d.done;
 	}
 	/* the size the tier knows, before it forgets it (invariant 9) */
 	if (rc == 0 && fsize && (grown = tfs_raid_grow(fs, in, fsize)) < 0) {
@@ -406,19 +462,45 @@ static int64_t flush_file(struct tfs_cache *c, struct cfile *f, char *buf, uint3
 	}
 	if (ns || grown > 0)
 		tfs_ns_times_restore(fs, in, &times);
-	/* a sector is clean only once the members have it on stable storage:
-	 * after a power cut neither tier could give it back otherwise */
-	if (rc == 0 && (ns || grown > 0)) {
-		rc = tfs_raid_fsync(fs, in, true);
-		if (rc)
-			tfs_err("cache %s: syncing destaged data of file %" PRIu64 ": %s", c->dir,
-				f->fid, strerror(-rc));
-	}
-	gone = tfs_ns_release_gone(fs, in);	/* dropped below, once ours are not busy */
+	j->ns = ns;
+	j->fsize = fsize;
+	j->sync = rc == 0 && (ns || grown > 0);
+out:
+	j->rc = rc;
+	return true;
 
-out_unflag:
-	/* clear what was written and not written again since (invariant 2);
-	 * the records commit while the extents are ours (busy) */
+out_unref:
+	tfs_inode_unref(fs, in);
+	return false;
+}
+
+/* A sector is clean only once the members have it on stable storage:
+ * after a power cut neither tier could give it back otherwise
+ * (invariant 6).  Files of one batch sync in parallel (invariant 12). */
+static void flush_sync(struct tfs_cache *c, struct fjob *j)
+{
+	if (!j->sync)
+		return;
+	j->rc = tfs_raid_fsync(c->fs, j->in, true);
+	if (j->rc)
+		tfs_err("cache %s: syncing destaged data of file %" PRIu64 ": %s", c->dir,
+			j->f->fid, strerror(-j->rc));
+}
+
+/* After flush_sync: clear what was written and not written again since
+ * (invariant 2); the records commit while the extents are ours (busy).
+ * Returns bytes written or -errno. */
+static int64_t flush_end(struct tfs_cache *c, struct fjob *j)
+{
+	struct tfs_fs *fs = c->fs;
+	struct cfile *f = j->f;
+	struct fl *fl = j->fl;
+	struct tfs_cstore_op ops[2 * FLUSH_BATCH + 1];
+	struct tfs_cext_rec recs[2 * FLUSH_BATCH];
+	unsigned n = j->n, nops = 0;
+	int rc = j->rc, cerr;
+	bool gone = j->opened && tfs_ns_release_gone(fs, j->in);	/* dropped below */
+
 	pthread_mutex_lock(&c->lock);
 	for (unsigned i = 0; i < n; i++) {
 		struct cext *x = &c->e[fl[i].slot];
@@ -443,8 +525,8 @@ out_unflag:
 		ops[nops++] = (struct tfs_cstore_op){ .op = TFS_CS_DEL_SIZE, .fid = f->fid };
 	}
 	if (rc == 0) {
-		c->st.flushed_bytes += (uint64_t)done;
-		c->st.flush_writes += ns;
+		c->st.flushed_bytes += (uint64_t)j->done;
+		c->st.flush_writes += j->ns;
 	}
 	pthread_mutex_unlock(&c->lock);
 	cerr = c_commit(c, ops, nops);
@@ -458,9 +540,95 @@ out_unflag:
 	pthread_mutex_unlock(&c->lock);
 	if (gone)	/* unlinked and closed while we had it open */
 		file_gone(c, f);
-out_unref:
-	tfs_inode_unref(fs, in);
-	return rc ? rc : done;
+	tfs_inode_unref(fs, j->in);
+	return rc ? rc : j->done;
+}
+
+/* The syncs of one batch, shared by up to FLUSH_FILES threads. */
+struct syncs {
+	struct tfs_cache *c;
+	struct fjob *jobs;
+	unsigned nj, next;		/* next: atomic */
+};
+
+static void *sync_thread(void *arg)
+{
+	struct syncs *s = arg;
+	unsigned i;
+
+	while ((i = __atomic_fetch_add(&s->next, 1, __ATOMIC_RELAXED)) < s->nj)
+		flush_sync(s->c, &s->jobs[i]);
+	return NULL;
+}
+
+/* Drop next_dirty's reference on f, whose flush lock we do not hold. */
+static void file_drop(struct tfs_cache *c, struct cfile *f)
+{
+	pthread_mutex_lock(&c->lock);
+	f->refs--;
+	c_file_maybe_free(c, f);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Flush f (referenced by next_dirty) and, up to max files in all, the next
+ * dirty files whose flush locks are free, syncing their members together
+ * (invariant 12).  Returns bytes written or the first -errno. */
+static int64_t flush_batch(struct tfs_cache *c, struct cfile *f, uint64_t *cursor, char *buf,
+			   struct fjob *jobs, uint32_t min_age, unsigned max)
+{
+	unsigned nj = 0, nsync = 0;
+	int64_t r = 0;
+
+	pthread_mutex_lock(&f->flock);
+	for (unsigned looked = 1;; looked++) {
+		if (flush_begin(c, f, buf, min_age, &jobs[nj])) {
+			nsync += jobs[nj].sync;
+			if (jobs[nj++].rc)
+				break;	/* ended below, with the others */
+		} else {
+			c_file_unhold(c, f);
+		}
+		if (looked == max)
+			break;
+		pthread_mutex_lock(&c->lock);
+		f = c->stop ? NULL : next_dirty(c, cursor);
+		pthread_mutex_unlock(&c->lock);
+		if (!f)
+			break;
+		if (pthread_mutex_trylock(&f->flock)) {
+			/* a cut has it, or it is in this batch already */
+			file_drop(c, f);
+			break;
+		}
+	}
+	if (nsync > 1) {
+		struct syncs s = { .c = c, .jobs = jobs, .nj = nj };
+		pthread_t t[FLUSH_FILES - 1];
+		unsigned nt = 0;
+
+		while (nt + 1 < nsync && pthread_create(&t[nt], NULL, sync_thread, &s) == 0)
+			nt++;
+		sync_thread(&s);
+		while (nt)
+			pthread_join(t[--nt], NULL);
+	} else {
+		for (unsigned i = 0; i < nj; i++)
+			flush_sync(c, &jobs[i]);
+	}
+	if (nsync) {
+		pthread_mutex_lock(&c->lock);
+		c->st.flush_syncs++;
+		pthread_mutex_unlock(&c->lock);
+	}
+	for (unsigned i = 0; i < nj; i++) {
+		struct cfile *jf = jobs[i].f;
+		int64_t e = flush_end(c, &jobs[i]);
+
+		c_file_unhold(c, jf);
+		if (r >= 0)
+			r = e < 0 ? e : r + e;
+	}
+	return r;
 }
 
 /* ------------------------------------------------------------------ */
@@ -594,30 +762,6 @@ static void resolve_backoff(struct tfs_cache *c, int rc)
 /* The flusher                                                         */
 /* ------------------------------------------------------------------ */
 
-/* Next file with dirty extents the flusher can reach, in fid order after
- * *cursor (wrapping); referenced (refs) or NULL. */
-static struct cfile *next_dirty(struct tfs_cache *c, uint64_t *cursor)
-{
-	struct cfile *best = NULL, *first = NULL;
-
-	for (uint32_t h = 0; h <= c->fmask; h++)
-		for (struct cfile *f = c->ftab[h]; f; f = f->next) {
-			if (!f->ndirty || !f->in)
-				continue;
-			if (f->fid > *cursor && (!best || f->fid < best->fid))
-				best = f;
-			if (!first || f->fid < first->fid)
-				first = f;
-		}
-	if (!best)
-		best = first;
-	if (best) {
-		best->refs++;
-		*cursor = best->fid;
-	}
-	return best;
-}
-
 static void wait_ticks(struct tfs_cache *c, pthread_cond_t *cv, unsigned ms)
 {
 	struct timespec ts;
@@ -641,9 +785,14 @@ static void *flusher(void *arg)
 	size_t blen = (size_t)2 * FLUSH_BATCH * c->extent;
 	bool touched = false;	/* buf has pages since the last release */
 	char *buf = mmap(NULL, blen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct fjob *jobs = calloc(FLUSH_FILES, sizeof(*jobs));
 
-	if (buf == MAP_FAILED) {
-		tfs_err("cache %s: no memory for the flusher's buffer (%zu bytes)", c->dir, blen);
+	if (buf == MAP_FAILED || !jobs) {
+		tfs_err("cache %s: no memory for the flusher's buffers (%zu bytes)", c->dir,
+			blen + FLUSH_FILES * sizeof(*jobs));
+		if (buf != MAP_FAILED)
+			munmap(buf, blen);
+		free(jobs);
 		return NULL;
 	}
 	pthread_mutex_lock(&c->lock);
@@ -652,7 +801,7 @@ static void *flusher(void *arg)
 		uint32_t now = c_now();
 		unsigned pct = (unsigned)((uint64_t)c->ndirty * 100 / c->nslots);
 		bool all = c->flush_req != c->flush_done;
-		bool idle = c->ndirty && now - c->last_io > IDLE_TICKS;
+		bool idle = c->ndirty && now - c->last_io > IDLE_TICKS, flat;
 		struct cfile *f;
 		int64_t r;
 
@@ -729,11 +878,11 @@ static void *flusher(void *arg)
 			wait_ticks(c, &c->fcond, 1000);
 			continue;
 		}
+		flat = all || idle || pct >= c->dirty_high;
 		pthread_mutex_unlock(&c->lock);
-		pthread_mutex_lock(&f->flock);
-		r = flush_file(c, f, buf, all || idle || pct >= c->dirty_high ? 0 : WRITE_AGE);
+		r = flush_batch(c, f, &cursor, buf, jobs, flat ? 0 : WRITE_AGE,
+				flat ? FLUSH_FILES : 1);
 		touched = true;
-		c_file_unhold(c, f);
 		tfs_scratch_trim();
 		pthread_mutex_lock(&c->lock);
 		if (r < 0) {
@@ -755,6 +904,7 @@ static void *flusher(void *arg)
 	}
 	pthread_mutex_unlock(&c->lock);
 	munmap(buf, blen);
+	free(jobs);
 	return NULL;
 }
 

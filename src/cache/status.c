@@ -84,7 +84,8 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     "cache.promotions=%" PRIu64 "\ncache.promote_dropped=%" PRIu64 "\n"
 		     "cache.evictions=%" PRIu64 "\ncache.invalidations=%" PRIu64 "\n"
 		     "cache.fills=%" PRIu64 "\ncache.flushed_bytes=%" PRIu64 "\n"
-		     "cache.flush_writes=%" PRIu64 "\ncache.full_stripe_flushes=%" PRIu64 "\n"
+		     "cache.flush_writes=%" PRIu64 "\ncache.flush_syncs=%" PRIu64 "\n"
+		     "cache.full_stripe_flushes=%" PRIu64 "\n"
 		     "cache.throttled=%" PRIu64 "\ncache.flush_pending=%d\n"
 		     "cache.unresolved_files=%u\ncache.promote_threshold=%u\n"
 		     "cache.seq_cutoff=%" PRIu64 "\ncache.dirty_low=%u\ncache.dirty_high=%u\n"
@@ -96,7 +97,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     st.ring_hits, st.ring_writes,
 		     st.write_hits, st.write_misses, st.write_around, st.seq_bypass,
 		     st.promotions, st.promote_dropped, st.evictions, st.invalidations,
-		     st.fills, st.flushed_bytes, st.flush_writes, st.full_stripe_flushes,
+		     st.fills, st.flushed_bytes, st.flush_writes, st.flush_syncs, st.full_stripe_flushes,
 		     st.throttled, flushing, unresolved, c->promote, c->seq_cutoff,
 		     c->dirty_low, c->dirty_high, ferr);
 	return l < 0 ? 0 : (size_t)l >= len ? (int)len - 1 : l;

@@ -654,6 +654,31 @@ def test_a_flush_of_small_files_syncs_them_in_batches(make_array, tmp_path):
         same(read_all(a.mnt / name), data, f"{name}, uncached after the flush")
 
 
+def test_the_paced_flusher_syncs_small_files_in_batches(make_array, tmp_path):
+    """Between the watermarks the flusher paces itself and leaves extents
+    written in the last 5 s alone; once the files are older it destages
+    them in batches too, pausing per batch as long as it would have per
+    file (flush.c invariant 12): a few sync rounds for 40 files, not 40.
+    Reads keep the array busy (no idle flush)."""
+    a = make_array("raid5", 3, "16K")
+    a.mount(opts=copts(tmp_path / "cache", size="16M", extent="64K", dirty_low=0,
+                       dirty_high=95))
+    for i in range(40):
+        pwrite(a.mnt / f"s{i}", 0, bytes([i]) * 4096)
+    pwrite(a.mnt / "busy", 0, b"b" * 4096)
+    s0 = cst(a.mnt)
+    deadline = time.time() + 40
+    while cst(a.mnt)["dirty_extents"] > 1 and time.time() < deadline:
+        read_direct(a.mnt / "busy", 0, 4096)
+        time.sleep(0.1)
+    s = cst(a.mnt)
+    assert s["dirty_extents"] <= 1, s
+    rounds = s["flush_syncs"] - s0["flush_syncs"]
+    assert 1 <= rounds <= 10, f"{rounds} sync rounds for 40 files"
+    for i in range(40):
+        assert read_all(a.mnt / f"s{i}") == bytes([i]) * 4096
+
+
 @pytest.mark.parametrize("level,n", [("raid1", 2), ("raid5", 3)])
 @pytest.mark.parametrize("cut", ["tail", "all"])
 def test_flush_keeps_a_size_past_the_last_dirty_byte(make_array, tmp_path, level, n, cut):

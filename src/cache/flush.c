@@ -56,14 +56,13 @@
  *     back to the system (MADV_DONTNEED).  The destage threads of a batch
  *     exit with it, and their scratch goes with them (scratch.c
  *     invariant 2; it once stayed behind).
- * 12. Flushing flat out (a flush request, an idle array, dirt above
- *     dirty_high), the flusher destages up to FLUSH_FILES files before
- *     the members sync, and syncs them together (one thread per file:
- *     the members' filesystems share one journal commit among them);
- *     each file is cleaned after its own sync returned, as invariant 6
- *     asks.  A stream of small files cost a sync round each, which kept
- *     the flusher behind the writers it throttled.  Paced, it flushes
- *     one file per round.
+ * 12. The flusher destages up to FLUSH_FILES files before the members
+ *     sync, and syncs them together (one thread per file: the members'
+ *     filesystems share journal commits among them); each file is cleaned
+ *     after its own sync returned, as invariant 6 asks.  A stream of
+ *     small files cost a sync round each, which kept the flusher behind
+ *     the writers it throttled.  Paced, it pauses after a batch for as
+ *     long as it would have after each of its files.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -570,11 +569,12 @@ static void file_drop(struct tfs_cache *c, struct cfile *f)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Flush f (referenced by next_dirty) and, up to max files in all, the next
- * dirty files whose flush locks are free, syncing their members together
- * (invariant 12).  Returns bytes written or the first -errno. */
+/* Flush f (referenced by next_dirty) and, up to FLUSH_FILES files in all,
+ * the next dirty files whose flush locks are free, syncing their members
+ * together (invariant 12).  *nfiles: the files that had something to
+ * destage.  Returns bytes written or the first -errno. */
 static int64_t flush_batch(struct tfs_cache *c, struct cfile *f, uint64_t *cursor, char *buf,
-			   struct fjob *jobs, uint32_t min_age, unsigned max)
+			   struct fjob *jobs, uint32_t min_age, unsigned *nfiles)
 {
 	unsigned nj = 0, nsync = 0;
 	int64_t r = 0;
@@ -588,7 +588,7 @@ static int64_t flush_batch(struct tfs_cache *c, struct cfile *f, uint64_t *curso
 		} else {
 			c_file_unhold(c, f);
 		}
-		if (looked == max)
+		if (looked == FLUSH_FILES)
 			break;
 		pthread_mutex_lock(&c->lock);
 		f = c->stop ? NULL : next_dirty(c, cursor);
@@ -628,6 +628,7 @@ static int64_t flush_batch(struct tfs_cache *c, struct cfile *f, uint64_t *curso
 		if (r >= 0)
 			r = e < 0 ? e : r + e;
 	}
+	*nfiles = nj;
 	return r;
 }
 
@@ -802,6 +803,7 @@ static void *flusher(void *arg)
 		unsigned pct = (unsigned)((uint64_t)c->ndirty * 100 / c->nslots);
 		bool all = c->flush_req != c->flush_done;
 		bool idle = c->ndirty && now - c->last_io > IDLE_TICKS, flat;
+		unsigned nfiles;
 		struct cfile *f;
 		int64_t r;
 
@@ -880,8 +882,7 @@ static void *flusher(void *arg)
 		}
 		flat = all || idle || pct >= c->dirty_high;
 		pthread_mutex_unlock(&c->lock);
-		r = flush_batch(c, f, &cursor, buf, jobs, flat ? 0 : WRITE_AGE,
-				flat ? FLUSH_FILES : 1);
+		r = flush_batch(c, f, &cursor, buf, jobs, flat ? 0 : WRITE_AGE, &nfiles);
 		touched = true;
 		tfs_scratch_trim();
 		pthread_mutex_lock(&c->lock);
@@ -896,11 +897,12 @@ static void *flusher(void *arg)
 			}
 			continue;
 		}
-		/* between the watermarks: pace, faster as dirt grows */
+		/* between the watermarks: pace, faster as dirt grows, a pause
+		 * per file the batch destaged */
 		pct = (unsigned)((uint64_t)c->ndirty * 100 / c->nslots);
-		if (!all && !idle && pct < c->dirty_high && pct >= c->dirty_low)
-			wait_ticks(c, &c->fcond, 1 + 100 * (c->dirty_high - pct) /
-						       (c->dirty_high - c->dirty_low));
+		if (!all && !idle && pct < c->dirty_high && pct >= c->dirty_low && nfiles)
+			wait_ticks(c, &c->fcond, nfiles * (1 + 100 * (c->dirty_high - pct) /
+								(c->dirty_high - c->dirty_low)));
 	}
 	pthread_mutex_unlock(&c->lock);
 	munmap(buf, blen);

@@ -62,7 +62,9 @@
  *     after its own sync returned, as invariant 6 asks.  A stream of
  *     small files cost a sync round each, which kept the flusher behind
  *     the writers it throttled.  Paced, it pauses after a batch for as
- *     long as it would have after each of its files.
+ *     long as it would have after each of its files.  A batch's files
+ *     come from one look at the file table (next_dirty), which holds
+ *     c->lock for a walk of every cached file.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -246,28 +248,48 @@ static void file_gone(struct tfs_cache *c, struct cfile *f)
 	tfs_info("cache: file %" PRIu64 " is gone; its dirty extents were dropped", f->fid);
 }
 
-/* Next file with dirty extents the flusher can reach, in fid order after
- * *cursor (wrapping); referenced (refs) or NULL. */
-static struct cfile *next_dirty(struct tfs_cache *c, uint64_t *cursor)
+/* Put f into v[0..n), sorted by fid, keeping the max least; returns n. */
+static unsigned keep_least(struct cfile **v, unsigned n, unsigned max, struct cfile *f)
 {
-	struct cfile *best = NULL, *first = NULL;
+	unsigned i;
+
+	if (n == max && f->fid >= v[max - 1]->fid)
+		return n;
+	if (n < max)
+		n++;
+	for (i = n - 1; i > 0 && v[i - 1]->fid > f->fid; i--)
+		v[i] = v[i - 1];
+	v[i] = f;
+	return n;
+}
+
+/* Up to max (at most FLUSH_FILES) files with dirty extents the flusher can
+ * reach, in fid order after *cursor (wrapping), from one look at the
+ * table; each referenced (refs).  Returns how many. */
+static unsigned next_dirty(struct tfs_cache *c, uint64_t *cursor, struct cfile **out,
+			   unsigned max)
+{
+	struct cfile *after[FLUSH_FILES], *wrap[FLUSH_FILES];
+	unsigned na = 0, nw = 0, n = 0;
 
 	for (uint32_t h = 0; h <= c->fmask; h++)
 		for (struct cfile *f = c->ftab[h]; f; f = f->next) {
 			if (!f->ndirty || !f->in)
 				continue;
-			if (f->fid > *cursor && (!best || f->fid < best->fid))
-				best = f;
-			if (!first || f->fid < first->fid)
-				first = f;
+			if (f->fid > *cursor)
+				na = keep_least(after, na, max, f);
+			else
+				nw = keep_least(wrap, nw, max, f);
 		}
-	if (!best)
-		best = first;
-	if (best) {
-		best->refs++;
-		*cursor = best->fid;
-	}
-	return best;
+	for (unsigned i = 0; i < na; i++)
+		out[n++] = after[i];
+	for (unsigned i = 0; i < nw && n < max; i++)
+		out[n++] = wrap[i];
+	for (unsigned i = 0; i < n; i++)
+		out[i]->refs++;
+	if (n)
+		*cursor = out[n - 1]->fid;
+	return n;
 }
 
 /* One file's flush: what its destage left for the sync and the clean. */
@@ -569,36 +591,35 @@ static void file_drop(struct tfs_cache *c, struct cfile *f)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Flush f (referenced by next_dirty) and, up to FLUSH_FILES files in all,
- * the next dirty files whose flush locks are free, syncing their members
- * together (invariant 12).  *nfiles: the files that had something to
- * destage.  Returns bytes written or the first -errno. */
-static int64_t flush_batch(struct tfs_cache *c, struct cfile *f, uint64_t *cursor, char *buf,
+/* Flush files[0..nf) (referenced by next_dirty): the first under its
+ * flush lock, the others if their flush locks are free, syncing their
+ * members together (invariant 12).  *nfiles: the files that had something
+ * to destage.  Returns bytes written or the first -errno. */
+static int64_t flush_batch(struct tfs_cache *c, struct cfile **files, unsigned nf, char *buf,
 			   struct fjob *jobs, uint32_t min_age, unsigned *nfiles)
 {
 	unsigned nj = 0, nsync = 0;
 	int64_t r = 0;
+	bool stop = false;
 
-	pthread_mutex_lock(&f->flock);
-	for (unsigned looked = 1;; looked++) {
+	for (unsigned i = 0; i < nf; i++) {
+		struct cfile *f = files[i];
+
+		if (stop) {
+			file_drop(c, f);
+			continue;
+		}
+		if (i == 0) {
+			pthread_mutex_lock(&f->flock);
+		} else if (pthread_mutex_trylock(&f->flock)) {
+			file_drop(c, f);	/* a cut has it: a later round */
+			continue;
+		}
 		if (flush_begin(c, f, buf, min_age, &jobs[nj])) {
 			nsync += jobs[nj].sync;
-			if (jobs[nj++].rc)
-				break;	/* ended below, with the others */
+			stop = jobs[nj++].rc != 0;	/* ended below, with the others */
 		} else {
 			c_file_unhold(c, f);
-		}
-		if (looked == FLUSH_FILES)
-			break;
-		pthread_mutex_lock(&c->lock);
-		f = c->stop ? NULL : next_dirty(c, cursor);
-		pthread_mutex_unlock(&c->lock);
-		if (!f)
-			break;
-		if (pthread_mutex_trylock(&f->flock)) {
-			/* a cut has it, or it is in this batch already */
-			file_drop(c, f);
-			break;
 		}
 	}
 	if (nsync > 1) {
@@ -803,8 +824,8 @@ static void *flusher(void *arg)
 		unsigned pct = (unsigned)((uint64_t)c->ndirty * 100 / c->nslots);
 		bool all = c->flush_req != c->flush_done;
 		bool idle = c->ndirty && now - c->last_io > IDLE_TICKS, flat;
-		unsigned nfiles;
-		struct cfile *f;
+		unsigned nfiles, nf;
+		struct cfile *files[FLUSH_FILES];
 		int64_t r;
 
 		/* a file named in the journal is durably named promptly, a
@@ -868,8 +889,8 @@ static void *flusher(void *arg)
 			backoff = 0;
 			continue;
 		}
-		f = next_dirty(c, &cursor);
-		if (!f) {
+		nf = next_dirty(c, &cursor, files, FLUSH_FILES);
+		if (!nf) {
 			/* dirty files all unreachable (not found yet): the
 			 * flush ends, saying so (cache.flush_error) */
 			if (all) {
@@ -882,7 +903,7 @@ static void *flusher(void *arg)
 		}
 		flat = all || idle || pct >= c->dirty_high;
 		pthread_mutex_unlock(&c->lock);
-		r = flush_batch(c, f, &cursor, buf, jobs, flat ? 0 : WRITE_AGE, &nfiles);
+		r = flush_batch(c, files, nf, buf, jobs, flat ? 0 : WRITE_AGE, &nfiles);
 		touched = true;
 		tfs_scratch_trim();
 		pthread_mutex_lock(&c->lock);
@@ -898,11 +919,13 @@ static void *flusher(void *arg)
 			continue;
 		}
 		/* between the watermarks: pace, faster as dirt grows, a pause
-		 * per file the batch destaged */
+		 * per file the batch destaged (one if it found nothing old
+		 * enough: the next look waits as long) */
 		pct = (unsigned)((uint64_t)c->ndirty * 100 / c->nslots);
-		if (!all && !idle && pct < c->dirty_high && pct >= c->dirty_low && nfiles)
-			wait_ticks(c, &c->fcond, nfiles * (1 + 100 * (c->dirty_high - pct) /
-								(c->dirty_high - c->dirty_low)));
+		if (!all && !idle && pct < c->dirty_high && pct >= c->dirty_low)
+			wait_ticks(c, &c->fcond, (nfiles ? nfiles : 1) *
+						 (1 + 100 * (c->dirty_high - pct) /
+						  (c->dirty_high - c->dirty_low)));
 	}
 	pthread_mutex_unlock(&c->lock);
 	munmap(buf, blen);

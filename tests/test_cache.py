@@ -679,6 +679,39 @@ def test_the_paced_flusher_syncs_small_files_in_batches(make_array, tmp_path):
         assert read_all(a.mnt / f"s{i}") == bytes([i]) * 4096
 
 
+def test_saves_by_rename_while_the_flusher_batches(make_array, tmp_path):
+    """An editor's save: a new file written, then renamed over the old one,
+    both dirty, while the flusher batches them.  The rename holds the moved
+    file's inode lock while the tier drops the replaced one under its flush
+    lock, and a batch takes inode locks under flush locks (cache_i.h lock
+    order: safe because the flusher has its files open, so none of them is
+    gone).  Saves and flushes race for a few seconds; every request must
+    come back and every file hold its last save."""
+    a = make_array("raid1", 2, "64K")
+    a.mount(opts=copts(tmp_path / "cache", size="16M", extent="64K", dirty_low=0,
+                       dirty_high=1),     # the flusher flat out all the time
+            env={"TIERFS_FAULT": "delay=write:5"})  # its destages take a while
+    names = [f"doc{i}" for i in range(8)]
+    last = {}
+
+    def saves():
+        end, k = time.time() + 4, 0
+        while time.time() < end:
+            for name in names:
+                data = b"%s save %d " % (name.encode(), k) * 100
+                tmp = a.mnt / f".{name}.{k}.tmp"
+                pwrite(tmp, 0, data)
+                time.sleep(0.002)       # dirty, for the flusher's next batch
+                os.rename(tmp, a.mnt / name)
+                last[name] = data
+            k += 1
+        return k
+    assert guard(saves, timeout=60, what="saves by rename") > 1
+    for name in names:
+        assert read_all(a.mnt / name) == last[name], name
+    flush(a.mnt)
+
+
 @pytest.mark.parametrize("level,n", [("raid1", 2), ("raid5", 3)])
 @pytest.mark.parametrize("cut", ["tail", "all"])
 def test_flush_keeps_a_size_past_the_last_dirty_byte(make_array, tmp_path, level, n, cut):

@@ -16,7 +16,12 @@
  * c_alloc_slot), and the SSD write that zeroes part of a cached extent in
  * a cut (cut.c zero_extent).  Other I/O on a slot is fenced by flags on
  * its extent instead (index.c invariant 2, write.c invariants 1-2).  Lock
- * order: a file's flush lock (cfile.flock), then c->lock.  c->lock comes
+ * order: a file's flush lock (cfile.flock), then c->lock.  The flusher
+ * holds the flush locks of a batch's files while it takes their inode
+ * locks (flush.c invariant 12); the others who take a flush lock hold no
+ * inode lock (truncate, punch), or take it for a file that is gone, which
+ * a file the flusher has open is not (a rename's replaced file, told to
+ * the tier while the rename still holds the moved file's lock).  c->lock comes
  * after in->lock (the namespace asks the tier for a file's size and dirty
  * bytes under in->lock; the tier never takes in->lock under c->lock) and
  * before fs->ilock (tfs_inode_ref/unref under c->lock); the row locks and

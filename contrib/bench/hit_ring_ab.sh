@@ -36,11 +36,7 @@ for v in $VARIANTS; do
     mkdir -m 700 "$D/$label/ssd"
     mnt "$label" "$vb" "$r"
     dd if=/dev/urandom of="$MNT/f" bs=1M count=256 oflag=direct status=none
-    for _ in 1 2 3; do  # cache_promote=1: every extent read misses once, then is promoted
-        fio --name=w --filename="$MNT/f" --rw=randread --bs=64k --direct=1 --ioengine=psync \
-            --size=256M --io_size=256M --norandommap --output=/dev/null >/dev/null
-        sleep 1
-    done
+    array_warm "$MNT/f"
     umnt
 done
 for round in $(seq "${ROUNDS:-3}"); do

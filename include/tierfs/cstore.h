@@ -58,7 +58,9 @@ int tfs_cstore_open(const char *dir, struct tfs_cstore **out);
 void tfs_cstore_close(struct tfs_cstore *cs);
 /* A durability point: barrier (if set), then every batch applied before
  * the call is committed and on stable storage.  Returns 0, or -errno (the
- * barrier's, LMDB's); on failure they stay pending for the next one. */
+ * barrier's, LMDB's); on failure they stay pending for the next one.
+ * Concurrent callers share points: one that began after the call serves
+ * it, whoever made it. */
 int tfs_cstore_sync(struct tfs_cstore *cs);
 /* fn runs at each durability point before the commit; non-zero fails it. */
 void tfs_cstore_set_barrier(struct tfs_cstore *cs, int (*fn)(void *arg), void *arg);

@@ -49,6 +49,14 @@
  *     pending entries to log.new and renames it over the log (either file
  *     holds every entry past logseq).  Its blocks are preallocated, so an
  *     append on a full filesystem is -ENOSPC, never a signal.
+ * 10. Concurrent durability points are shared (group commit): a caller of
+ *     tfs_cstore_sync takes a ticket, and returns once a point that began
+ *     after its ticket has finished, with that point's result; the first
+ *     caller to find no point under way makes one for every ticket taken
+ *     so far.  A point's barrier begins after every covered caller's call,
+ *     so after every write those callers finished before they called: what
+ *     a point began after, it covers.  N fsyncs arriving together cost two
+ *     points at most, not N in a row.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -87,6 +95,13 @@ struct tfs_cstore {
 	/* the log (invariants 7-9) */
 	pthread_mutex_t llock;		/* lfd, loff, seq, pend */
 	pthread_mutex_t slock;		/* one durability point at a time */
+	/* invariant 10: callers of tfs_cstore_sync share durability points */
+	pthread_mutex_t glock;
+	pthread_cond_t gdone;
+	uint64_t greq;			/* tickets taken */
+	uint64_t gdone_upto;		/* tickets the last finished point covers */
+	int grc;			/* its result */
+	bool gbusy;			/* a point is being made */
 	int lfd;
 	uint64_t loff;			/* where the next entry goes */
 	uint64_t seq;			/* last entry appended */
@@ -450,6 +465,8 @@ int tfs_cstore_open(const char *dir, struct tfs_cstore **out)
 	pthread_rwlock_init(&cs->maplock, NULL);
 	pthread_mutex_init(&cs->llock, NULL);
 	pthread_mutex_init(&cs->slock, NULL);
+	pthread_mutex_init(&cs->glock, NULL);
+	pthread_cond_init(&cs->gdone, NULL);
 	*out = cs;
 	return 0;
 }
@@ -463,6 +480,8 @@ void tfs_cstore_close(struct tfs_cstore *cs)
 		ftruncate(cs->lfd, 0);
 	close(cs->lfd);
 	mdb_env_close(cs->env);
+	pthread_cond_destroy(&cs->gdone);
+	pthread_mutex_destroy(&cs->glock);
 	pthread_mutex_destroy(&cs->slock);
 	pthread_mutex_destroy(&cs->llock);
 	pthread_rwlock_destroy(&cs->maplock);
@@ -700,7 +719,8 @@ int tfs_cstore_apply(struct tfs_cstore *cs, const struct tfs_cstore_op *ops, uns
 	return rc;
 }
 
-int tfs_cstore_sync(struct tfs_cstore *cs)
+/* One durability point (invariant 7). */
+static int sync_point(struct tfs_cstore *cs)
 {
 	struct apply_arg aa = { .cs = cs };
 	unsigned char *taken;
@@ -755,6 +775,35 @@ int tfs_cstore_sync(struct tfs_cstore *cs)
 out:
 	free(taken);
 	pthread_mutex_unlock(&cs->slock);
+	return rc;
+}
+
+/* Invariant 10: the result of the last finished point, which began after
+ * this call's ticket; made by this caller or another. */
+int tfs_cstore_sync(struct tfs_cstore *cs)
+{
+	uint64_t mine, upto;
+	int rc;
+
+	pthread_mutex_lock(&cs->glock);
+	mine = ++cs->greq;
+	while (cs->gdone_upto < mine) {
+		if (cs->gbusy) {
+			pthread_cond_wait(&cs->gdone, &cs->glock);
+			continue;
+		}
+		cs->gbusy = true;
+		upto = cs->greq;
+		pthread_mutex_unlock(&cs->glock);
+		rc = sync_point(cs);
+		pthread_mutex_lock(&cs->glock);
+		cs->gbusy = false;
+		cs->gdone_upto = upto;
+		cs->grc = rc;
+		pthread_cond_broadcast(&cs->gdone);
+	}
+	rc = cs->grc;
+	pthread_mutex_unlock(&cs->glock);
 	return rc;
 }
 

@@ -1,4 +1,4 @@
-/* test_cstore: the SSD tier's LMDB metadata store (src/meta/cstore.c) in a scratch directory: records, batches, order, info strings, reopen, map growth under a concurrent reader, bad stores. */
+/* test_cstore: the SSD tier's LMDB metadata store (src/meta/cstore.c) in a scratch directory: records, batches, order, info strings, reopen, map growth under a concurrent reader, bad stores, the log, shared durability points. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -23,7 +23,7 @@
 
 enum {
 	G_OPEN, G_ORDER, G_APPLY, G_DEL, G_SIZE, G_INFO, G_CLEAR, G_REOPEN, G_GROW,
-	G_READER, G_BAD, G_LOG, G_COUNT
+	G_READER, G_BAD, G_LOG, G_GROUP, G_COUNT
 };
 
 static struct unit_group groups[G_COUNT] = {
@@ -39,6 +39,7 @@ static struct unit_group groups[G_COUNT] = {
 	[G_READER] = { .name = "reader during growth" },
 	[G_BAD] = { .name = "bad stores: error, no crash" },
 	[G_LOG] = { .name = "log: kill, power cut, torn tail, barrier" },
+	[G_GROUP] = { .name = "concurrent syncs share durability points" },
 };
 
 /* ------------------------------------------------------------------ */
@@ -846,6 +847,132 @@ static void test_log(void)
 	}
 }
 
+/* ------------------------------------------------------------------ */
+/* Concurrent syncs share durability points (invariant 10)             */
+/* ------------------------------------------------------------------ */
+
+#define G_THREADS 8
+#define G_POINTS 64
+
+/* One clock for everything: a caller's entry and return, a barrier's
+ * start and end are ticks of it, so "began after" is a comparison. */
+struct gsync {
+	struct tfs_cstore *cs;
+	uint64_t clock;
+	pthread_mutex_t lock;
+	unsigned npoints;
+	uint64_t pstart[G_POINTS], pend[G_POINTS];
+	int fail_from;			/* points from this one on fail */
+	pthread_barrier_t go;
+};
+
+struct gcall {
+	struct gsync *g;
+	uint64_t in, out;
+	int rc;
+};
+
+static int gbarrier(void *arg)
+{
+	struct gsync *g = arg;
+	unsigned k;
+
+	pthread_mutex_lock(&g->lock);
+	k = g->npoints < G_POINTS ? g->npoints++ : G_POINTS - 1;
+	pthread_mutex_unlock(&g->lock);
+	g->pstart[k] = __atomic_add_fetch(&g->clock, 1, __ATOMIC_SEQ_CST);
+	usleep(50 * 1000);	/* a slow SSD: the others arrive meanwhile */
+	g->pend[k] = __atomic_add_fetch(&g->clock, 1, __ATOMIC_SEQ_CST);
+	return g->fail_from >= 0 && (int)k >= g->fail_from ? -EIO : 0;
+}
+
+static void *gcaller(void *arg)
+{
+	struct gcall *c = arg;
+
+	pthread_barrier_wait(&c->g->go);
+	c->in = __atomic_add_fetch(&c->g->clock, 1, __ATOMIC_SEQ_CST);
+	c->rc = tfs_cstore_sync(c->g->cs);
+	c->out = __atomic_add_fetch(&c->g->clock, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/* G_THREADS callers at once; returns how many got a point that began
+ * after their call and ended before their return. */
+static unsigned gsync_round(struct gsync *g, struct gcall *c)
+{
+	pthread_t th[G_THREADS];
+	unsigned started = 0, served = 0;
+
+	g->npoints = 0;
+	pthread_barrier_init(&g->go, NULL, G_THREADS);
+	for (unsigned i = 0; i < G_THREADS; i++) {
+		c[i] = (struct gcall){ .g = g };
+		started += pthread_create(&th[i], NULL, gcaller, &c[i]) == 0;
+	}
+	CHECK(G_GROUP, started == G_THREADS, "%u of %d threads started", started, G_THREADS);
+	if (started < G_THREADS)
+		exit(1);	/* the others wait at the barrier forever */
+	for (unsigned i = 0; i < G_THREADS; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&g->go);
+	for (unsigned i = 0; i < G_THREADS; i++) {
+		bool ok = false;
+
+		for (unsigned k = 0; k < g->npoints && !ok; k++)
+			ok = g->pstart[k] > c[i].in && g->pend[k] < c[i].out;
+		served += ok;
+	}
+	return served;
+}
+
+static void test_group(void)
+{
+	char dir[128];
+	struct gsync g = { .fail_from = -1 };
+	struct gcall c[G_THREADS];
+	unsigned served, failed = 0;
+	int rc;
+
+	subdir(dir, sizeof(dir), "group");
+	rc = tfs_cstore_open(dir, &g.cs);
+	CHECK(G_GROUP, rc == 0, "open: %d", rc);
+	if (rc)
+		return;
+	pthread_mutex_init(&g.lock, NULL);
+	tfs_cstore_set_barrier(g.cs, gbarrier, &g);
+	put_ext(g.cs, 1, 0);
+
+	/* every caller is served by a point that began after its call; the
+	 * callers that arrive during the first point share the second */
+	served = gsync_round(&g, c);
+	CHECK(G_GROUP, served == G_THREADS, "%u of %d callers covered by a later point", served,
+	      G_THREADS);
+	CHECK(G_GROUP, g.npoints <= 2, "%d concurrent syncs made %u points (at most 2)",
+	      G_THREADS, g.npoints);
+	for (unsigned i = 0; i < G_THREADS; i++)
+		failed += c[i].rc != 0;
+	CHECK(G_GROUP, failed == 0, "%u callers failed", failed);
+	CHECK(G_GROUP, !tfs_cstore_pending(g.cs), "pending after the syncs");
+
+	/* a failed point fails the callers it serves, and what was pending
+	 * stays pending */
+	put_ext(g.cs, 1, 1);
+	g.fail_from = 0;
+	served = gsync_round(&g, c);
+	failed = 0;
+	for (unsigned i = 0; i < G_THREADS; i++)
+		failed += c[i].rc == -EIO;
+	CHECK(G_GROUP, served == G_THREADS && failed == G_THREADS,
+	      "failing points: %u covered, %u of %d got -EIO", served, failed, G_THREADS);
+	CHECK(G_GROUP, tfs_cstore_pending(g.cs), "a failed point dropped what was pending");
+	g.fail_from = -1;
+	rc = tfs_cstore_sync(g.cs);
+	CHECK(G_GROUP, rc == 0 && !tfs_cstore_pending(g.cs), "sync after the failures: %d", rc);
+	tfs_cstore_close(g.cs);
+	pthread_mutex_destroy(&g.lock);
+}
+
 int main(void)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -860,6 +987,7 @@ int main(void)
 	test_small();
 	test_grow();
 	test_log();
+	test_group();
 	tfs_log_level = -1;	/* the bad stores are expected to log errors */
 	test_bad();
 	rm_rf(root);

@@ -19,9 +19,10 @@
  *
  * Invariants:
  *  1. Writers are serialised by wlock (write_txn) and every write
- *     transaction is applied to every copy, the copies in parallel (one
- *     thread each: they are on different disks and each commit waits for
- *     an fdatasync), so the copies hold the same records (a crash leaves
+ *     transaction is applied to every copy, the copies in parallel (the
+ *     caller and a helper per further copy, invariant 10: they are on
+ *     different disks and each commit waits for an fdatasync), so the
+ *     copies hold the same records (a crash leaves
  *     some a transaction behind; opening merges them: union of records,
  *     maximum of counters).  A commit that fails on one copy returns the
  *     error: the copies that committed are a transaction ahead, as after
@@ -76,6 +77,12 @@
  *     its own) goes with every write transaction, as the retired intents
  *     do, until one commits on every copy; so it is committed by the
  *     first transaction that commits after it was queued.
+ * 10. The copies' work (a commit, a sync) runs on helpers that live as
+ *     long as the journal, one per copy after the first, which the caller
+ *     does itself: a namespace change does not start and end a thread per
+ *     copy (three per create on four members).  Helpers run only under
+ *     wlock, so one job at a time each; a helper that cannot be started
+ *     leaves its copy's work to the caller, in turn.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -111,8 +118,20 @@ struct store {
 #define RETIRED_MAX 256
 #define RIDERS_MAX 64		/* invariant 9 */
 
+/* A copy's helper (invariant 10): runs fn(arg) when given one. */
+struct helper {
+	pthread_t th;
+	bool started;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	void *(*fn)(void *);		/* the job, NULL when there is none */
+	void *arg, *ret;
+	bool busy, quit;
+};
+
 struct tfs_meta {
 	pthread_mutex_t wlock;
+	struct helper help[TFS_META_MAX];	/* [0] unused: the caller's copy */
 	uint64_t next_seq;
 	unsigned n;
 	struct store st[TFS_META_MAX];
@@ -378,6 +397,90 @@ static int next_seq_of(struct store *s, uint64_t *next)
 	return tfs_mdb_errno(rc);
 }
 
+/* ------------------------------------------------------------------ */
+/* The copies' helpers (invariant 10)                                  */
+/* ------------------------------------------------------------------ */
+
+static void *helper_main(void *arg)
+{
+	struct helper *h = arg;
+
+	pthread_mutex_lock(&h->lock);
+	for (;;) {
+		while (!h->fn && !h->quit)
+			pthread_cond_wait(&h->cond, &h->lock);
+		if (!h->fn)
+			break;
+		pthread_mutex_unlock(&h->lock);
+		h->ret = h->fn(h->arg);
+		pthread_mutex_lock(&h->lock);
+		h->fn = NULL;
+		pthread_cond_broadcast(&h->cond);
+	}
+	pthread_mutex_unlock(&h->lock);
+	return NULL;
+}
+
+/* fn(args[i]) for every copy i, copy 0 on the caller, the others on their
+ * helpers, in parallel; rets[i] its result.  wlock held. */
+static void on_copies(struct tfs_meta *mt, void *(*fn)(void *), void *const *args, void **rets)
+{
+	bool given[TFS_META_MAX] = { false };
+
+	for (unsigned i = 1; i < mt->n; i++) {
+		struct helper *h = &mt->help[i];
+
+		if (!h->started) {
+			pthread_mutex_init(&h->lock, NULL);
+			pthread_cond_init(&h->cond, NULL);
+			h->started = pthread_create(&h->th, NULL, helper_main, h) == 0;
+			if (!h->started) {
+				pthread_cond_destroy(&h->cond);
+				pthread_mutex_destroy(&h->lock);
+				continue;	/* the caller does it, below */
+			}
+		}
+		pthread_mutex_lock(&h->lock);
+		h->arg = args[i];
+		h->fn = fn;
+		pthread_cond_broadcast(&h->cond);
+		pthread_mutex_unlock(&h->lock);
+		given[i] = true;
+	}
+	rets[0] = fn(args[0]);
+	for (unsigned i = 1; i < mt->n; i++) {
+		struct helper *h = &mt->help[i];
+
+		if (!given[i]) {
+			rets[i] = fn(args[i]);	/* no helper: in turn */
+			continue;
+		}
+		pthread_mutex_lock(&h->lock);
+		while (h->fn)
+			pthread_cond_wait(&h->cond, &h->lock);
+		rets[i] = h->ret;
+		pthread_mutex_unlock(&h->lock);
+	}
+}
+
+static void helpers_stop(struct tfs_meta *mt)
+{
+	for (unsigned i = 1; i < TFS_META_MAX; i++) {
+		struct helper *h = &mt->help[i];
+
+		if (!h->started)
+			continue;
+		pthread_mutex_lock(&h->lock);
+		h->quit = true;
+		pthread_cond_broadcast(&h->cond);
+		pthread_mutex_unlock(&h->lock);
+		pthread_join(h->th, NULL);
+		pthread_cond_destroy(&h->cond);
+		pthread_mutex_destroy(&h->lock);
+		h->started = false;
+	}
+}
+
 int tfs_meta_open(const char *const *dirs, const uint32_t *tags, unsigned n,
 		  struct tfs_meta **out)
 {
@@ -424,6 +527,7 @@ void tfs_meta_close(struct tfs_meta *mt)
 		tfs_warn("journal: %u finished change(s) left in it (replayed, as no-ops, at "
 			 "the next mount): %s", mt->nretired, strerror(-rc));
 	pthread_mutex_unlock(&mt->wlock);
+	helpers_stop(mt);
 	for (unsigned i = 0; i < mt->n; i++)
 		store_close(&mt->st[i]);
 	pthread_mutex_destroy(&mt->wlock);
@@ -474,23 +578,17 @@ static void *sync_main(void *arg)
 /* Every copy synced, in parallel (they are on different disks). */
 static int sync_locked(struct tfs_meta *mt)
 {
-	pthread_t th[TFS_META_MAX];
-	bool started[TFS_META_MAX] = { false };
+	void *args[TFS_META_MAX], *rets[TFS_META_MAX];
 	uint64_t gen = mt->gen;
 	int rc = 0;
 
 	__atomic_store_n(&mt->syncs, mt->syncs + 1, __ATOMIC_RELAXED);
-	for (unsigned i = 1; i < mt->n; i++)
-		started[i] = pthread_create(&th[i], NULL, sync_main, &mt->st[i]) == 0;
+	for (unsigned i = 0; i < mt->n; i++)
+		args[i] = &mt->st[i];
+	on_copies(mt, sync_main, args, rets);
 	for (unsigned i = 0; i < mt->n; i++) {
-		void *ret;
-		int r;
+		int r = (int)(intptr_t)rets[i];
 
-		if (i == 0 || !started[i])
-			ret = sync_main(&mt->st[i]);
-		else
-			pthread_join(th[i], &ret);
-		r = (int)(intptr_t)ret;
 		if (r && !rc)
 			rc = r;
 	}
@@ -574,14 +672,14 @@ static void *copy_main(void *arg)
 
 /* fn on every copy, wlock held (invariant 1); sync: make it durable.  The
  * copies live on different members' disks and each commit waits for an
- * fdatasync: they commit in parallel, one thread per copy (fn must only
- * read arg; the first error is returned, and the copies that committed
- * are a transaction ahead, as after a crash between two of them). */
+ * fdatasync: they commit in parallel, on the helpers (invariant 10; fn
+ * must only read arg; the first error is returned, and the copies that
+ * committed are a transaction ahead, as after a crash between two of
+ * them). */
 static int write_txn_locked(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync)
 {
 	struct copy_job job[TFS_META_MAX];
-	pthread_t th[TFS_META_MAX];
-	bool started[TFS_META_MAX] = { false };
+	void *args[TFS_META_MAX], *rets[TFS_META_MAX];
 	int rc = 0;
 
 	/* counted before it starts: a failed one may have committed somewhere */
@@ -591,16 +689,9 @@ static int write_txn_locked(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync
 	pthread_mutex_unlock(&mt->rlock);
 	for (unsigned i = 0; i < mt->n; i++) {
 		job[i] = (struct copy_job){ mt, &mt->st[i], fn, arg, 0 };
-		if (i > 0)
-			started[i] = pthread_create(&th[i], NULL, copy_main, &job[i]) == 0;
+		args[i] = &job[i];
 	}
-	copy_main(&job[0]);
-	for (unsigned i = 1; i < mt->n; i++) {
-		if (started[i])
-			pthread_join(th[i], NULL);
-		else
-			copy_main(&job[i]);	/* no thread: in turn */
-	}
+	on_copies(mt, copy_main, args, rets);
 	for (unsigned i = 0; i < mt->n && rc == 0; i++)
 		rc = job[i].rc;
 	rc = tfs_mdb_errno(rc);

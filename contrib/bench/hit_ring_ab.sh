@@ -12,8 +12,10 @@
 # builds of different on-disk versions compare too).
 #   JOBS="rr1 rr32" (default): the hits at QD 1 and 32; also
 #   rw32 (4K random O_DIRECT write-back writes, QD 32), wsync1 (4K
-#   random writes, each followed by fdatasync, QD 1) and rw8p (4K random
-#   O_DIRECT writes from 8 psync threads), into the same file; reopen
+#   random writes, each followed by fdatasync, QD 1), wsync4 (the same
+#   from 4 psync threads: concurrent fsyncs, the tier's group commit) and
+#   rw8p (4K random O_DIRECT writes from 8 psync threads), into the same
+#   file; reopen
 #   (open, a buffered 64 KiB read at a random offset, close, in a loop: the
 #   kernel's page cache across opens, FOPEN_KEEP_CACHE) and bw1 (4K random
 #   buffered writes, psync).
@@ -49,6 +51,7 @@ for round in $(seq "${ROUNDS:-3}"); do
             rr32) a="--rw=randread --ioengine=libaio --iodepth=32" ;;
             rw32) a="--rw=randwrite --ioengine=libaio --iodepth=32" ;;
             wsync1) a="--rw=randwrite --ioengine=psync --fdatasync=1" ;;
+            wsync4) a="--rw=randwrite --ioengine=psync --fdatasync=1 --numjobs=4 --group_reporting" ;;
             rw8p) a="--rw=randwrite --ioengine=psync --numjobs=8 --group_reporting" ;;
             reopen) a= ;;
             bw1) a="--rw=randwrite --ioengine=psync --direct=0" ;;

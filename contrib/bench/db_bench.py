@@ -59,7 +59,8 @@ Usage: contrib/bench/db_bench.py          (configure with these variables)
 
 Output: a markdown table on stdout (also OUT/summary.md), every measurement
 in OUT/db_bench.json (written after each one, so a cut run keeps what it
-measured), each pgbench output in OUT/logs/, the daemons' and the servers'
+measured; a tierfs cell's row also has "tier", what its status counters
+CELL_COUNTERS grew by during the cell, which the log prints too), each pgbench output in OUT/logs/, the daemons' and the servers'
 logs copied to OUT/logs/ at the end.
 
 Whatever happens (error, Ctrl-C, SIGTERM) every PostgreSQL server it started
@@ -580,9 +581,23 @@ def table(c, summ, env):
 
 
 # ---------------------------------------------------------------- main
+# What the tier and the array did during a cell (tierfs targets): the
+# status counters' growth, logged and kept in the cell's row ("tier").
+CELL_COUNTERS = ("cache.read_hits", "cache.read_misses", "cache.flushed_bytes",
+                 "cache.throttled", "cache.promotions", "raid.file_syncs", "journal.commits")
+
+
+def tier_counters(t):
+    if not isinstance(t.daemon, cb.Array):
+        return None
+    st = t.daemon.status()
+    return {k: int(st[k]) for k in CELL_COUNTERS if st.get(k, "").isdigit()}
+
+
 def run_cell(c, t, rnd, cell, spec, logdir):
     row = {"round": rnd + 1, "cell": cell, "target": t.name, "status": "ok", "note": ""}
     os.sync()
+    k0 = tier_counters(t)
     w0 = time.time()
     try:
         if spec[0] == "pgbench":
@@ -599,11 +614,16 @@ def run_cell(c, t, rnd, cell, spec, logdir):
         row.update(status="fail", note="%s %s: %s" % (t.name, cell, str(e).splitlines()[0][:300]))
     row["wall_s"] = round(time.time() - w0, 1)
     t.check()
+    k1 = tier_counters(t)
+    if k0 is not None and k1 is not None:
+        row["tier"] = {k.split(".", 1)[1]: k1[k] - k0[k] for k in k1 if k in k0}
     if row["status"] == "ok":
         log("  %-16s %-12s %8.1f tx/s%s  (daemon %s us/tx, load %s, %.0f s)"
             % (cell, t.name, row["value"],
                " %.2f ms" % row["latency_ms"] if row.get("latency_ms") is not None else "",
                row.get("cpu_us_per_txn", "-"), row["load1"], row["wall_s"]))
+        if row.get("tier"):
+            log("  %-16s %-12s %s" % ("", "", " ".join("%s %d" % kv for kv in row["tier"].items())))
     else:
         log("  %-16s %-12s FAILS: %s" % (cell, t.name, row["note"]))
     return row

@@ -3,6 +3,7 @@ unmount (fusermount3 -u, then -u -z), and a daemon-log checker that fails a
 test whose daemon logged an error it should not have."""
 import os
 import subprocess
+import threading
 import time
 import signal
 import pathlib
@@ -36,6 +37,19 @@ def mounted(path):
 def run(*args, check=True, **kw):
     return subprocess.run([str(a) for a in args], check=check, capture_output=True,
                           text=True, **kw)
+
+
+def run_threads(targets, timeout, what):
+    """Start a thread for each (fn, args) of targets and wait for them all,
+    each at most timeout seconds: one that never comes back (a request the
+    daemon never answers) fails the test as "<what> is stuck" instead of
+    hanging the suite."""
+    ts = [threading.Thread(target=fn, args=args) for fn, args in targets]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout)
+    assert not any(t.is_alive() for t in ts), f"{what} is stuck"
 
 
 def mkfs(members, level, chunk=None, force=False, check=True):

@@ -29,7 +29,7 @@ import zlib
 
 import pytest
 
-from conftest import FID_XATTR, mounted
+from conftest import FID_XATTR, mounted, run_threads
 from test_model import PyLayout
 
 K = 1024
@@ -339,12 +339,7 @@ def test_concurrent_hits_through_the_ring(make_array, tmp_path, ring):
                 counts[t] += 1
         finally:
             os.close(fd)
-    ts = [threading.Thread(target=reader, args=(t,)) for t in range(8)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(60)
-    assert not any(t.is_alive() for t in ts), "a reader is stuck"
+    run_threads([(reader, (t,)) for t in range(8)], 60, "a reader")
     assert not errors, f"{len(errors)} reads returned wrong bytes, first {errors[0]}"
     assert sum(counts) == 2400
     s = cst(a.mnt)
@@ -388,12 +383,7 @@ def concurrent_writes(d, size, nthreads=8, per=200, seed=5):
             errors.append((t, e))
         finally:
             os.close(fd)
-    ts = [threading.Thread(target=writer, args=(t,)) for t in range(nthreads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(120)
-    assert not any(t.is_alive() for t in ts), "a writer is stuck"
+    run_threads([(writer, (t,)) for t in range(nthreads)], 120, "a writer")
     assert not errors, errors
     return {p: bytes(b) for p, b in want.items()}
 

@@ -36,7 +36,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, REPORT, Mount, mkfs
+from conftest import BUILD, REPORT, Mount, mkfs, run_threads
 from test_cache import pwrite
 
 UNIT = 512
@@ -596,6 +596,41 @@ def test_cut_while_a_batch_syncs_keeps_every_file(tmp_path):
         if flusher:
             flusher.kill()
             flusher.wait()
+        c.stop()
+    c.m.check_log()
+
+
+def test_cut_after_concurrent_fsyncs_keeps_each(tmp_path):
+    """cstore.c invariant 10: concurrent fsyncs share the tier's durability
+    points, and each returns only with a point that began after it.  Every
+    sync of the daemon's own files takes 300 ms here (a slow SSD), so while
+    one point runs the other writers' fsyncs arrive and wait; each write
+    adds an extent record, and the cut comes right after them (before the
+    flusher's 5-second point).  Had a waiting fsync returned with the
+    point under way when it arrived (which took the pending records before
+    its write), its record would not be durable and the cut would lose the
+    write."""
+    c = Cut(tmp_path, slots=64, fault="own_sync_delay=300")
+    files = {f"f{i}": [os.urandom(4096) for _ in range(2)] for i in range(6)}
+    errors = []
+
+    def writer(name, blocks):
+        try:                                    # a new 64K extent, its record
+            pwrite(c.mnt / name, 64 * K, blocks[1], sync=True)
+        except OSError as e:
+            errors.append(f"{name}: {e}")
+
+    try:
+        for name, blocks in files.items():      # made and durable one by one
+            pwrite(c.mnt / name, 0, blocks[0], sync=True)
+        run_threads([(writer, kv) for kv in files.items()], 60, "a write + fsync")
+        assert not errors, errors
+        m = c.cut()
+        for name, blocks in files.items():
+            got = (pathlib.Path(m.mnt) / name).read_bytes()
+            for k, b in enumerate(blocks):
+                assert got[k * 64 * K:k * 64 * K + 4096] == b, f"{name}: block {k} lost"
+    finally:
         c.stop()
     c.m.check_log()
 

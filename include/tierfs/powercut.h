@@ -21,12 +21,15 @@ struct tfs_pcut_conf {
 	uint64_t seed;		/* of the per-block choice */
 	const char *dump;	/* write the undo log here instead of applying it */
 	const char *when;	/* cut at the first noted operation once this exists */
+	long own_sync_delay_ms;	/* each sync of the daemon's own files waits this first */
 };
 
 /* Turn the model on (once, before the writes it is to see). */
 void tfs_pcut_enable(const struct tfs_pcut_conf *conf);
 /* Returns true if the model is on. */
 bool tfs_pcut_on(void);
+/* Returns own_sync_delay_ms of the configuration (0 with the model off). */
+long tfs_pcut_own_sync_delay_ms(void);
 
 /* The gate: a noted operation holds it from its pre-image to its
  * completion, so the cut never sees half of one. */

@@ -23,6 +23,10 @@
  *                      undoing them (tests make crash states from it).
  *   cut_when=PATH      cut at the first noted operation after PATH exists
  *                      (a test's "now").
+ *   own_sync_delay=MS  with drop_unsynced: every sync of the daemon's own
+ *                      files (the SSD data file, the stores) sleeps MS
+ *                      milliseconds before it is performed: a slow SSD,
+ *                      to widen a race in a test.
  *   eio_member=M       member M is dead from the start: every call fails.
  *   fail_after=OP:N:M  after the N-th successful OP (any member), member M
  *                      dies: every later call on it fails with EIO, and so
@@ -485,6 +489,8 @@ static bool parse_token(struct fault *f, const char *tok)
 		return (f->cut.dump = strdup(tok + 9)) != NULL;
 	if (strncmp(tok, "cut_when=", 9) == 0 && tok[9])
 		return (f->cut.when = strdup(tok + 9)) != NULL;
+	if (sscanf(tok, "own_sync_delay=%ld", &f->cut.own_sync_delay_ms) == 1)
+		return f->cut.own_sync_delay_ms > 0;
 	if (strcmp(tok, "torn") == 0)
 		return f->torn = true;
 	return parse_eio(tok, "eio_read", f->eio_read) || parse_eio(tok, "eio_write", f->eio_write) ||

@@ -127,6 +127,11 @@ bool tfs_pcut_on(void)
 	return atomic_load_explicit(&pc.on, memory_order_relaxed);
 }
 
+long tfs_pcut_own_sync_delay_ms(void)
+{
+	return tfs_pcut_on() ? pc.conf.own_sync_delay_ms : 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* The log                                                              */
 /* ------------------------------------------------------------------ */

@@ -126,7 +126,7 @@ struct helper {
 	pthread_cond_t cond;
 	void *(*fn)(void *);		/* the job, NULL when there is none */
 	void *arg, *ret;
-	bool busy, quit;
+	bool quit;
 };
 
 struct tfs_meta {

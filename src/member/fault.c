@@ -515,6 +515,8 @@ struct tfs_backend *tfs_fault_backend(struct tfs_backend *inner, const char *spe
 	free(s);
 	if (f->drop_unsynced && f->crash_n <= 0 && f->cut.cut_after <= 0 && !f->cut.when)
 		tfs_warn("fault: drop_unsynced without crash_after or cut_after does nothing");
+	if (!f->drop_unsynced && f->cut.own_sync_delay_ms > 0)
+		tfs_warn("fault: own_sync_delay without drop_unsynced does nothing");
 	if (f->drop_unsynced)
 		tfs_pcut_enable(&f->cut);
 	be->ops = &fault_ops;

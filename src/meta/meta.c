@@ -124,8 +124,9 @@ struct helper {
 	bool started;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	void *(*fn)(void *);		/* the job, NULL when there is none */
-	void *arg, *ret;
+	int (*fn)(void *);		/* the job, NULL when there is none */
+	void *arg;
+	int ret;
 	bool quit;
 };
 
@@ -422,10 +423,12 @@ static void *helper_main(void *arg)
 }
 
 /* fn(args[i]) for every copy i, copy 0 on the caller, the others on their
- * helpers, in parallel; rets[i] its result.  wlock held. */
-static void on_copies(struct tfs_meta *mt, void *(*fn)(void *), void *const *args, void **rets)
+ * helpers, in parallel.  Returns the first copy's non-zero result, or 0.
+ * wlock held. */
+static int on_copies(struct tfs_meta *mt, int (*fn)(void *), void *const *args)
 {
 	bool given[TFS_META_MAX] = { false };
+	int rcs[TFS_META_MAX], rc = 0;
 
 	for (unsigned i = 1; i < mt->n; i++) {
 		struct helper *h = &mt->help[i];
@@ -447,20 +450,23 @@ static void on_copies(struct tfs_meta *mt, void *(*fn)(void *), void *const *arg
 		pthread_mutex_unlock(&h->lock);
 		given[i] = true;
 	}
-	rets[0] = fn(args[0]);
+	rcs[0] = fn(args[0]);
 	for (unsigned i = 1; i < mt->n; i++) {
 		struct helper *h = &mt->help[i];
 
 		if (!given[i]) {
-			rets[i] = fn(args[i]);	/* no helper: in turn */
+			rcs[i] = fn(args[i]);	/* no helper: in turn */
 			continue;
 		}
 		pthread_mutex_lock(&h->lock);
 		while (h->fn)
 			pthread_cond_wait(&h->cond, &h->lock);
-		rets[i] = h->ret;
+		rcs[i] = h->ret;
 		pthread_mutex_unlock(&h->lock);
 	}
+	for (unsigned i = 0; i < mt->n && rc == 0; i++)
+		rc = rcs[i];
+	return rc;
 }
 
 static void helpers_stop(struct tfs_meta *mt)
@@ -568,30 +574,24 @@ int tfs_meta_add(struct tfs_meta *mt, const char *dir, uint32_t tag)
 	return rc;
 }
 
-static void *sync_main(void *arg)
+static int sync_main(void *arg)
 {
 	struct store *s = arg;
 
-	return (void *)(intptr_t)tfs_mdb_errno(mdb_env_sync(s->env, 1));
+	return tfs_mdb_errno(mdb_env_sync(s->env, 1));
 }
 
 /* Every copy synced, in parallel (they are on different disks). */
 static int sync_locked(struct tfs_meta *mt)
 {
-	void *args[TFS_META_MAX], *rets[TFS_META_MAX];
+	void *args[TFS_META_MAX];
 	uint64_t gen = mt->gen;
-	int rc = 0;
+	int rc;
 
 	__atomic_store_n(&mt->syncs, mt->syncs + 1, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < mt->n; i++)
 		args[i] = &mt->st[i];
-	on_copies(mt, sync_main, args, rets);
-	for (unsigned i = 0; i < mt->n; i++) {
-		int r = (int)(intptr_t)rets[i];
-
-		if (r && !rc)
-			rc = r;
-	}
+	rc = on_copies(mt, sync_main, args);
 	if (rc == 0)
 		__atomic_store_n(&mt->synced, gen, __ATOMIC_RELEASE);
 	return rc;
@@ -657,17 +657,16 @@ struct copy_job {
 	struct store *s;
 	txn_fn fn;
 	void *arg;
-	int rc;
 };
 
-static void *copy_main(void *arg)
+static int copy_main(void *arg)
 {
 	struct copy_job *j = arg;
+	int rc = store_txn(j->mt, j->s, j->fn, j->arg);
 
-	j->rc = store_txn(j->mt, j->s, j->fn, j->arg);
-	if (j->rc == 0)
+	if (rc == 0)
 		store_headroom(j->s);
-	return NULL;
+	return rc;
 }
 
 /* fn on every copy, wlock held (invariant 1); sync: make it durable.  The
@@ -679,8 +678,8 @@ static void *copy_main(void *arg)
 static int write_txn_locked(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync)
 {
 	struct copy_job job[TFS_META_MAX];
-	void *args[TFS_META_MAX], *rets[TFS_META_MAX];
-	int rc = 0;
+	void *args[TFS_META_MAX];
+	int rc;
 
 	/* counted before it starts: a failed one may have committed somewhere */
 	__atomic_store_n(&mt->gen, mt->gen + 1, __ATOMIC_RELAXED);
@@ -688,13 +687,10 @@ static int write_txn_locked(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync
 	mt->nsnap = mt->nriders;
 	pthread_mutex_unlock(&mt->rlock);
 	for (unsigned i = 0; i < mt->n; i++) {
-		job[i] = (struct copy_job){ mt, &mt->st[i], fn, arg, 0 };
+		job[i] = (struct copy_job){ mt, &mt->st[i], fn, arg };
 		args[i] = &job[i];
 	}
-	on_copies(mt, copy_main, args, rets);
-	for (unsigned i = 0; i < mt->n && rc == 0; i++)
-		rc = job[i].rc;
-	rc = tfs_mdb_errno(rc);
+	rc = tfs_mdb_errno(on_copies(mt, copy_main, args));
 	if (rc == 0) {	/* every copy deleted them, and has the riders */
 		__atomic_store_n(&mt->nretired, 0, __ATOMIC_RELAXED);
 		pthread_mutex_lock(&mt->rlock);

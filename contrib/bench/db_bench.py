@@ -52,6 +52,11 @@ Usage: contrib/bench/db_bench.py          (configure with these variables)
       mmap of the WAL index on mergerfs's direct_io files)
   TIERFS_BUILD=<meson build dir with tierfs and mkfs.tierfs> (default: build/)
   BENCH_TMPDIR=/var/tmp   where the work directory goes (the disk measured)
+  PERF=record|graph|stat  watch each FUSE daemon over each measured pgbench
+                          run: perf record -p PID (graph: with -g, which costs a
+                          daemon that switches often far more than one that
+                          does not), or perf stat of its syscalls and context
+                          switches; the report in OUT/logs/*.perf.txt
   OUT=<dir>               results (default: a new mktemp -d directory)
   KEEP=1                  keep the work directory (clusters, members, logs)
   (SECONDS works as a command prefix: bash does not export its own $SECONDS.)
@@ -79,6 +84,7 @@ import shutil
 import signal
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -136,7 +142,9 @@ def settings():
     c.tmpdir = os.environ.get("BENCH_TMPDIR", "/var/tmp")
     c.out = os.environ.get("OUT", "")
     c.keep = os.environ.get("KEEP", "0") == "1"
+    c.perf = os.environ.get("PERF", "")
     bad = [t for t in c.targets if t not in ALL_TARGETS + URING_TARGETS]
+    bad += ["PERF=" + c.perf] if c.perf not in ("", "record", "graph", "stat") else []
     bad += [w for w in c.workloads if w not in ("pgbench", "sqlite")]
     bad += [s for s in c.syncs if s not in ("OFF", "NORMAL", "FULL", "EXTRA")]
     if bad or not c.targets or min(c.scales + c.clients, default=1) < 1:
@@ -374,6 +382,47 @@ def pgbench(c, t, db, clients, seconds):
     return child(cmd, seconds * 3 + 300, "%s: pgbench" % t.name, user=PG_USER)
 
 
+PERF_CALLS = ("read write readv writev pread64 pwrite64 preadv pwritev fsync fdatasync "
+              "futex io_uring_enter newfstatat statx lgetxattr fgetxattr getxattr openat "
+              "close ppoll epoll_wait sched_yield")
+
+
+def perf_start(c, t, base):
+    """PERF: perf record or stat of t's daemon until perf_stop; None without."""
+    if not c.perf or not t.pid():
+        return None
+    txt, data = base + ".perf.txt", base + ".perf.data"
+    if c.perf == "stat":
+        # a list, not sys_enter_*: perf opens an event per thread, and
+        # tierfs's dozens of threads times 360 calls run out of descriptors
+        ev = ",".join("syscalls:sys_enter_" + n for n in PERF_CALLS.split())
+        cmd = ["perf", "stat", "-o", txt, "-e", ev + ",context-switches", "-p", str(t.pid())]
+    else:
+        cmd = ["perf", "record", "-q", "-F", "999", "-p", str(t.pid()), "-o", data]
+        cmd[3:3] = ["-g"] if c.perf == "graph" else []
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    return p, (None if c.perf == "stat" else data), txt
+
+
+def perf_stop(prof):
+    if not prof:
+        return
+    p, data, txt = prof
+    p.send_signal(signal.SIGINT)
+    try:
+        p.wait(60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    if data:
+        with open(txt, "w") as f:
+            subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
+                            "--percent-limit", "0.5", "-g", "none", "--sort", "comm,dso,sym"],
+                           stdout=f, stderr=subprocess.DEVNULL, timeout=600)
+        os.unlink(data)
+
+
 def cell_pgbench(c, t, rnd, scale, clients, row, logdir):
     db = "bench_s%d" % scale
     pg_start(c, t)
@@ -382,10 +431,13 @@ def cell_pgbench(c, t, rnd, scale, clients, row, logdir):
             must(pgbench(c, t, db, clients, c.warmup), "%s: warm-up pgbench" % t.name)
         psql(c, t, db, "CHECKPOINT")
         row["load1"] = load().split()[0]
+        prof = perf_start(c, t, os.path.join(logdir, "r%d.s%d.c%d.%s" % (rnd, scale, clients,
+                                                                         t.name)))
         cpu0, t0 = t.cpu_s(), time.time()
         rc, out, err = pgbench(c, t, db, clients, c.seconds)
         row["seconds"] = round(time.time() - t0, 2)
         cpu1 = t.cpu_s()
+        perf_stop(prof)
     finally:
         row["pg_stop_s"] = round(pg_stop(c, t), 2)
     with open(os.path.join(logdir, "r%d.s%d.c%d.%s.txt" % (rnd, scale, clients, t.name)), "w") as f:

@@ -160,6 +160,10 @@ ssize_t tfs_cache_write_end(struct tfs_fs *fs, struct tfs_cache_wring *ring, int
  * members.  Returns 0 or -errno: the store's durability point's, the
  * journal sync's, or the members' (tfs_raid_fsync). */
 int tfs_cache_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync);
+/* Returns true if tfs_cache_fsync would wait for the members, as far as
+ * can be seen now: journal changes to write or sync, or the file's member
+ * files to sync.  It changes nothing. */
+bool tfs_cache_fsync_waits(struct tfs_fs *fs, struct tfs_inode *in, bool datasync);
 /* Returns true if the SSD tier holds anything of the file (an extent, or
  * a size the members do not have yet). */
 bool tfs_cache_knows(struct tfs_fs *fs, struct tfs_inode *in);

@@ -30,6 +30,10 @@ ssize_t tfs_data_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, con
  * it is on stable storage, or -errno (the journal's, the tier's or a
  * member's that the level cannot lose). */
 int tfs_data_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync);
+/* Returns true if tfs_data_fsync may wait for the members (an HDD's
+ * service time), as far as can be seen now; false when only the SSD tier
+ * has anything to make durable.  It changes nothing. */
+bool tfs_data_fsync_waits(struct tfs_fs *fs, struct tfs_inode *in, bool datasync);
 /* fallocate(2) of [off, off+len), modes 0, KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE,
  * ZERO_RANGE[|KEEP_SIZE]; with a tier, zeros go to the members first, then
  * the tier drops the range (dispatch.c invariant 1).  Returns 0, or

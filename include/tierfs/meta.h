@@ -44,6 +44,9 @@ uint64_t tfs_meta_gen(struct tfs_meta *mt);
 int tfs_meta_stats(struct tfs_meta *mt, char *buf, size_t len);
 /* Returns true if every commit up to generation gen is durable. */
 bool tfs_meta_synced(struct tfs_meta *mt, uint64_t gen);
+/* Returns true if tfs_meta_sync_to(mt, gen) has anything to do (a sync or
+ * an owed deletion), as far as can be seen now. */
+bool tfs_meta_sync_due(struct tfs_meta *mt, uint64_t gen);
 /* Make every commit up to generation gen durable and every intent whose own
  * add or delete failed deleted (durably): a no-op (no lock, no sync) when
  * both are so.  Intents retired as finished stay for the next write.

@@ -42,6 +42,9 @@ ssize_t tfs_raid_write(struct tfs_fs *fs, struct tfs_inode *in, bool direct, con
  * changed there since the last one (data.c invariant 7).  Returns 0 or
  * -errno. */
 int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync);
+/* Returns true if tfs_raid_fsync would sync the members, as far as can be
+ * seen now: something it covers changed there since the last one. */
+bool tfs_raid_fsync_due(struct tfs_inode *in, bool datasync);
 #define TFS_SYNC_MANY 16	/* files per tfs_raid_fsync_many */
 /* tfs_raid_fsync of n files (at most TFS_SYNC_MANY), the members' syncs of
  * all of them in one io_uring batch (their filesystems share journal

@@ -67,6 +67,7 @@
 #include "tierfs/health.h"
 #include "tierfs/inode.h"
 #include "tierfs/log.h"
+#include "tierfs/meta.h"
 #include "tierfs/ns.h"
 #include "tierfs/powercut.h"
 #include "tierfs/raid.h"
@@ -603,6 +604,19 @@ ssize_t tfs_cache_write_end(struct tfs_fs *fs, struct tfs_cache_wring *ring, int
 /* ------------------------------------------------------------------ */
 /* fsync (invariant 6)                                                 */
 /* ------------------------------------------------------------------ */
+
+bool tfs_cache_fsync_waits(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
+{
+	struct tfs_cache *c = fs->cache;
+	uint64_t jgen;
+	unsigned njq;
+
+	pthread_mutex_lock(&c->lock);
+	jgen = c->jgen;
+	njq = c->njq;
+	pthread_mutex_unlock(&c->lock);
+	return njq || tfs_meta_sync_due(fs->meta, jgen) || tfs_raid_fsync_due(in, datasync);
+}
 
 int tfs_cache_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 {

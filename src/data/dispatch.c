@@ -76,6 +76,16 @@ int tfs_data_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 	return tfs_cache_fsync(fs, in, datasync);
 }
 
+bool tfs_data_fsync_waits(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
+{
+	/* an fsync also puts the times only the tier's writes changed on
+	 * the members (tfs_ns_times_put) */
+	if (!datasync || !cached(fs) || (fs->meta && tfs_meta_sync_due(fs->meta,
+					__atomic_load_n(&in->trunc_gen, __ATOMIC_RELAXED))))
+		return true;
+	return tfs_cache_fsync_waits(fs, in, datasync);
+}
+
 int tfs_data_fallocate(struct tfs_fs *fs, struct tfs_inode *in, int mode, uint64_t off,
 		       uint64_t len)
 {

@@ -632,13 +632,20 @@ static void fsync_job(void *arg)
 	free(j);
 }
 
-/* With an SSD tier an fsync waits for the SSD and for the members (whose
- * HDDs see it as a barrier behind their queues): always the miss pool. */
+/* An fsync that may wait for the members (whose HDDs see it as a barrier
+ * behind their queues) goes to the miss pool; one that waits for the SSD
+ * tier alone (a database's fdatasync of its log, once the tier holds what
+ * it wrote) is run here, on /dev/fuse's worker, sparing two hand-offs.  A
+ * FUSE io_uring queue's thread must not wait for the tier's durability
+ * point (another thread's): always the pool there. */
 static void tfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
+	struct tfs_fs *fs = FS(req);
 	struct io_job *j;
 
-	if (FS(req)->defer && (j = io_job(req, FH(fi), 0, 0, NULL))) {
+	if (fs->defer && (tfs_transport_on_queue() ||
+			  tfs_data_fsync_waits(fs, FH(fi)->in, datasync != 0)) &&
+	    (j = io_job(req, FH(fi), 0, 0, NULL))) {
 		j->datasync = datasync != 0;
 		tfs_defer(FS(req)->defer, fsync_job, j);
 		return;

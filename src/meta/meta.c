@@ -894,11 +894,16 @@ bool tfs_meta_synced(struct tfs_meta *mt, uint64_t gen)
 	return __atomic_load_n(&mt->synced, __ATOMIC_ACQUIRE) >= gen;
 }
 
+bool tfs_meta_sync_due(struct tfs_meta *mt, uint64_t gen)
+{
+	return !tfs_meta_synced(mt, gen) || __atomic_load_n(&mt->owed, __ATOMIC_RELAXED);
+}
+
 int tfs_meta_sync_to(struct tfs_meta *mt, uint64_t gen)
 {
 	int rc = 0;
 
-	if (tfs_meta_synced(mt, gen) && !__atomic_load_n(&mt->owed, __ATOMIC_RELAXED))
+	if (!tfs_meta_sync_due(mt, gen))
 		return 0;
 	pthread_mutex_lock(&mt->wlock);
 	if (mt->owed)	/* invariant 7: a finished change's retirement can wait */

@@ -550,6 +550,14 @@ int tfs_raid_syncs(struct tfs_fs *fs, char *buf, size_t len)
 			__atomic_load_n(&fs->file_syncs_skipped, __ATOMIC_RELAXED));
 }
 
+bool tfs_raid_fsync_due(struct tfs_inode *in, bool datasync)
+{
+	return __atomic_load_n(&in->chg_data, __ATOMIC_ACQUIRE) !=
+	       __atomic_load_n(&in->syn_data, __ATOMIC_ACQUIRE) ||
+	       (!datasync && __atomic_load_n(&in->chg_all, __ATOMIC_ACQUIRE) !=
+			     __atomic_load_n(&in->syn_all, __ATOMIC_ACQUIRE));
+}
+
 /* What a sync of in covers (invariant 7), read before it begins, in *d and
  * *a; its size record saved.  1: the members must sync, 0: nothing they
  * hold changed since the last one, or -errno. */

@@ -431,8 +431,9 @@ def test_slow_requests_do_not_hold_up_hits(make_array, tmp_path, kind):
     a FUSE worker: with a single worker, cache hits are served while a slow
     one is in flight.  read: a miss of 1.3 s.  write: a write-through write
     of 1.3 s.  fsync: one queued behind that miss on the disk (the model
-    makes it a barrier).  throttled: a write-back write held above the high
-    watermark until the (slow) flusher has destaged an extent."""
+    makes it a barrier).  throttled: a write-back write into an extent the
+    tier holds clean, held above the high watermark until the (slow)
+    flusher has destaged an extent (write.c invariant 9)."""
     import threading
     a = make_array("jbod", 1)
     # 0.1 MB/s: 128K is 1.3 s of transfer, wherever the head is
@@ -467,8 +468,11 @@ def test_slow_requests_do_not_hold_up_hits(make_array, tmp_path, kind):
 
         base = cst(a.mnt)
         if kind == "throttled":
-            for i in (1, 2):                        # with hot: the watermark
+            dwrite(cfd, 0, b"c" * (4 * K))
+            flush(a.mnt)                            # hot and cold's first: clean
+            for i in (1, 2, 3):                     # the watermark
                 dwrite(cfd, i * M // 4, b"d" * (4 * K))
+            base = cst(a.mnt)
             run("throttled write", lambda: dwrite(cfd, 0, b"t" * (4 * K)))
             time.sleep(0.05)                        # reaches the daemon and waits
         elif kind == "write":
@@ -769,6 +773,48 @@ def test_flush_writes_full_rows_on_raid5(make_array, tmp_path):
 # ---------------------------------------------------------------------------
 # 6. A tiny cache full of dirty data
 # ---------------------------------------------------------------------------
+
+def test_above_the_high_watermark_fresh_writes_go_to_the_raid(make_array, tmp_path):
+    """write.c invariant 9: with the dirty level at cache_dirty_high, a
+    write-back write that would take a fresh slot goes to the RAID at once
+    (full_bypass) instead of waiting for the flusher, whose member syncs
+    take 3 s each here; a write into an extent the tier holds dirty still
+    goes to the tier.  Everything reads back, cached and after a flush
+    through an uncached mount."""
+    a = make_array("raid5", 3, "64K")
+    m = a.mount(opts=copts(tmp_path / "cache", size="1M", extent="64K", dirty_low=10,
+                           dirty_high=25),      # 16 slots: 4 dirty reach it
+                env={"TIERFS_FAULT": "delay=fdatasync:3000"})
+    p = a.mnt / "f"
+    rng = random.Random(9)
+    model = bytearray(16 * 64 * K)
+    fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
+    try:
+        os.ftruncate(fd, len(model))
+        base = cst(a.mnt)
+        for i in range(16):                     # a fresh extent each
+            b = rng.randbytes(8 * K)
+            dwrite(fd, i * 64 * K, b)
+            model[i * 64 * K:i * 64 * K + len(b)] = b
+        s = cst(a.mnt)
+        assert s["full_bypass"] - base["full_bypass"] >= 1, (base, s)
+        assert s["throttled"] == base["throttled"], (base, s)   # none waited
+        assert s["write_misses"] - base["write_misses"] >= 4, (base, s)
+        assert s["dirty_extents"] <= 16, s
+        hits = s["write_hits"]
+        b = rng.randbytes(4 * K)                # extent 0 is dirty: the tier takes it
+        dwrite(fd, 4 * K, b)
+        model[4 * K:8 * K] = b
+        s = cst(a.mnt)
+        assert s["write_hits"] == hits + 1, s
+        same(dread(fd, 0, len(model)), bytes(model), "f, cached")
+    finally:
+        os.close(fd)
+    flush(a.mnt)
+    m.stop()
+    a.mount()
+    same(read_all(p), bytes(model), "f through an uncached mount")
+
 
 def test_tiny_cache_full_of_dirty_data(make_array, tmp_path):
     a = make_array("raid5", 3, "64K")
@@ -1469,6 +1515,25 @@ def test_a_create_with_the_tier_commits_the_journal_once(make_array, tmp_path):
     for i in range(20):
         assert any(f"/f{i} lost" in l for l in named), (i, named)
     assert not any("/empty" in l for l in named), named
+
+
+def test_a_clean_stop_leaves_no_name_of_a_file_never_written(make_array, tmp_path):
+    """A file created in write-back is named in the journal by its create
+    (index.c invariant 4).  Created empty, or written only to the RAID
+    (above the high watermark, write.c invariant 9), and the tier stopped
+    before the note expired: the stop drops the name, so an uncached
+    mount of the array, which refuses one whose journal names files with
+    data only in the tier, mounts (it once refused, for good)."""
+    a = make_array("raid1", 2, "64K")
+    m = a.mount(opts=copts(tmp_path / "cache", mode="writeback"))
+    (a.mnt / "empty").write_bytes(b"")
+    pwrite(a.mnt / "full", 0, b"f" * 4096)
+    flush(a.mnt)
+    m.stop()
+    m = a.mount()
+    assert (a.mnt / "empty").read_bytes() == b""
+    assert (a.mnt / "full").read_bytes() == b"f" * 4096
+    m.stop()
 
 
 def test_lost_cache_with_dirty_data(make_array, tmp_path):

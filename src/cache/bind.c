@@ -584,7 +584,13 @@ void tfs_cache_stop(struct tfs_fs *fs)
 		free(recs);
 		free(ops);
 	}
-	/* dirty files keep their journal entries: the cache still holds them */
+	/* dirty files keep their journal entries: the cache still holds them;
+	 * files named by their create and never dirtied here (their writes
+	 * went to the RAID, or there were none) lose theirs, as the flusher's
+	 * durability point would have dropped them a few seconds later
+	 * (index.c invariant 4): an uncached mount refuses an array whose
+	 * journal names files */
+	c_prenamed_expire(c, 0);
 	if (c_journal_drain(c))
 		tfs_err("cache %s: stopped with files not named in the journal: the mount "
 			"cannot tell they have data in the cache if it is lost", c->dir);

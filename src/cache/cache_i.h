@@ -94,6 +94,7 @@ struct cstats {
 	uint64_t ring_hits;		/* read hits done by the I/O thread (hitio.c) */
 	uint64_t ring_writes;		/* write-back writes it did (write.c inv. 7) */
 	uint64_t write_hits, write_misses, write_around, seq_bypass;
+	uint64_t full_bypass;		/* write.c invariant 9 */
 	uint64_t promotions, promote_dropped, evictions, invalidations;
 	uint64_t flushed_bytes, flush_writes, flush_syncs, full_stripe_flushes, throttled;
 	uint64_t fills;

@@ -23,7 +23,9 @@
  *     works when the array is idle or asked to; between the watermarks it
  *     paces itself, faster as dirt grows, and skips extents written in
  *     the last WRITE_AGE (they absorb overwrites); above dirty_high it
- *     runs flat out and writers wait for it (write.c throttle).
+ *     runs flat out, writes that would take a fresh slot go to the RAID
+ *     and those that would dirty a clean extent wait for it (write.c
+ *     invariant 9, throttle).
  *  5. A promotion allocates its slot only when no RAID write of the
  *     extent is in flight (write.c invariant 2) and no truncate holds the
  *     file, and fills it while owning it (busy).

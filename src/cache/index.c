@@ -41,7 +41,8 @@
  *     makes the next journal sync cover the create's commit (c->jgen,
  *     c->jputgen).  A note older than half SYNC_TICKS at the flusher's
  *     durability point (a file created and not written: 2.5 to 7.5 s
- *     after its create), or of a file gone, queues the name's removal.
+ *     after its create), or of a file gone, queues the name's removal;
+ *     so does the stop, for every note left (bind.c tfs_cache_stop).
  *     So a create with the tier commits once, as without it; a kill or a
  *     power cut within those seconds may leave a name of a file never
  *     written, which a start drops, and which only a lost cache would

@@ -81,6 +81,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     "cache.ring_hits=%" PRIu64 "\ncache.ring_writes=%" PRIu64 "\n"
 		     "cache.write_hits=%" PRIu64 "\ncache.write_misses=%" PRIu64 "\n"
 		     "cache.write_around=%" PRIu64 "\ncache.seq_bypass=%" PRIu64 "\n"
+		     "cache.full_bypass=%" PRIu64 "\n"
 		     "cache.promotions=%" PRIu64 "\ncache.promote_dropped=%" PRIu64 "\n"
 		     "cache.evictions=%" PRIu64 "\ncache.invalidations=%" PRIu64 "\n"
 		     "cache.fills=%" PRIu64 "\ncache.flushed_bytes=%" PRIu64 "\n"
@@ -95,7 +96,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     used, ndirty, dirty, hot, warm, cold,
 		     st.read_hits, st.read_misses, st.read_hit_bytes, st.read_miss_bytes,
 		     st.ring_hits, st.ring_writes,
-		     st.write_hits, st.write_misses, st.write_around, st.seq_bypass,
+		     st.write_hits, st.write_misses, st.write_around, st.seq_bypass, st.full_bypass,
 		     st.promotions, st.promote_dropped, st.evictions, st.invalidations,
 		     st.fills, st.flushed_bytes, st.flush_writes, st.flush_syncs, st.full_stripe_flushes,
 		     st.throttled, flushing, unresolved, c->promote, c->seq_cutoff,

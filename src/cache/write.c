@@ -55,6 +55,15 @@
  *     a thread that may wait.  Otherwise the flusher, holding one slot
  *     and waiting for one a queue's ring write holds, and the queue's
  *     thread, waiting for the flusher's slot, would wait for each other.
+ *  9. Above the high watermark a write-back write never takes a fresh
+ *     slot: those pieces go to the RAID (guarded, as uncached extents do,
+ *     invariant 2; counted in full_bypass), as bcache bypasses its cache
+ *     past its cutoff.  Destaging a fresh slot costs the RAID write the
+ *     bypass makes and a sync of the member files besides, so waiting for
+ *     the flusher to free one was the slower road (a create-heavy load
+ *     spent its time throttled, docs/PROFILE.md).  Only a write that would
+ *     dirty an extent the tier holds clean waits for the flusher there
+ *     (throttle): the tier's copy is the one it must change.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -140,10 +149,17 @@ static bool any_busy(struct tfs_cache *c, uint64_t fid, const struct piece *p, u
 /* Decide what each piece does and take what it needs (busy slots,
  * guards), under c->lock.  Pieces are taken in extent order, so two
  * writers never wait for each other's slots in a cycle. */
+/* The dirty level is at or above dirty_high.  Under c->lock. */
+static bool over_high(const struct tfs_cache *c)
+{
+	return (uint64_t)c->ndirty * 100 >= (uint64_t)c->dirty_high * c->nslots;
+}
+
 static void plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache_mode mode,
 		       bool seq, uint64_t fid, struct piece *p, unsigned np)
 {
 	uint32_t now = c_now();
+	bool full = over_high(c);	/* invariant 9 */
 
 	for (unsigned i = 0; i < np; i++) {
 		uint32_t s = c_lookup(c, fid, p[i].idx);
@@ -179,7 +195,9 @@ static void plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 			c_heat_bump(c, &g->heat, &g->t, now);
 		}
 		p[i].act = A_RAW;
-		if (mode == TFS_CACHE_WRITEBACK && !seq && !c->readonly) {
+		if (mode == TFS_CACHE_WRITEBACK && !seq && !c->readonly && full)
+			c->st.full_bypass++;
+		else if (mode == TFS_CACHE_WRITEBACK && !seq && !c->readonly) {
 			s = c_alloc_slot(c, fid, p[i].idx);
 			if (s != C_NONE) {
 				p[i].slot = s;
@@ -192,22 +210,31 @@ static void plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 		}
 		if (seq)
 			c->st.seq_bypass++;
-		else
+		else if (!full || mode != TFS_CACHE_WRITEBACK)
 			c->st.write_around++;
 		c->guard[c_ekey(fid, p[i].idx) % C_GUARDS]++;
 	}
 }
 
-/* Above the high watermark write-back writers wait for the flusher (up to
- * a second); they are slowed, never failed. */
-static void throttle(struct tfs_cache *c)
+/* Above the high watermark a write that would dirty an extent the tier
+ * holds clean waits for the flusher (up to a second); it is slowed, never
+ * failed.  Pieces into dirty extents never wait, and those that would take
+ * a fresh slot go to the RAID instead (invariant 9). */
+static void throttle(struct tfs_cache *c, uint64_t fid, const struct piece *p, unsigned np)
 {
 	struct timespec until;
-	bool waited = false;
+	bool waited = false, dirties = false;
 
+	for (unsigned i = 0; i < np && !dirties; i++) {
+		uint32_t s = c_lookup(c, fid, p[i].idx);
+
+		dirties = s != C_NONE && !bm_any(c->e[s].dirty) && !c->e[s].flushing;
+	}
+	if (!dirties)
+		return;
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 1;
-	while ((uint64_t)c->ndirty * 100 >= (uint64_t)c->dirty_high * c->nslots && !c->stop) {
+	while (over_high(c) && !c->stop) {
 		pthread_cond_signal(&c->fcond);
 		waited = true;	/* counted also when held the whole second */
 		if (pthread_cond_timedwait(&c->cond, &c->lock, &until))
@@ -317,7 +344,7 @@ bool tfs_cache_write_waits(struct tfs_fs *fs, struct tfs_inode *in, size_t len, 
 	if (waits || len == 0)
 		return waits;
 	pthread_mutex_lock(&c->lock);
-	waits = (uint64_t)c->ndirty * 100 >= (uint64_t)c->dirty_high * c->nslots ||
+	waits = over_high(c) ||
 		(off % C_SECTOR && fill_from_raid(c, fid, size, off)) ||
 		(end % C_SECTOR && fill_from_raid(c, fid, size, end));
 	pthread_mutex_unlock(&c->lock);
@@ -485,7 +512,7 @@ ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direc
 	if ((flags & TFS_CW_NOWAIT) &&
 	    (c->gate || tfs_cache_detached(c) || any_busy(c, fid, p, np) ||
 	     (c_mode(c) == TFS_CACHE_WRITEBACK && !seq &&
-	      (uint64_t)c->ndirty * 100 >= (uint64_t)c->dirty_high * c->nslots))) {
+	      over_high(c)))) {
 		pthread_mutex_unlock(&c->lock);
 		return -EWOULDBLOCK;
 	}
@@ -499,7 +526,7 @@ ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direc
 	mode = c_mode(c);
 	c->last_io = c_now();
 	if (mode == TFS_CACHE_WRITEBACK && !seq)
-		throttle(c);
+		throttle(c, fid, p, np);
 	plan_write(c, in, mode, seq, fid, p, np);
 	/* write-around and write-through: invalidate first (invariant 4; 1
 	 * keeps the flusher off); write-back over clean valid sectors: dirty

@@ -1536,6 +1536,28 @@ def test_a_clean_stop_leaves_no_name_of_a_file_never_written(make_array, tmp_pat
     m.stop()
 
 
+def test_a_clean_stop_keeps_the_names_of_files_with_dirty_data(make_array, tmp_path):
+    """The stop drops only the names of files never dirtied in the tier
+    (bind.c tfs_cache_stop): a file created and written write-back, its
+    note taken by that write, keeps its name through a clean stop, so a
+    lost cache still names it and refuses the uncached mount."""
+    a = make_array("raid1", 2, "64K")
+    cdir = tmp_path / "cache"
+    opts = copts(cdir, dirty_low=90, dirty_high=95)
+    m = a.mount(opts=opts)
+    pwrite(a.mnt / "lost", 0, b"x" * 8192)
+    (a.mnt / "empty").write_bytes(b"")
+    assert fcache(a.mnt / "lost")["dirty_bytes"] == 8192
+    m.stop()
+    shutil.rmtree(cdir)
+    msg = refused(a, [])
+    assert "cache_discard" in msg, msg
+    m = a.mount(opts=opts + ["cache_discard"], expect_errors=True)
+    named = [l for l in m.log().splitlines() if "cache_discard" in l and "/" in l]
+    assert any("/lost" in l for l in named), named
+    assert not any("/empty" in l for l in named), named
+
+
 def test_lost_cache_with_dirty_data(make_array, tmp_path):
     a = make_array("raid1", 2, "64K")
     cdir = tmp_path / "cache"

@@ -208,6 +208,10 @@ int c_journal_drain(struct tfs_cache *c);
  * under c->lock).  Returns 0 or -errno: the drain's, else the sync's
  * (logged once while it lasts). */
 int c_journal_sync(struct tfs_cache *c);
+/* Returns true if c_journal_sync has anything to do (changes queued, or
+ * drained and not yet synced), as far as can be seen now.  Not under
+ * c->lock. */
+bool c_journal_due(struct tfs_cache *c);
 /* fid's file record, or NULL.  Under c->lock. */
 struct cfile *c_file_find(struct tfs_cache *c, uint64_t fid);
 /* fid's file record, made (empty) if there is none.  NULL: no memory.

@@ -230,6 +230,18 @@ int c_journal_drain(struct tfs_cache *c)
 	return rc;
 }
 
+bool c_journal_due(struct tfs_cache *c)
+{
+	uint64_t gen;
+	unsigned n;
+
+	pthread_mutex_lock(&c->lock);
+	gen = c->jgen;
+	n = c->njq;
+	pthread_mutex_unlock(&c->lock);
+	return n || tfs_meta_sync_due(c->fs->meta, gen);
+}
+
 /* The CDIRTY changes drained so far made durable.  By generation, not by
  * a flag: an fsync that finds another one's journal sync in flight waits
  * for it (tfs_meta_sync_to takes the journal's lock) instead of returning

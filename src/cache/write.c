@@ -76,7 +76,6 @@
 #include "tierfs/health.h"
 #include "tierfs/inode.h"
 #include "tierfs/log.h"
-#include "tierfs/meta.h"
 #include "tierfs/ns.h"
 #include "tierfs/powercut.h"
 #include "tierfs/raid.h"
@@ -146,20 +145,21 @@ static bool any_busy(struct tfs_cache *c, uint64_t fid, const struct piece *p, u
 	return false;
 }
 
-/* Decide what each piece does and take what it needs (busy slots,
- * guards), under c->lock.  Pieces are taken in extent order, so two
- * writers never wait for each other's slots in a cycle. */
 /* The dirty level is at or above dirty_high.  Under c->lock. */
 static bool over_high(const struct tfs_cache *c)
 {
 	return (uint64_t)c->ndirty * 100 >= (uint64_t)c->dirty_high * c->nslots;
 }
 
+/* Decide what each piece does and take what it needs (busy slots,
+ * guards), under c->lock.  Pieces are taken in extent order, so two
+ * writers never wait for each other's slots in a cycle. */
 static void plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache_mode mode,
 		       bool seq, uint64_t fid, struct piece *p, unsigned np)
 {
 	uint32_t now = c_now();
-	bool full = over_high(c);	/* invariant 9 */
+	bool admit = mode == TFS_CACHE_WRITEBACK && !seq && !c->readonly;
+	bool full = admit && over_high(c);	/* invariant 9 */
 
 	for (unsigned i = 0; i < np; i++) {
 		uint32_t s = c_lookup(c, fid, p[i].idx);
@@ -195,9 +195,7 @@ static void plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 			c_heat_bump(c, &g->heat, &g->t, now);
 		}
 		p[i].act = A_RAW;
-		if (mode == TFS_CACHE_WRITEBACK && !seq && !c->readonly && full)
-			c->st.full_bypass++;
-		else if (mode == TFS_CACHE_WRITEBACK && !seq && !c->readonly) {
+		if (admit && !full) {
 			s = c_alloc_slot(c, fid, p[i].idx);
 			if (s != C_NONE) {
 				p[i].slot = s;
@@ -210,7 +208,9 @@ static void plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 		}
 		if (seq)
 			c->st.seq_bypass++;
-		else if (!full || mode != TFS_CACHE_WRITEBACK)
+		else if (full)
+			c->st.full_bypass++;
+		else
 			c->st.write_around++;
 		c->guard[c_ekey(fid, p[i].idx) % C_GUARDS]++;
 	}
@@ -634,15 +634,7 @@ ssize_t tfs_cache_write_end(struct tfs_fs *fs, struct tfs_cache_wring *ring, int
 
 bool tfs_cache_fsync_waits(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 {
-	struct tfs_cache *c = fs->cache;
-	uint64_t jgen;
-	unsigned njq;
-
-	pthread_mutex_lock(&c->lock);
-	jgen = c->jgen;
-	njq = c->njq;
-	pthread_mutex_unlock(&c->lock);
-	return njq || tfs_meta_sync_due(fs->meta, jgen) || tfs_raid_fsync_due(in, datasync);
+	return c_journal_due(fs->cache) || tfs_raid_fsync_due(in, datasync);
 }
 
 int tfs_cache_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)

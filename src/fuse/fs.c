@@ -647,10 +647,10 @@ static void tfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_
 			  tfs_data_fsync_waits(fs, FH(fi)->in, datasync != 0)) &&
 	    (j = io_job(req, FH(fi), 0, 0, NULL))) {
 		j->datasync = datasync != 0;
-		tfs_defer(FS(req)->defer, fsync_job, j);
+		tfs_defer(fs->defer, fsync_job, j);
 		return;
 	}
-	fuse_reply_err(req, -tfs_data_fsync(FS(req), FH(fi)->in, datasync != 0));
+	fuse_reply_err(req, -tfs_data_fsync(fs, FH(fi)->in, datasync != 0));
 	tfs_scratch_trim();
 }
 

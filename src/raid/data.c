@@ -572,10 +572,7 @@ static int fsync_prep(struct tfs_fs *fs, struct tfs_inode *in, bool datasync, ui
 		return rc;
 	/* a size only the tier's writes grew is the tier's to make durable
 	 * (its size record), and the flusher's to carry to the members */
-	*d = __atomic_load_n(&in->chg_data, __ATOMIC_ACQUIRE);
-	*a = __atomic_load_n(&in->chg_all, __ATOMIC_ACQUIRE);
-	if (*d == __atomic_load_n(&in->syn_data, __ATOMIC_ACQUIRE) &&
-	    (datasync || *a == __atomic_load_n(&in->syn_all, __ATOMIC_ACQUIRE))) {
+	if (!tfs_raid_fsync_due(in, datasync)) {
 		__atomic_add_fetch(&fs->file_syncs_skipped, 1, __ATOMIC_RELAXED);
 		return 0;
 	}

@@ -56,6 +56,16 @@
  *     and two hand-offs per request cost more than /dev/fuse (4K reads
  *     0.78-0.87x at QD 32, 0.8x at QD 1, stat 0.6x; docs/PROFILE.md).
  *     fuse_uring=on asks for it anyway.
+ *  8. A request counts as alone on its queue (tfs_transport_alone: fs.c
+ *     then reads a hit right there instead of on the ring) only if no other
+ *     request of the queue is taken, completed or delivered.  The kernel
+ *     delivers a request as task work, which a DEFER_TASKRUN ring runs only
+ *     when its thread enters it: a burst the application submitted at once
+ *     shows one completion, and the rest only after that read.  So when the
+ *     ring says task work is pending (IORING_SQ_TASKRUN), it is run first.
+ *     Without this, the first request of every burst of 31 was read in
+ *     place while the other 30 waited behind it, and the queue ran in
+ *     lock-step with the application (docs/PROFILE.md, tenth step).
  */
 #include <errno.h>
 #include <fuse_lowlevel.h>
@@ -337,8 +347,9 @@ static void ring_init(struct tq *q)
 {
 	struct io_uring_params p;
 	unsigned flags[] = {
-		IORING_SETUP_SQE128 | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
-		IORING_SETUP_SQE128 | IORING_SETUP_COOP_TASKRUN,
+		IORING_SETUP_SQE128 | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+			IORING_SETUP_TASKRUN_FLAG,
+		IORING_SETUP_SQE128 | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
 		IORING_SETUP_SQE128,
 	};
 	int rc = -EINVAL;
@@ -436,7 +447,18 @@ bool tfs_transport_on_queue(void)
 
 bool tfs_transport_alone(void)
 {
-	return cur_q && cur_q->inuser <= 1 && cur_q->waiting == 0;
+	struct tq *q = cur_q;
+
+	if (!q || q->inuser > 1 || q->waiting)
+		return false;
+	/* invariant 8: requests delivered but not yet completions */
+	if (IO_URING_READ_ONCE(*q->ring.sq.kflags) & IORING_SQ_TASKRUN) {
+		unsigned before = io_uring_cq_ready(&q->ring);
+
+		io_uring_get_events(&q->ring);
+		q->waiting += io_uring_cq_ready(&q->ring) - before;
+	}
+	return q->waiting == 0;
 }
 
 void *tfs_transport_read_buf(size_t len)

@@ -179,6 +179,47 @@ def test_an_uncached_array_on_the_queues_hands_its_io_to_the_pool(make_array, mo
     namespace_round(a.mnt)
 
 
+def test_a_burst_of_hits_is_read_on_the_ring(make_array, tmp_path, module_uring):
+    """4K random O_DIRECT reads at QD 32 (fio on io_uring, which submits
+    the reads it reaps in one call) of a file the tier holds whole: a
+    queue's thread reads a hit in place only when no other request of its
+    queue is delivered (transport.c invariant 8).  Before: the kernel's
+    deliveries waited as task work until the thread entered its ring, so
+    the first request of every burst looked alone and was read in place
+    while the rest waited behind it: 2.9-3.0% of the hits in 3 runs on the
+    code before, 0.01-0.1% after (also with both CPUs kept busy)."""
+    module_uring(True)
+    a = make_array("raid5", 3, "64K")
+    a.mount(["fuse_uring=on", *copts(tmp_path / "c", size="64M", promote=1)])
+    model = odirect_file(a.mnt / "f", 16 * M)
+    fd = os.open(str(a.mnt / "f"), os.O_RDONLY | os.O_DIRECT)
+    buf = aligned(64 * K)
+    offs = list(range(0, 16 * M, 64 * K))
+    for _ in range(50):      # misses promote (in the background) until all hit
+        misses = cst(a.mnt)["read_misses"]
+        random.Random(1).shuffle(offs)  # in order, a stream would bypass the tier
+        for off in offs:
+            assert os.preadv(fd, [buf], off) == 64 * K
+            same(bytes(buf), bytes(model[off:off + 64 * K]), f"f at {off}")
+        if cst(a.mnt)["read_misses"] == misses:
+            break
+        time.sleep(0.1)
+    os.close(fd)
+    before = cst(a.mnt)
+    assert before["cached_extents"] == 16 * M // before["extent"], before
+    r = subprocess.run(["fio", "--name=r", f"--filename={a.mnt / 'f'}", "--rw=randread",
+                        "--bs=4k", "--direct=1", "--ioengine=io_uring", "--iodepth=32",
+                        "--runtime=3", "--time_based", "--size=16M", "--output-format=json"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    after = cst(a.mnt)
+    hits = after["read_hits"] - before["read_hits"]
+    ring = after["ring_hits"] - before["ring_hits"]
+    assert after["read_misses"] == before["read_misses"], (before, after)
+    assert hits > 1000, (before, after)
+    assert hits - ring <= hits // 100, f"{hits - ring} of {hits} hits read in place"
+
+
 def test_write_back_writes_on_the_queues_never_wait_for_the_flusher(make_array, tmp_path,
                                                                     module_uring):
     """4K random O_DIRECT writes at QD 32 (fio, libaio) into a file the tier

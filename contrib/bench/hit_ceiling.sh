@@ -4,14 +4,19 @@
 # file, QD 1 (psync) and QD 32 (io_uring), ROUNDS (3) interleaved rounds
 # of 6 s on:
 #   raw    the file in a plain directory of the scratch disk
+#   data   the tier's data file of "disk" read by fio directly, in the
+#          range its slots hold (slots are handed out from the start; the
+#          free ones are unwritten extents, whose reads return zeros
+#          without touching the disk): the same reads the daemon makes,
+#          without FUSE
 #   disk   RAID5 x3 with a 512 MiB tier in a directory of the same disk
 #   tmpfs  the same array with its tier on tmpfs: the SSD read costs a
 #          copy, so what is left is the transport and the daemon
-# (Not the tier's data file read by fio directly: its free slots are
-# unwritten extents, whose reads return zeros without touching the disk.)
 # Both arrays run on the FUSE io_uring queues (fuse_uring=on; the script
 # sets the fuse module's enable_uring to Y and back to what it was).
-# Prints IOPS and, for the arrays, the daemon's CPU per request.
+# Prints IOPS, at QD 32 the reads in flight at the scratch disk's block
+# device (sampled every 10 ms) and, for the arrays, the daemon's CPU per
+# request.
 # usage: contrib/bench/hit_ceiling.sh BUILD_DIR [TMPDIR]   (run by hand, as root)
 set -u
 B=${1:?usage: $0 BUILD_DIR [TMPDIR]}
@@ -38,6 +43,16 @@ for v in disk tmpfs; do
     array_umount
 done
 
+DEV=$(basename "$(findmnt -no SOURCE --target "$D")")
+inflight() {    # PID: the mean of the device's reads in flight while PID runs
+    local n=0 sum=0 r w
+    while kill -0 "$1" 2>/dev/null; do
+        read -r r w <"/sys/class/block/$DEV/inflight"
+        sum=$((sum + r)) n=$((n + 1))
+        sleep 0.01
+    done
+    python3 -c "print('%.1f' % ($sum / max($n, 1)))"
+}
 iops() {    # FILE ENGINE DEPTH
     fio --name=m --filename="$1" --size=256M --bs=4k --direct=1 --rw=randread \
         --ioengine="$2" --iodepth="$3" --runtime=6 --time_based --output-format=json |
@@ -45,15 +60,19 @@ iops() {    # FILE ENGINE DEPTH
 }
 for round in $(seq "${ROUNDS:-3}"); do
     line="round $round"
-    for v in raw disk tmpfs; do
+    for v in raw data disk tmpfs; do
         case $v in
         raw) f=$D/raw/f ;;
+        data) f=$D/disk/ssd/data ;;
         *) array_mount "$B" $v "$(opts $v)"; f=$MNT/f ;;
         esac
         [ -n "$PID" ] && c0=$(daemon_cpu)
         a=$(iops "$f" psync 1)
-        b=$(iops "$f" io_uring 32)
-        line="$line | $v qd1 $a qd32 $b"
+        iops "$f" io_uring 32 >"$D/qd32" &
+        fl=$(inflight $!)
+        wait $!
+        b=$(cat "$D/qd32")
+        line="$line | $v qd1 $a qd32 $b (in flight $fl)"
         if [ -n "$PID" ]; then
             c1=$(daemon_cpu)
             line="$line cpu us/req $(python3 -c "print('%.1f' % (($c1 - $c0) * 1e6 / $(getconf CLK_TCK) / (($a + $b) * 6)))")"

@@ -9,7 +9,11 @@
 #   (a refactoring's before and after), each LABEL:BUILD:HIT_RING:
 #   VARIANTS="old:/path/A/build:1 new:/path/B/build:1" contrib/bench/hit_ring_ab.sh -
 # Each variant has its own array and tier (made and warmed by its build, so
-# builds of different on-disk versions compare too).
+# builds of different on-disk versions compare too).  The variant "raw"
+# (no build) is the same file in a plain directory of the same disk, read
+# by fio directly: the ceiling, e.g.
+#   VARIANTS="raw old:/path/A/build:fuse_uring=on new:build:fuse_uring=on"
+# (the io_uring queues need the fuse module's enable_uring set to Y).
 #   JOBS="rr1 rr32" (default): the hits at QD 1 and 32; also
 #   rw32 (4K random O_DIRECT write-back writes, QD 32), wsync1 (4K
 #   random writes, each followed by fdatasync, QD 1), wsync4 (the same
@@ -34,6 +38,11 @@ umnt() { array_umount; }
 
 for v in $VARIANTS; do
     IFS=: read -r label vb r <<<"$v"
+    if [ "$label" = raw ]; then
+        mkdir -p "$D/raw"
+        dd if=/dev/urandom of="$D/raw/f" bs=1M count=256 status=none
+        continue
+    fi
     array_make "$vb" "$label"
     mkdir -m 700 "$D/$label/ssd"
     mnt "$label" "$vb" "$r"
@@ -44,7 +53,8 @@ done
 for round in $(seq "${ROUNDS:-3}"); do
     for v in $VARIANTS; do
         IFS=: read -r label vb r <<<"$v"
-        mnt "$label" "$vb" "$r"
+        f=$D/raw/f
+        [ "$label" = raw ] || { mnt "$label" "$vb" "$r"; f=$MNT/f; }
         for job in ${JOBS:-rr1 rr32}; do
             case $job in
             rr1) a="--rw=randread --ioengine=psync" ;;
@@ -57,9 +67,10 @@ for round in $(seq "${ROUNDS:-3}"); do
             bw1) a="--rw=randwrite --ioengine=psync --direct=0" ;;
             *) echo "unknown job $job"; exit 1 ;;
             esac
-            c0=$(daemon_cpu)
+            c0=0 c1=0
+            [ -n "$PID" ] && c0=$(daemon_cpu)
             if [ "$job" = reopen ]; then
-                python3 - "$MNT/f" "$D/fio.json" <<'PY'
+                python3 - "$f" "$D/fio.json" <<'PY'
 import json, os, random, sys, time
 n, end, r = 0, time.time() + 8, random.Random(1)
 while time.time() < end:
@@ -70,15 +81,16 @@ while time.time() < end:
 json.dump({"jobs": [{"read": {"total_ios": n}, "write": {"total_ios": 0}}]}, open(sys.argv[2], "w"))
 PY
             else
-                fio --name=m --filename="$MNT/f" --bs=4k --direct=1 $a \
+                fio --name=m --filename="$f" --size=256M --bs=4k --direct=1 $a \
                     --runtime=8 --time_based --output-format=json >"$D/fio.json"
             fi
-            c1=$(daemon_cpu)
+            [ -n "$PID" ] && c1=$(daemon_cpu)
             python3 -c "import json; j = json.load(open('$D/fio.json'))['jobs'][0]; \
 n = j['read']['total_ios'] + j['write']['total_ios']; \
 print('round $round $label $job iops %.0f cpu us/req %.1f' \
 % (n / 8.0, ($c1 - $c0) * 1e6 / $(getconf CLK_TCK) / n))"
         done
+        [ "$label" = raw ] && continue
         getfattr --absolute-names -n user.tierfs.status --only-values "$MNT" | \
             grep -E "cache.(read_hits|read_misses|ring_hits)=" | tr '\n' ' '
         echo

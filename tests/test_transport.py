@@ -18,7 +18,7 @@ import time
 import pytest
 
 from conftest import BUILD, URING_PARAM as PARAM, mounted
-from test_cache import copts, cst, flush, same, status
+from test_cache import copts, cst, flush, same, status, wait_until
 from test_cli import assert_refused, try_mount
 
 K = 1024
@@ -195,17 +195,16 @@ def test_a_burst_of_hits_is_read_on_the_ring(make_array, tmp_path, module_uring)
     fd = os.open(str(a.mnt / "f"), os.O_RDONLY | os.O_DIRECT)
     buf = aligned(64 * K)
     offs = list(range(0, 16 * M, 64 * K))
-    for _ in range(50):      # misses promote (in the background) until all hit
-        misses = cst(a.mnt)["read_misses"]
-        random.Random(1).shuffle(offs)  # in order, a stream would bypass the tier
+    random.Random(1).shuffle(offs)      # in order, a stream would bypass the tier
+
+    def read_pass():                    # a miss promotes its extent, in the background
         for off in offs:
             assert os.preadv(fd, [buf], off) == 64 * K
             same(bytes(buf), bytes(model[off:off + 64 * K]), f"f at {off}")
-        if cst(a.mnt)["read_misses"] == misses:
-            break
-        time.sleep(0.1)
+        s = cst(a.mnt)
+        return s if s["cached_extents"] == 16 * M // s["extent"] else None
+    before = wait_until(read_pass, "the whole file in the tier")
     os.close(fd)
-    before = cst(a.mnt)
     assert before["cached_extents"] == 16 * M // before["extent"], before
     r = subprocess.run(["fio", "--name=r", f"--filename={a.mnt / 'f'}", "--rw=randread",
                         "--bs=4k", "--direct=1", "--ioengine=io_uring", "--iodepth=32",

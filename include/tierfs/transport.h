@@ -42,8 +42,9 @@ void tfs_transport_free(struct tfs_transport *t);
 bool tfs_transport_on_queue(void);
 /* Returns true on a queue's thread if the request it runs is the only one
  * its queue has: nothing else taken and not answered, no other completion
- * of the batch waiting (then a short wait on the SSD is cheaper done at
- * once than through the ring); false otherwise. */
+ * of the batch waiting, none delivered and not yet a completion
+ * (transport.c invariant 8; then a short wait on the SSD is cheaper done
+ * at once than through the ring); false otherwise. */
 bool tfs_transport_alone(void);
 /* On a queue's thread, while it runs a READ: returns the buffer its
  * answer goes out from (the queue entry's payload, page-aligned, valid

@@ -118,7 +118,7 @@ struct tq {
 	struct tent *remote;
 	bool sleeping;
 	unsigned inuser;		/* requests taken, not answered (thread only) */
-	unsigned waiting;		/* completions of this batch not yet taken (thread only) */
+	unsigned seen;			/* completions of this batch taken (thread only) */
 	unsigned live;			/* entries the kernel has or will get back */
 	bool quiet;			/* stopping and nothing taken is unanswered (t->lock) */
 	uint64_t requests, pooled, reads, writes;	/* atomics, for the status */
@@ -387,7 +387,7 @@ static void *queue_main(void *arg)
 	for (;;) {
 		struct tent *remote;
 		struct io_uring_cqe *cqe;
-		unsigned head, seen = 0;
+		unsigned head;
 
 		pthread_mutex_lock(&q->lock);
 		remote = q->remote;
@@ -414,13 +414,11 @@ static void *queue_main(void *arg)
 		pthread_mutex_lock(&q->lock);
 		q->sleeping = false;
 		pthread_mutex_unlock(&q->lock);
-		q->waiting = io_uring_cq_ready(&q->ring);
 		io_uring_for_each_cqe(&q->ring, head, cqe) {
 			uintptr_t ud = (uintptr_t)cqe->user_data;
 			void *p = (void *)(ud & ~(uintptr_t)TAG_MASK);
 
-			seen++;
-			q->waiting--;
+			q->seen++;
 			if ((ud & TAG_MASK) == TAG_EVENT) {
 				q->armed = false;
 			} else if ((ud & TAG_MASK) == TAG_HIT) {
@@ -430,7 +428,8 @@ static void *queue_main(void *arg)
 				ent_done(q, p, cqe->res);
 			}
 		}
-		io_uring_cq_advance(&q->ring, seen);
+		io_uring_cq_advance(&q->ring, q->seen);
+		q->seen = 0;
 	}
 	io_uring_submit(&q->ring);	/* the last answers */
 	pthread_mutex_lock(&t->lock);
@@ -449,16 +448,12 @@ bool tfs_transport_alone(void)
 {
 	struct tq *q = cur_q;
 
-	if (!q || q->inuser > 1 || q->waiting)
+	if (!q || q->inuser > 1)
 		return false;
-	/* invariant 8: requests delivered but not yet completions */
-	if (IO_URING_READ_ONCE(*q->ring.sq.kflags) & IORING_SQ_TASKRUN) {
-		unsigned before = io_uring_cq_ready(&q->ring);
-
+	/* invariant 8: what was delivered but is not a completion yet */
+	if (IO_URING_READ_ONCE(*q->ring.sq.kflags) & IORING_SQ_TASKRUN)
 		io_uring_get_events(&q->ring);
-		q->waiting += io_uring_cq_ready(&q->ring) - before;
-	}
-	return q->waiting == 0;
+	return io_uring_cq_ready(&q->ring) == q->seen;	/* none of the batch left */
 }
 
 void *tfs_transport_read_buf(size_t len)

@@ -205,10 +205,52 @@ int tfs_cache_ctl(struct tfs_fs *fs, const char *cmd, const char *arg, char *err
 /* The cache.* lines of user.tierfs.status into buf (paths: the cache
  * directory shown, else "-").  Returns their length, cut at len - 1. */
 int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths);
-/* Per-file user.tierfs.cache: the fid, cached and dirty bytes of in.
- * Returns the length written, or -errno: the file's load, -ERANGE (buf
- * too small). */
-int tfs_cache_file_stats(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len);
+/* Why a request went around the tier, for a file's last bypass
+ * (tfs_inode.tier.bypass, fs.h). */
+enum tfs_bypass {
+	TFS_BYPASS_NONE,
+	TFS_BYPASS_SEQ,		/* a sequential stream past cache_seq_cutoff */
+	TFS_BYPASS_DIRTY_HIGH,	/* write-back at cache_dirty_high wanting a fresh slot */
+	TFS_BYPASS_MODE,	/* the mode keeps no new writes (not write-back, read-only) */
+	TFS_BYPASS_NO_SLOT,	/* every slot dirty or in use */
+};
+/* Returns the reason's name ("none", "sequential", "dirty_high", "mode",
+ * "no_slot"). */
+const char *tfs_bypass_name(enum tfs_bypass b);
+
+/* What the tier holds of a file now (its user.tierfs.* attributes). */
+struct tfs_cache_file_info {
+	uint64_t cached_bytes, dirty_bytes;	/* its valid and dirty sectors */
+	uint32_t extents, dirty_extents;	/* in the tier; with dirty sectors */
+	const char *heat;	/* its hottest extent's class: hot, warm, cold, or none */
+};
+/* Fills *fi for in (zeros and "none" without a tier).  Returns 0 or
+ * -errno: the file's load. */
+int tfs_cache_file_info(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_cache_file_info *fi);
+/* The residency map of in: one line "OFFSET LENGTH clean|dirty" per run
+ * of sectors the tier holds, by offset, neighbours of one state merged.
+ * Returns the length (0: nothing in the tier), or -errno: the file's
+ * load, -ENOMEM, -ERANGE (more than len bytes; with len 0 only the
+ * length is returned). */
+int tfs_cache_residency(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len);
+/* A file's control: "flush" writes its dirty sectors to the members and
+ * waits; "evict" does that and then drops every extent of it that is
+ * clean and idle.  Returns 0 or -errno with one line in err: -ENODEV (no
+ * tier), -EROFS, -EINVAL (another command), or the flush's (-EIO: some
+ * extents stayed dirty, the flusher's error otherwise). */
+int tfs_cache_file_ctl(struct tfs_fs *fs, struct tfs_inode *in, const char *cmd, char *err,
+		       size_t errlen);
+/* A run-time tunable of the tier by name: cache_mode, seq_cutoff
+ * (bytes), promote_threshold, dirty_low, dirty_high (percent).  get:
+ * its value as text into buf, returns the length or -errno (-ENODEV, no
+ * tier; -ENODATA, not a tunable's name; -ERANGE).  set: returns 0 or
+ * -errno with one line in err (-ENODEV, -EROFS, -ENODATA, -EINVAL: a
+ * value out of range, which names the range). */
+int tfs_cache_tunable_get(struct tfs_fs *fs, const char *name, char *buf, size_t len);
+int tfs_cache_tunable_set(struct tfs_fs *fs, const char *name, const char *val, char *err,
+			  size_t errlen);
+/* Counters back to zero (the root's user.tierfs.reset). */
+void tfs_cache_stats_reset(struct tfs_fs *fs);
 
 /* Returns the mode's name ("?" for a value that is not a mode). */
 const char *tfs_cache_mode_name(enum tfs_cache_mode m);

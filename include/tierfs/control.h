@@ -17,6 +17,9 @@ struct tfs_fs;
  * ctl_error= line of the status: the reason of a refusal, cleared by a
  * command that succeeds. */
 int tfs_control(struct tfs_fs *fs, const char *val, size_t len, char *err, size_t errlen);
+/* A refused setting of another user.tierfs.* name (fuse/attrs.c): why
+ * becomes the ctl_error= line, as a refused command's reason does. */
+void tfs_control_refused(const char *why);
 /* The text of user.tierfs.status (control.c invariant 2); paths (members,
  * the tier, files) and the ctl_error= line only when paths (DESIGN §11).
  * Returns it malloc'ed (the caller frees), or NULL without memory. */

@@ -97,6 +97,19 @@ struct tfs_inode {
 	struct timespec mtime_due, mtime_put;
 	uint64_t times_gen;
 	unsigned times_busy;
+
+	/* The SSD tier's requests on this file since its inode was made (not
+	 * kept across a restart or a forget): written by cache/read.c and
+	 * cache/write.c with relaxed atomics, read for the file's
+	 * user.tierfs.* attributes (fuse/attrs.c).  A request is a hit when
+	 * the tier served all of it from extents it held; bypass is the
+	 * reason of the last request that went around the tier (enum
+	 * tfs_bypass, cache.h), bypass_time when (CLOCK_REALTIME seconds). */
+	struct tfs_tier_counts {
+		uint64_t read_hits, read_misses, write_hits, write_misses;
+		uint64_t bypass_time;
+		uint32_t bypass;
+	} tier;
 };
 
 struct tfs_fs;

@@ -98,7 +98,16 @@ struct cstats {
 	uint64_t promotions, promote_dropped, evictions, invalidations;
 	uint64_t flushed_bytes, flush_writes, flush_syncs, full_stripe_flushes, throttled;
 	uint64_t fills;
+	/* whole requests: a hit when the tier served all of it from extents
+	 * it held (the counters above count a request's pieces, one per
+	 * extent) */
+	uint64_t read_req_hits, read_req_misses, write_req_hits, write_req_misses;
 };
+
+/* One request on in was (hit) or was not served whole by the tier;
+ * why: the reason it went around the tier, if it did.  Relaxed atomics
+ * (fs.h, tfs_tier_counts); not under any lock. */
+void c_count_file(struct tfs_inode *in, bool write, bool hit, enum tfs_bypass why);
 
 struct tfs_cache {
 	struct tfs_fs *fs;
@@ -145,6 +154,10 @@ struct tfs_cache {
 	bool threads, stop;
 	pthread_cond_t fcond;		/* wakes the flusher */
 	uint64_t flush_req, flush_done;	/* "flush everything" requests */
+	/* a one-file flush (c_flush_file): its fid (0: none), requests made
+	 * and served, the last one's result */
+	uint64_t ffid, ffreq, ffdone;
+	int ffrc;
 	int flush_err;			/* why the last flush stopped (-errno), or 0 */
 	bool flush_unresolved;		/* ... or that dirty files were not found yet */
 	uint32_t ndirty_old;		/* dirty extents older than the last flush request */
@@ -271,6 +284,10 @@ int c_commit(struct tfs_cache *c, struct tfs_cstore_op *ops, unsigned n);
  * Returns the slot, or C_NONE: every slot dirty or in use, no memory, or
  * the durability point failed (logged).  Under c->lock. */
 uint32_t c_alloc_slot(struct tfs_cache *c, uint64_t fid, uint64_t idx);
+/* Drops every extent of fid that is clean and idle (not busy, pinned or
+ * being flushed), as an eviction does: their records leave the store
+ * first (a failure is logged and keeps them).  Not under c->lock. */
+void c_evict_file(struct tfs_cache *c, uint64_t fid);
 /* Waits until nobody owns x (busy), then owns it.  c->lock is let go while
  * it waits: the slot may hold another extent after.  Under c->lock. */
 void c_wait_idle(struct tfs_cache *c, struct cext *x);
@@ -315,6 +332,12 @@ void c_threads_stop(struct tfs_cache *c);
 /* Queues a promotion of extent idx of in (opened for it, released if the
  * queue is full: counted as dropped).  Not under c->lock. */
 void c_promote_queue(struct tfs_cache *c, struct tfs_inode *in, uint64_t idx);
+/* Has the flusher destage in's dirty extents now (one file at a time;
+ * other callers wait their turn) and waits.  Returns 0, or -errno: the
+ * RAID's, -EBUSY (writes kept dirtying the file: extents stayed dirty
+ * after as many rounds as it had dirty extents to destage, twice over),
+ * -EIO (the threads stopped).  Not under c->lock. */
+int c_flush_file(struct tfs_cache *c, struct tfs_inode *in);
 /* Flushes everything dirty now and waits.  Returns 0 or -errno: the
  * flusher's last error, or -EIO if dirty extents remain (the threads
  * stopped, or files not found since a restart). */

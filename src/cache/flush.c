@@ -69,6 +69,13 @@
  *     long as it would have after each of its files.  A batch's files
  *     come from one look at the file table (next_dirty), which holds
  *     c->lock for a walk of every cached file.
+ * 13. A one-file flush (c_flush_file: a file's user.tierfs.flush) is the
+ *     flusher's work too, first in its loop: it destages that file batch
+ *     after batch, whatever the extents' age or the pace, and ends when the
+ *     file has nothing dirty, a batch fails, or twice as many rounds as the
+ *     file had batches to destage went by (writers keep dirtying it:
+ *     EBUSY).  One request at a time; its callers queue on c->cond.  So
+ *     the file's sectors are cleaned only as invariant 6 says.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -782,6 +789,32 @@ static void wait_ticks(struct tfs_cache *c, pthread_cond_t *cv, unsigned ms)
 	pthread_cond_timedwait(cv, &c->lock, &ts);
 }
 
+/* Serves the one-file flush request (c_flush_file): destages the file
+ * a batch at a time, with no regard to age or pace.  Under c->lock (let
+ * go while it destages). */
+static void flush_one(struct tfs_cache *c, char *buf, struct fjob *jobs)
+{
+	uint64_t fid = c->ffid;
+	struct cfile *f = c_file_find(c, fid);
+	unsigned rounds = f ? 2 * (f->ndirty / FLUSH_BATCH + 1) : 0, nfiles;
+	int64_t r = 0;
+
+	while (f && f->ndirty && f->in && rounds-- && r >= 0) {
+		f->refs++;	/* dropped by flush_batch, as next_dirty's are */
+		pthread_mutex_unlock(&c->lock);
+		r = flush_batch(c, &f, 1, buf, jobs, 0, &nfiles);
+		tfs_scratch_trim();
+		pthread_mutex_lock(&c->lock);
+		f = c_file_find(c, fid);
+	}
+	c->ffrc = r < 0 ? (int)r : f && f->ndirty ? -EBUSY : 0;
+	if (r < 0)
+		c->flush_err = (int)r;
+	c->ffid = 0;
+	c->ffdone = c->ffreq;
+	pthread_cond_broadcast(&c->cond);
+}
+
 static void *flusher(void *arg)
 {
 	struct tfs_cache *c = arg;
@@ -843,6 +876,11 @@ static void *flusher(void *arg)
 			rc = resolve(c);
 			pthread_mutex_lock(&c->lock);
 			resolve_backoff(c, rc);
+			continue;
+		}
+		if (c->ffreq != c->ffdone) {
+			flush_one(c, buf, jobs);
+			touched = true;
 			continue;
 		}
 		if (all && (c->ndirty == 0 || c->ndirty_old == 0)) {
@@ -929,6 +967,35 @@ int c_flush_all(struct tfs_cache *c)
 	want = c->ndirty;
 	pthread_mutex_unlock(&c->lock);
 	return c->flush_err ? c->flush_err : want ? -EIO : 0;
+}
+
+int c_flush_file(struct tfs_cache *c, struct tfs_inode *in)
+{
+	uint64_t want;
+	struct cfile *f;
+	int rc;
+
+	pthread_mutex_lock(&c->lock);
+	while (c->ffreq != c->ffdone && !c->stop && c->threads)
+		pthread_cond_wait(&c->cond, &c->lock);	/* another file's turn */
+	f = c_file_find(c, in->fid);
+	if (!f || !f->ndirty) {
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	c_file_attach(c, f, in);	/* the flusher reaches it through f->in */
+	if (c->stop || !c->threads) {
+		pthread_mutex_unlock(&c->lock);
+		return -EIO;
+	}
+	c->ffid = in->fid;
+	want = ++c->ffreq;
+	pthread_cond_signal(&c->fcond);
+	while (c->ffdone < want && !c->stop && c->threads)
+		pthread_cond_wait(&c->cond, &c->lock);
+	rc = c->ffdone >= want ? c->ffrc : -EIO;
+	pthread_mutex_unlock(&c->lock);
+	return rc;
 }
 
 /* ------------------------------------------------------------------ */

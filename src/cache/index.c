@@ -613,6 +613,33 @@ static void evict_some(struct tfs_cache *c)
 	c->st.evictions += n;
 }
 
+void c_evict_file(struct tfs_cache *c, uint64_t fid)
+{
+	struct tfs_cstore_op ops[32];
+	uint32_t vict[32];
+	unsigned n;
+
+	pthread_mutex_lock(&c->lock);
+	do {
+		struct cfile *f = c_file_find(c, fid);
+
+		n = 0;
+		for (uint32_t s = f ? f->head : C_NONE; s != C_NONE && n < 32; s = c->e[s].fnext) {
+			if (!evictable(c, s))
+				continue;
+			vict[n] = s;
+			ops[n++] = (struct tfs_cstore_op){ .op = TFS_CS_DEL_EXT, .fid = fid,
+							   .idx = c->e[s].idx };
+		}
+		if (n && c_commit(c, ops, n))
+			break;	/* logged; the records may still name the slots */
+		for (unsigned i = 0; i < n; i++)
+			c_unlink_slot(c, vict[i]);
+		c->st.evictions += n;
+	} while (n == 32);
+	pthread_mutex_unlock(&c->lock);
+}
+
 /* A free slot for (fid, idx), linked and busy (the caller fills it), or
  * C_NONE when every slot is dirty or in use. */
 uint32_t c_alloc_slot(struct tfs_cache *c, uint64_t fid, uint64_t idx)

@@ -158,7 +158,9 @@ enum tfs_hit tfs_cache_hit_begin(struct tfs_fs *fs, struct tfs_inode *in, bool d
 	tfs_policy_hit(c->pol, s);
 	c->st.read_hits++;
 	c->st.read_hit_bytes += len;
+	c->st.read_req_hits++;
 	pthread_mutex_unlock(&c->lock);
+	c_count_file(in, false, true, TFS_BYPASS_NONE);
 	pthread_mutex_lock(&in->lock);
 	c_seq_note(c, in, off, len);
 	pthread_mutex_unlock(&in->lock);
@@ -248,7 +250,13 @@ ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, voi
 			npromote++;
 		}
 	}
+	if (miss_a == UINT64_MAX)
+		c->st.read_req_hits++;
+	else
+		c->st.read_req_misses++;
 	pthread_mutex_unlock(&c->lock);
+	c_count_file(in, false, miss_a == UINT64_MAX,
+		     miss_a != UINT64_MAX && seq ? TFS_BYPASS_SEQ : TFS_BYPASS_NONE);
 
 	/* the RAID for everything not wholly in the cache, in one request;
 	 * then the cache's sectors over it (the pinned slots stay put) */

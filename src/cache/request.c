@@ -62,7 +62,9 @@ bool c_seq_note(const struct tfs_cache *c, struct tfs_inode *in, uint64_t off, u
 {
 	in->seq_len = in->seq_next == off ? in->seq_len + len : len;
 	in->seq_next = off + len;
-	return c->seq_cutoff && in->seq_len >= c->seq_cutoff;
+	uint64_t cutoff = __atomic_load_n(&c->seq_cutoff, __ATOMIC_RELAXED);	/* status.c inv. 3 */
+
+	return cutoff && in->seq_len >= cutoff;
 }
 
 /* fid and logical size of an open file, and whether the request [off,

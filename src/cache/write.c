@@ -160,6 +160,8 @@ static void plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 	uint32_t now = c_now();
 	bool admit = mode == TFS_CACHE_WRITEBACK && !seq && !c->readonly;
 	bool full = admit && over_high(c);	/* invariant 9 */
+	enum tfs_bypass why = TFS_BYPASS_NONE;
+	bool hit = true;
 
 	for (unsigned i = 0; i < np; i++) {
 		uint32_t s = c_lookup(c, fid, p[i].idx);
@@ -183,10 +185,13 @@ static void plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 				p[i].act = A_CACHE;
 			else
 				p[i].act = mode == TFS_CACHE_WRITETHROUGH ? A_THROUGH : A_AROUND;
-			if (p[i].act == A_CACHE)
+			if (p[i].act == A_CACHE) {
 				c->st.write_hits++;
-			else if (p[i].act == A_AROUND)
+			} else if (p[i].act == A_AROUND) {
 				c->st.write_around++;
+				hit = false;
+				why = TFS_BYPASS_MODE;
+			}
 			continue;
 		}
 		{
@@ -203,17 +208,28 @@ static void plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 				p[i].act = A_CACHE;
 				p[i].fresh = true;
 				c->st.write_misses++;
+				hit = false;
 				continue;
 			}
 		}
-		if (seq)
+		hit = false;
+		if (seq) {
 			c->st.seq_bypass++;
-		else if (full)
+			why = TFS_BYPASS_SEQ;
+		} else if (full) {
 			c->st.full_bypass++;
-		else
+			why = TFS_BYPASS_DIRTY_HIGH;
+		} else {
 			c->st.write_around++;
+			why = admit ? TFS_BYPASS_NO_SLOT : TFS_BYPASS_MODE;
+		}
 		c->guard[c_ekey(fid, p[i].idx) % C_GUARDS]++;
 	}
+	if (hit)
+		c->st.write_req_hits++;
+	else
+		c->st.write_req_misses++;
+	c_count_file(in, true, hit, why);
 }
 
 /* Above the high watermark a write that would dirty an extent the tier
@@ -329,7 +345,7 @@ static bool fill_from_raid(struct tfs_cache *c, uint64_t fid, uint64_t size, uin
 bool tfs_cache_write_waits(struct tfs_fs *fs, struct tfs_inode *in, size_t len, uint64_t off)
 {
 	struct tfs_cache *c = fs->cache;
-	uint64_t fid, size, run, end = off + len;
+	uint64_t fid, size, run, cutoff, end = off + len;
 	bool waits;
 
 	if (tfs_cache_detached(c) || c_mode(c) != TFS_CACHE_WRITEBACK)
@@ -338,8 +354,9 @@ bool tfs_cache_write_waits(struct tfs_fs *fs, struct tfs_inode *in, size_t len, 
 	fid = in->fid;
 	size = in->size;
 	run = in->seq_next == off ? in->seq_len + len : len;
+	cutoff = __atomic_load_n(&c->seq_cutoff, __ATOMIC_RELAXED);	/* status.c inv. 3 */
 	waits = !in->fid_valid || !in->size_valid ||
-		(c->seq_cutoff && run >= c->seq_cutoff && len >= tfs_row_bytes(fs));
+		(cutoff && run >= cutoff && len >= tfs_row_bytes(fs));
 	pthread_mutex_unlock(&in->lock);
 	if (waits || len == 0)
 		return waits;

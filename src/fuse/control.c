@@ -76,6 +76,13 @@ int tfs_control(struct tfs_fs *fs, const char *val, size_t len, char *err, size_
 	return rc;
 }
 
+void tfs_control_refused(const char *why)
+{
+	pthread_mutex_lock(&last_lock);
+	snprintf(last_error, sizeof(last_error), "%s", why);
+	pthread_mutex_unlock(&last_lock);
+}
+
 char *tfs_status(struct tfs_fs *fs, bool paths)
 {
 	char *h = tfs_health_report(fs, paths), *m = tfs_maint_report(fs, paths), *out = NULL;

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tierfs/attrs.h"
 #include "tierfs/cache.h"
 #include "tierfs/control.h"
 #include "tierfs/data.h"
@@ -768,27 +769,24 @@ static void tfs_statfs(fuse_req_t req, fuse_ino_t ino)
 
 /* ---- xattrs ---- */
 
-/* The control interface: user.tierfs.ctl (write a command) and
- * user.tierfs.status (read the array's state) on the root (control.c). */
-#define XATTR_CTL    "user.tierfs.ctl"
-#define XATTR_STATUS "user.tierfs.status"
-/* On a regular file: its bytes in the SSD tier (cache/status.c). */
-#define XATTR_CACHE  "user.tierfs.cache"
+/* tierfs's own names (user.tierfs.*) are attrs.c's; every other passes
+ * through to the members (ns/xattr.c). */
+static struct tfs_attr_caller caller(fuse_req_t req, fuse_ino_t ino)
+{
+	return (struct tfs_attr_caller){ .uid = fuse_req_ctx(req)->uid,
+					 .root_node = ino == FUSE_ROOT_ID };
+}
 
 static void tfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			 size_t size, int flags)
 {
-	if (ino == FUSE_ROOT_ID && strcmp(name, XATTR_CTL) == 0) {
-		char err[512] = "";
-		int rc = fuse_req_ctx(req)->uid != 0 ? -EPERM
-			 : tfs_control(FS(req), value, size, err, sizeof(err));
+	struct tfs_attr_caller who = caller(req, ino);
 
-		if (rc && err[0])
-			tfs_warn("tierctl: %s", err);
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	fuse_reply_err(req, -tfs_ns_setxattr(FS(req), INO(req, ino), name, value, size, flags));
+	if (tfs_attr_ours(name))
+		fuse_reply_err(req, -tfs_attr_set(FS(req), INO(req, ino), &who, name, value, size));
+	else
+		fuse_reply_err(req, -tfs_ns_setxattr(FS(req), INO(req, ino), name, value, size,
+						     flags));
 }
 
 static void reply_xattr(fuse_req_t req, char *buf, size_t size, int rc)
@@ -803,35 +801,11 @@ static void reply_xattr(fuse_req_t req, char *buf, size_t size, int rc)
 
 static void tfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
+	struct tfs_attr_caller who = caller(req, ino);
 	char *buf = size ? malloc(size) : NULL;
-	int rc;
-
-	if (ino == FUSE_ROOT_ID && strcmp(name, XATTR_STATUS) == 0) {
-		/* paths (members, the tier, files being scrubbed) are root's
-		 * business; the counters are everybody's (DESIGN §11) */
-		char *st = tfs_status(FS(req), fuse_req_ctx(req)->uid == 0);
-		size_t l = st ? strlen(st) : 0;
-
-		rc = !st ? -ENOMEM : size == 0 ? (int)l : l > size ? -ERANGE : (int)l;
-		if (rc > 0 && size)
-			memcpy(buf, st, l);
-		free(st);
-		reply_xattr(req, buf, size, rc);
-		free(buf);
-		return;
-	}
-	if (strcmp(name, XATTR_CACHE) == 0 && ino != FUSE_ROOT_ID) {
-		char st[256];
-		int l = tfs_cache_file_stats(FS(req), INO(req, ino), st, sizeof(st));
-
-		rc = l < 0 ? l : size == 0 ? l : (size_t)l > size ? -ERANGE : l;
-		if (rc > 0 && size)
-			memcpy(buf, st, (size_t)l);
-		reply_xattr(req, buf, size, rc);
-		free(buf);
-		return;
-	}
-	rc = (size && !buf) ? -ENOMEM : tfs_ns_getxattr(FS(req), INO(req, ino), name, buf, size);
+	int rc = size && !buf ? -ENOMEM
+		 : tfs_attr_ours(name) ? tfs_attr_get(FS(req), INO(req, ino), &who, name, buf, size)
+		 : tfs_ns_getxattr(FS(req), INO(req, ino), name, buf, size);
 
 	reply_xattr(req, buf, size, rc);
 	free(buf);
@@ -839,10 +813,13 @@ static void tfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 
 static void tfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+	struct tfs_attr_caller who = caller(req, ino);
 	char *buf = size ? malloc(size) : NULL;
 	int rc = (size && !buf) ? -ENOMEM
-		 : tfs_ns_listxattr(FS(req), INO(req, ino), buf, size, fuse_req_ctx(req)->uid == 0);
+		 : tfs_ns_listxattr(FS(req), INO(req, ino), buf, size, who.uid == 0);
 
+	if (rc >= 0)
+		rc = tfs_attr_list(FS(req), INO(req, ino), &who, buf, size, (size_t)rc);
 	reply_xattr(req, buf, size, rc);
 	free(buf);
 }

@@ -1,0 +1,267 @@
+"""tierfs's own extended attributes (user.tierfs.*, fuse/attrs.c) on a real
+mount: every name listed where it reads, each read, the per-file counters,
+residency map and actions, the root's JSON statistics and tunables, and the
+refusals, with the two-uid permission rules (a user who cannot read a file
+cannot read its statistics; a file's actions are its owner's or root's;
+the array's settings are root's)."""
+import errno
+import json
+import os
+import subprocess
+
+import pytest
+
+from test_cache import K, M, copts, cst, status
+from test_posix import as_user
+
+P = "user.tierfs."
+FILE_NAMES = ["cached_bytes", "dirty_bytes", "extents", "dirty_extents", "heat",
+              "read_hits", "read_misses", "write_hits", "write_misses", "last_bypass",
+              "layout", "residency"]
+TUNABLES = ["cache_mode", "seq_cutoff", "promote_threshold", "dirty_low", "dirty_high"]
+ALICE, BOB = 60001, 60002
+
+
+def get(path, name):
+    return os.getxattr(str(path), P + name).decode()
+
+
+def put(path, name, value=b"1"):
+    os.setxattr(str(path), P + name, value if isinstance(value, bytes) else value.encode())
+
+
+def errno_of(fn, *a):
+    try:
+        fn(*a)
+    except OSError as e:
+        return errno.errorcode[e.errno]
+    return None
+
+
+def ours(path):
+    return sorted(n[len(P):] for n in os.listxattr(str(path)) if n.startswith(P))
+
+
+@pytest.fixture
+def tiered(make_array, tmp_path):
+    """RAID5 x3 (64K chunk: a row is 128K) with a 16 MiB write-back tier of
+    256K extents; the mount (allow_other) and its root are open to the two users."""
+    a = make_array("raid5", 3, "64K")
+    a.mount(opts=copts(tmp_path / "cache", size="16M", extent="256K") + ["allow_other"])
+    os.chmod(a.mnt, 0o777)
+    return a
+
+
+def write_pieces(path, total, piece):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for off in range(0, total, piece):
+            os.pwrite(fd, bytes([off // piece % 251]) * piece, off)
+    finally:
+        os.close(fd)
+
+
+def test_names_are_listed_where_they_read(tiered, make_array):
+    f = tiered.mnt / "f"
+    write_pieces(f, 64 * K, 64 * K)
+    (tiered.mnt / "d").mkdir()
+    os.setxattr(str(f), "user.mine", b"x")
+    assert ours(f) == sorted(FILE_NAMES)
+    assert "user.mine" in os.listxattr(str(f))
+    assert ours(tiered.mnt) == sorted(["status", "stats"] + TUNABLES)
+    assert ours(tiered.mnt / "d") == []
+    # getfattr -d reads every listed name: each one reads
+    for n in FILE_NAMES:
+        get(f, n)
+    for n in ["status", "stats"] + TUNABLES:
+        get(tiered.mnt, n)
+    # not there: ENODATA, on a file, a directory and the root
+    assert errno_of(get, f, "nope") == "ENODATA"
+    assert errno_of(get, f, "flush") == "ENODATA"          # actions only write
+    assert errno_of(get, tiered.mnt / "d", "cached_bytes") == "ENODATA"
+    assert errno_of(get, tiered.mnt, "cached_bytes") == "ENODATA"
+    # an array without a tier has no tunables; a file's names read zeros
+    u = make_array("raid0", 2, "64K", sub="plain")
+    u.mount()
+    write_pieces(u.mnt / "g", 64 * K, 64 * K)
+    assert ours(u.mnt) == ["stats", "status"]
+    assert errno_of(get, u.mnt, "dirty_low") == "ENODATA"
+    assert get(u.mnt / "g", "cached_bytes") == "0"
+    assert get(u.mnt / "g", "heat") == "none"
+    assert get(u.mnt / "g", "residency") == ""
+    assert get(u.mnt / "g", "layout") .startswith("raid0 chunk=65536 members=2 rotation=")
+
+
+def test_file_counters_residency_flush_and_evict(tiered):
+    f = tiered.mnt / "f"
+    data_before = None
+    write_pieces(f, 1 * M, 64 * K)           # 16 writes into 4 extents
+    assert get(f, "cached_bytes") == str(1 * M)
+    assert get(f, "dirty_bytes") == str(1 * M)
+    assert get(f, "extents") == "4" and get(f, "dirty_extents") == "4"
+    assert (get(f, "write_misses"), get(f, "write_hits")) == ("4", "12")
+    assert get(f, "residency") == f"0 {M} dirty\n"
+    assert get(f, "last_bypass") == "none"
+    fd = os.open(f, os.O_RDONLY)
+    data_before = os.pread(fd, 1 * M, 0)
+    os.close(fd)
+    assert int(get(f, "read_hits")) >= 1 and get(f, "read_misses") == "0"
+    assert get(f, "heat") in ("hot", "warm")
+    # a file's flush: nothing of it dirty after, every byte still there
+    put(f, "flush")
+    assert get(f, "dirty_bytes") == "0" and get(f, "dirty_extents") == "0"
+    assert get(f, "residency") == f"0 {M} clean\n"
+    assert cst(tiered.mnt)["dirty_bytes"] == 0
+    # a partly cached extent shows as runs: an 8K write into a fresh one
+    g = tiered.mnt / "g"
+    write_pieces(g, 8 * K, 8 * K)
+    fd = os.open(g, os.O_WRONLY)
+    os.pwrite(fd, b"z" * (8 * K), 64 * K)
+    os.close(fd)
+    assert get(g, "residency") == f"0 {8 * K} dirty\n{64 * K} {8 * K} dirty\n"
+    # evict: flushed, then out of the tier; the data reads back from the RAID
+    put(f, "evict")
+    assert (get(f, "cached_bytes"), get(f, "extents"), get(f, "residency")) == ("0", "0", "")
+    assert get(f, "heat") == "none"
+    with open(f, "rb") as h:
+        assert h.read() == data_before
+    put(g, "evict")
+    assert get(g, "cached_bytes") == "0"
+    with open(g, "rb") as h:
+        got = h.read()
+    assert got[:8 * K] == bytes([0]) * (8 * K) and got[64 * K:] == b"z" * (8 * K)
+    assert cst(tiered.mnt)["dirty_bytes"] == 0
+
+
+def test_request_counters_and_last_bypass(tiered):
+    m = tiered.mnt
+    before = cst(m)
+    f = m / "f"
+    write_pieces(f, 256 * K, 256 * K)        # one write, one fresh extent: a miss
+    with open(f, "rb") as h:
+        h.read(4 * K)
+    s = cst(m)
+    assert s["write_req_misses"] - before["write_req_misses"] == 1
+    assert s["read_req_hits"] - before["read_req_hits"] >= 1
+    assert float(s["read_hit_ratio"]) > 0
+    # write-around: a write to a file the tier does not hold goes around it
+    put(m, "cache_mode", "writearound")
+    g = m / "g"
+    write_pieces(g, 64 * K, 64 * K)
+    assert get(g, "last_bypass").startswith("mode 20")
+    assert get(g, "write_misses") == "1" and get(g, "cached_bytes") == "0"
+    put(m, "cache_mode", "writeback")
+    # a sequential stream past the cutoff (1M here) in whole rows bypasses
+    put(m, "seq_cutoff", "1M")
+    h = m / "h"
+    write_pieces(h, 4 * M, 256 * K)
+    assert get(h, "last_bypass").startswith("sequential 20")
+    # reset: the tier's counters start again
+    put(m, "reset")
+    s = cst(m)
+    assert s["read_req_hits"] == s["write_req_misses"] == s["write_misses"] == 0
+
+
+def test_root_stats_are_the_status_as_json(tiered):
+    m = tiered.mnt
+    write_pieces(m / "f", 512 * K, 64 * K)
+    doc = json.loads(get(m, "stats"))
+    st = status(m)
+    assert doc["uuid"] == st["uuid"] and doc["level"] == "raid5"
+    assert doc["members"] == 3 and doc["chunk"] == 65536
+    assert doc["cache"]["mode"] == "writeback"
+    assert doc["cache"]["dirty_bytes"] == 512 * K
+    assert doc["cache"]["write_req_misses"] >= 2
+    assert doc["cache"]["value"] == str(tiered.tmp.parent / "cache")
+    assert isinstance(doc["cache"]["read_hit_ratio"], float)
+    assert doc["member"]["0"].startswith("in_sync ")
+    # a user reads the counters but not the paths, as with the status
+    r = as_user(lambda: os.getxattr(".", P + "stats").decode(), str(m), uid=ALICE, gid=ALICE)
+    assert isinstance(r, str), r
+    udoc = json.loads(r)
+    assert udoc["cache"]["value"] == "-" and udoc["member"]["0"] == "in_sync -"
+    assert udoc["cache"]["dirty_bytes"] == 512 * K
+
+
+def test_tunables_set_and_refused(tiered):
+    m = tiered.mnt
+    put(m, "dirty_low", "30")
+    put(m, "dirty_high", "90\n")             # echo's newline is taken
+    put(m, "promote_threshold", "3")
+    put(m, "seq_cutoff", "2M")
+    assert [get(m, n) for n in ["dirty_low", "dirty_high", "promote_threshold", "seq_cutoff"]] \
+        == ["30", "90", "3", str(2 * M)]
+    s = cst(m)
+    assert (s["dirty_low"], s["dirty_high"], s["promote_threshold"], s["seq_cutoff"]) == \
+        (30, 90, 3, 2 * M)
+    put(m, "cache_mode", "writethrough")
+    assert get(m, "cache_mode") == "writethrough" and cst(m)["mode"] == "writethrough"
+    put(m, "cache_mode", "writeback")
+    # bad values: EINVAL, the value unchanged, the reason in the status
+    for name, value in [("dirty_low", "95"), ("dirty_high", "20"), ("promote_threshold", "0"),
+                        ("seq_cutoff", "2T"), ("dirty_low", "x"), ("cache_mode", "fast"),
+                        ("dirty_low", "")]:
+        assert errno_of(put, m, name, value) == "EINVAL", (name, value)
+    assert (get(m, "dirty_low"), get(m, "dirty_high")) == ("30", "90")
+    assert errno_of(put, m, "dirty_low", "95") == "EINVAL"
+    assert "dirty_low" in status(m)["ctl_error"] and "dirty_high (90)" in status(m)["ctl_error"]
+    # names that only read, unknown names, removing
+    assert errno_of(put, m, "stats") == "EPERM"
+    assert errno_of(put, m, "status") == "EPERM"
+    assert errno_of(put, m, "nope") == "EINVAL"
+    assert errno_of(os.removexattr, str(m), P + "dirty_low") == "EPERM"
+    f = m / "f"
+    write_pieces(f, 64 * K, 64 * K)
+    assert errno_of(put, f, "cached_bytes") == "EPERM"
+    assert errno_of(put, f, "pin_everything") == "EINVAL"
+    assert errno_of(put, f, "dirty_low", "30") == "EINVAL"   # a root name on a file
+    assert errno_of(os.removexattr, str(f), P + "residency") == "EPERM"
+    assert errno_of(put, m / "f", "flush") is None
+
+
+def test_two_users(tiered):
+    m = tiered.mnt
+
+    def as_(uid, fn):
+        return as_user(fn, str(m), uid=uid, gid=uid)
+
+    # alice's private file: bob cannot read its statistics (the kernel's
+    # read permission, as for any user.* name), alice can
+    assert as_(ALICE, lambda: write_pieces("secret", 256 * K, 64 * K) or True) is True
+    os.chmod(m / "secret", 0o600)
+    assert as_(BOB, lambda: os.getxattr("secret", P + "dirty_bytes").decode()) == \
+        ("err", "EACCES")
+    assert as_(ALICE, lambda: os.getxattr("secret", P + "dirty_bytes").decode()) == \
+        str(256 * K)
+    # a file bob may write but does not own: no flush or evict for him
+    assert as_(ALICE, lambda: write_pieces("shared", 256 * K, 64 * K) or True) is True
+    os.chmod(m / "shared", 0o666)
+    assert as_(BOB, lambda: os.setxattr("shared", P + "flush", b"1")) == ("err", "EPERM")
+    assert "owner" in status(m)["ctl_error"]
+    assert get(m / "shared", "dirty_bytes") == str(256 * K)
+    # the owner may, and root may
+    assert as_(ALICE, lambda: os.setxattr("shared", P + "flush", b"1")) is None
+    assert get(m / "shared", "dirty_bytes") == "0"
+    put(m / "secret", "evict")
+    assert get(m / "secret", "cached_bytes") == "0"
+    # the array's settings are root's, even where the root is writable
+    assert as_(ALICE, lambda: os.setxattr(".", P + "dirty_low", b"10")) == ("err", "EPERM")
+    assert as_(ALICE, lambda: os.setxattr(".", P + "reset", b"1")) == ("err", "EPERM")
+    assert as_(ALICE, lambda: os.setxattr(".", P + "ctl", b"flush")) == ("err", "EPERM")
+    assert get(m, "dirty_low") == "20"
+    assert as_(ALICE, lambda: os.getxattr(".", P + "dirty_low").decode()) == "20"
+
+
+def test_copies_with_xattrs_still_work(tiered, tmp_path):
+    """cp -a copies every listed user.* name: inside the mount the copy's
+    own tierfs names refuse the set, which cp -a passes over (as on a
+    filesystem without xattrs), and the copy is whole; the user's own
+    names go with it."""
+    m = tiered.mnt
+    write_pieces(m / "f", 300 * K, 100 * K)
+    os.setxattr(str(m / "f"), "user.mine", b"kept")
+    r = subprocess.run(["cp", "-a", str(m / "f"), str(m / "g")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert (m / "g").read_bytes() == (m / "f").read_bytes()
+    assert os.getxattr(str(m / "g"), "user.mine") == b"kept"
+    assert get(m / "g", "cached_bytes") == str(300 * K)      # its own, not f's copied

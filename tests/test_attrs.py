@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 
+from conftest import BUILD
 from test_cache import K, M, copts, cst, status
 from test_posix import as_user
 
@@ -265,3 +266,49 @@ def test_copies_with_xattrs_still_work(tiered, tmp_path):
     assert (m / "g").read_bytes() == (m / "f").read_bytes()
     assert os.getxattr(str(m / "g"), "user.mine") == b"kept"
     assert get(m / "g", "cached_bytes") == str(300 * K)      # its own, not f's copied
+
+
+def tierctl(*args, uid=None):
+    pre = None
+    if uid is not None:
+        def pre():
+            os.setgid(uid)
+            os.setuid(uid)
+    return subprocess.run([str(BUILD / "tierctl"), *map(str, args)], capture_output=True,
+                          text=True, preexec_fn=pre)
+
+
+def test_tierctl_reads_and_sets_the_attributes(tiered):
+    m = tiered.mnt
+    (m / "d").mkdir()
+    write_pieces(m / "d" / "big", 1 * M, 64 * K)
+    write_pieces(m / "d" / "small", 256 * K, 64 * K)
+    write_pieces(m / "d" / "empty", 0, 64 * K)
+    r = tierctl("stats", m, "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["cache"]["dirty_bytes"] == 1 * M + 256 * K
+    r = tierctl("files", m)
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and lines[0].split()[:3] == ["in", "the", "tier"], r.stdout
+    assert lines[1].endswith("/d/big") and "1.0 MiB" in lines[1]
+    assert lines[1].split()[4] in ("hot", "warm")
+    assert lines[2].endswith("/d/small") and "256.0 KiB" in lines[2]
+    assert len(lines) == 3                   # the empty file holds nothing
+    assert tierctl("files", m, "1").stdout.splitlines()[-1] == "(1 more)"
+    assert tierctl("files", m, "x").returncode == 2
+    assert tierctl("flush", m / "d" / "big").returncode == 0
+    assert get(m / "d" / "big", "dirty_bytes") == "0"
+    assert tierctl("evict", m / "d" / "small").returncode == 0
+    assert get(m / "d" / "small", "cached_bytes") == "0"
+    assert tierctl("set", m, "dirty_high", "85").returncode == 0
+    assert get(m, "dirty_high") == "85"
+    r = tierctl("set", m, "dirty_high", "5")
+    assert r.returncode == 1 and "dirty_high=5" in r.stderr and str(m) in r.stderr, r.stderr
+    r = tierctl("set", m, "nope", "5")
+    assert r.returncode == 1 and "nope" in r.stderr, r.stderr
+    r = tierctl("set", m, "dirty_high", "70", uid=ALICE)
+    assert r.returncode == 1 and "not permitted" in r.stderr, r.stderr
+    r = tierctl("--version")
+    assert r.returncode == 0 and r.stdout.startswith("tierctl ")
+    r = tierctl("stats", m, "--jsn")
+    assert r.returncode == 2 and "--jsn" in r.stderr

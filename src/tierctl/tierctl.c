@@ -8,6 +8,10 @@
  *                        tier "flush", "cache_mode MODE", "detach"); on
  *                        refusal the reason is the status's ctl_error line
  *
+ * It also reads and sets the other user.tierfs.* names of the root and
+ * of files (src/fuse/attrs.c): stats (JSON), files, set, a file's flush
+ * and evict.
+ *
  * Exit status: 0 done; 1 refused or failed; 2 usage; 3 scrub found
  * mismatches it did not repair.
  */
@@ -18,11 +22,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #define XATTR_CTL    "user.tierfs.ctl"
 #define XATTR_STATUS "user.tierfs.status"
+#define XATTR_STATS  "user.tierfs.stats"
+#define XATTR_PFX    "user.tierfs."
 
 static const char *prog = "tierctl";
 
@@ -42,6 +50,15 @@ static void usage(FILE *f)
 		"  wait    MOUNTPOINT                  wait for a running job, with progress\n"
 		"  flush   MOUNTPOINT                  write every dirty byte of the SSD tier\n"
 		"                                      to the members, with progress\n"
+		"  flush   FILE                        write the file's dirty bytes now\n"
+		"  evict   FILE                        flush the file, then drop it from the\n"
+		"                                      SSD tier\n"
+		"  stats   MOUNTPOINT [--json]         every counter and state, as one JSON\n"
+		"                                      document\n"
+		"  files   PATH [N]                    the N files under PATH the tier holds\n"
+		"                                      most of (20), with dirty bytes and heat\n"
+		"  set     MOUNTPOINT TUNABLE VALUE    cache_mode, seq_cutoff, promote_threshold,\n"
+		"                                      dirty_low or dirty_high, until unmount\n"
 		"  mode    MOUNTPOINT MODE             set the cache mode: writeback,\n"
 		"                                      writethrough, writearound or off (leaving\n"
 		"                                      writeback waits for the flush)\n"
@@ -50,9 +67,11 @@ static void usage(FILE *f)
 		prog);
 }
 
-static char *status(const char *mnt)
+/* The root's attribute name, malloc'ed and NUL-terminated, or NULL
+ * (said why). */
+static char *read_attr(const char *mnt, const char *name)
 {
-	ssize_t n = getxattr(mnt, XATTR_STATUS, NULL, 0);
+	ssize_t n = getxattr(mnt, name, NULL, 0);
 	char *buf;
 
 	if (n < 0) {
@@ -64,7 +83,7 @@ static char *status(const char *mnt)
 	buf = malloc((size_t)n + 4097);	/* it may grow between the calls */
 	if (!buf)
 		return NULL;
-	n = getxattr(mnt, XATTR_STATUS, buf, (size_t)n + 4096);
+	n = getxattr(mnt, name, buf, (size_t)n + 4096);
 	if (n < 0) {
 		fprintf(stderr, "%s: %s: %s\n", prog, mnt, strerror(errno));
 		free(buf);
@@ -72,6 +91,11 @@ static char *status(const char *mnt)
 	}
 	buf[n] = 0;
 	return buf;
+}
+
+static char *status(const char *mnt)
+{
+	return read_attr(mnt, XATTR_STATUS);
 }
 
 /* Value of key in a status text ("" if absent), into out. */
@@ -190,6 +214,132 @@ static int ctl(const char *mnt, const char *cmd)
 	return 1;
 }
 
+/* Sets a file's or the root's user.tierfs.NAME to val; on refusal says
+ * why, naming the path and the word (the root's reason from ctl_error).
+ * Returns 0 or 1. */
+static int set_attr(const char *path, const char *name, const char *val)
+{
+	char xname[128], err[1024];
+	char *st;
+
+	snprintf(xname, sizeof(xname), XATTR_PFX "%s", name);
+	if (setxattr(path, xname, val, strlen(val), 0) == 0)
+		return 0;
+	if (errno == ENOTSUP || errno == ENODATA) {
+		fprintf(stderr, "%s: %s: not on a tierfs mount\n", prog, path);
+		return 1;
+	}
+	st = getuid() == 0 ? status(path) : NULL;	/* the root's reason, to root */
+	if (st && *get(st, "ctl_error", err, sizeof(err)) && strstr(err, name))
+		fprintf(stderr, "%s: %s: %s\n", prog, path, err);
+	else
+		fprintf(stderr, "%s: %s: %s %s: %s\n", prog, path, name, val,
+			errno == EPERM || errno == EACCES ? "not permitted (a file's owner or root; the array's settings: root)"
+				       : strerror(errno));
+	free(st);
+	return 1;
+}
+
+/* A regular file's user.tierfs.NAME as a number (0 when unreadable). */
+static unsigned long long file_num(const char *path, const char *name)
+{
+	char xname[128], v[32];
+	ssize_t n;
+
+	snprintf(xname, sizeof(xname), XATTR_PFX "%s", name);
+	n = getxattr(path, xname, v, sizeof(v) - 1);
+	if (n <= 0)
+		return 0;
+	v[n] = 0;
+	return strtoull(v, NULL, 10);
+}
+
+struct fent {
+	char *path;
+	unsigned long long cached, dirty;
+	char heat[8];
+};
+
+static struct fent *fents;
+static size_t nfents, capfents;
+
+static int file_cb(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+	struct fent *e;
+	ssize_t n;
+
+	(void)ftw;
+	if (type != FTW_F || !S_ISREG(sb->st_mode))
+		return 0;
+	if (nfents == capfents) {
+		size_t cap = capfents ? 2 * capfents : 256;
+		struct fent *v = realloc(fents, cap * sizeof(*v));
+
+		if (!v)
+			return -1;
+		fents = v;
+		capfents = cap;
+	}
+	e = &fents[nfents];
+	e->cached = file_num(path, "cached_bytes");
+	if (!e->cached)
+		return 0;
+	e->dirty = file_num(path, "dirty_bytes");
+	n = getxattr(path, XATTR_PFX "heat", e->heat, sizeof(e->heat) - 1);
+	e->heat[n > 0 ? n : 0] = 0;
+	e->path = strdup(path);
+	if (!e->path)
+		return -1;
+	nfents++;
+	return 0;
+}
+
+static int fent_cmp(const void *a, const void *b)
+{
+	const struct fent *x = a, *y = b;
+
+	return x->cached < y->cached ? 1 : x->cached > y->cached ? -1 : strcmp(x->path, y->path);
+}
+
+/* Bytes with a binary unit: "12.5 MiB". */
+static const char *human(unsigned long long v, char *buf, size_t len)
+{
+	static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	double d = (double)v;
+	unsigned i = 0;
+
+	while (d >= 1024 && i + 1 < sizeof(u) / sizeof(u[0])) {
+		d /= 1024;
+		i++;
+	}
+	snprintf(buf, len, i ? "%.1f %s" : "%.0f %s", d, u[i]);
+	return buf;
+}
+
+/* The files under root the tier holds most of, at most max. */
+static int files(const char *root, unsigned max)
+{
+	char b1[32], b2[32];
+
+	if (nftw(root, file_cb, 32, FTW_PHYS | FTW_MOUNT)) {
+		fprintf(stderr, "%s: %s: %s\n", prog, root, strerror(errno));
+		return 1;
+	}
+	qsort(fents, nfents, sizeof(*fents), fent_cmp);
+	if (nfents)
+		printf("%12s %12s  %-5s %s\n", "in the tier", "dirty", "heat", "file");
+	for (size_t i = 0; i < nfents; i++) {
+		if (i < max)
+			printf("%12s %12s  %-5s %s\n", human(fents[i].cached, b1, sizeof(b1)),
+			       human(fents[i].dirty, b2, sizeof(b2)), fents[i].heat, fents[i].path);
+		free(fents[i].path);
+	}
+	if (nfents > max)
+		printf("(%zu more)\n", nfents - max);
+	free(fents);
+	return 0;
+}
+
 /* Follow the running job until it ends; returns the exit status. */
 static int wait_job(const char *mnt)
 {
@@ -291,6 +441,7 @@ int main(int argc, char **argv)
 	char buf[PATH_MAX + 64];
 	int nargs = 0;
 	char *args[4];
+	struct stat sb;
 	unsigned k;
 
 	for (int i = 1; i < argc; i++) {
@@ -300,8 +451,15 @@ int main(int argc, char **argv)
 			repair = true;
 		else if (!strcmp(argv[i], "--raw"))
 			raw = true;
+		else if (!strcmp(argv[i], "--json"))
+			;	/* stats prints JSON, with or without it */
 		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
 			return usage(stdout), 0;
+		else if (!strcmp(argv[i], "--version"))
+			return printf("tierctl %s\n", TIERFS_VERSION), 0;
+		else if (argv[i][0] == '-' && argv[i][1])
+			return fprintf(stderr, "%s: unknown option '%s'\n", prog, argv[i]),
+			       usage(stderr), 2;
 		else if (nargs < 4)
 			args[nargs++] = argv[i];
 		else
@@ -352,6 +510,35 @@ int main(int argc, char **argv)
 		return ctl(mnt, "cancel");
 	if (!strcmp(cmd, "wait") && nargs == 2)
 		return wait_job(mnt);
+	if (!strcmp(cmd, "stats") && nargs == 2) {
+		char *js = read_attr(mnt, XATTR_STATS);
+
+		if (!js)
+			return 1;
+		printf("%s\n", js);
+		free(js);
+		return 0;
+	}
+	if (!strcmp(cmd, "files") && (nargs == 2 || nargs == 3)) {
+		unsigned long max = 20;
+		char *end;
+
+		if (nargs == 3) {
+			errno = 0;
+			max = strtoul(args[2], &end, 10);
+			if (errno || *end || !*args[2] || max == 0) {
+				fprintf(stderr, "%s: files: '%s' is not a count of files\n", prog,
+					args[2]);
+				return 2;
+			}
+		}
+		return files(mnt, (unsigned)(max > UINT_MAX ? UINT_MAX : max));
+	}
+	if (!strcmp(cmd, "set") && nargs == 4)
+		return set_attr(mnt, args[2], args[3]);
+	if ((!strcmp(cmd, "flush") || !strcmp(cmd, "evict")) && nargs == 2 &&
+	    stat(mnt, &sb) == 0 && S_ISREG(sb.st_mode))
+		return set_attr(mnt, cmd, "1");
 	if (!strcmp(cmd, "flush") && nargs == 2)
 		return ctl(mnt, "flush") ? 1 : wait_flush(mnt);
 	if (!strcmp(cmd, "mode") && nargs == 3) {

@@ -28,13 +28,13 @@ MATH = {"src_raid_layout.c.o", "src_raid_parity.c.o", "src_cache_policy.c.o"}
 # inode objects, the tier's hooks) is the namespace's: the layers above it
 # share it, the stores, superblocks and members below never see it.
 HEADERS = {
-    "control.h": "fuse", "defer.h": "fuse", "fuse_fs.h": "fuse", "hitio.h": "fuse", "transport.h": "fuse",
+    "attrs.h": "fuse", "control.h": "fuse", "defer.h": "fuse", "fuse_fs.h": "fuse", "hitio.h": "fuse", "transport.h": "fuse",
     "data.h": "data", "cache.h": "cache", "raid.h": "raid", "maint.h": "raid",
     "fs.h": "ns", "health.h": "ns", "inode.h": "ns", "ns.h": "ns", "replay.h": "ns",
     "upgrade.h": "ns", "walk.h": "ns", "meta.h": "meta", "cstore.h": "meta",
     "super.h": "array", "member.h": "member", "powercut.h": "member", "uring.h": "io",
     "layout.h": "math", "parity.h": "math", "policy.h": "math", "hash.h": "util",
-    "log.h": "util", "parse.h": "util", "scratch.h": "util", "secure.h": "util",
+    "kvjson.h": "util", "log.h": "util", "parse.h": "util", "scratch.h": "util", "secure.h": "util",
 }
 INCLUDE = re.compile(r'^#include "tierfs/([a-z_]+\.h)"', re.M)
 

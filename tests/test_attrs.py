@@ -312,3 +312,41 @@ def test_tierctl_reads_and_sets_the_attributes(tiered):
     assert r.returncode == 0 and r.stdout.startswith("tierctl ")
     r = tierctl("stats", m, "--jsn")
     assert r.returncode == 2 and "--jsn" in r.stderr
+
+
+def test_counters_survive_a_remount_and_windows_show(tiered):
+    m = tiered.mnt
+    mount = tiered.mounts[-1]
+    write_pieces(m / "f", 512 * K, 64 * K)
+    with open(m / "f", "rb") as h:           # 4 requests of 128K: hits
+        for _ in range(4):
+            h.read(128 * K)
+    s = status(m)
+    hits, wmiss = int(s["cache.total.read_req_hits"]), int(s["cache.total.write_req_misses"])
+    assert hits >= 4 and wmiss == 2, s
+    assert float(s["cache.read_hit_ratio_5m"]) == 1.0
+    assert float(s["cache.read_hit_ratio_1h"]) == 1.0
+    assert float(s["cache.read_hit_ratio_1d"]) == 1.0
+    assert float(s["cache.read_hit_ratio_total"]) == 1.0
+    mount.remount()
+    s = status(m)
+    assert int(s["cache.read_req_hits"]) == 0                   # since this mount
+    assert int(s["cache.total.read_req_hits"]) == hits          # since the cache was made
+    assert int(s["cache.total.write_req_misses"]) == wmiss
+    assert float(s["cache.read_hit_ratio_1d"]) > 0.99           # the window came along
+    # misses after the remount move the windows and the total alike
+    put(m / "f", "evict")
+    with open(m / "f", "rb") as h:
+        h.read(128 * K)
+    s = status(m)
+    misses = int(s["cache.total.read_req_misses"])     # the kernel's readahead may add one
+    assert misses >= 1 and int(s["cache.read_req_misses"]) == misses
+    assert float(s["cache.read_hit_ratio_5m"]) == pytest.approx(hits / (hits + misses), abs=1e-3)
+    assert float(s["cache.read_hit_ratio_total"]) == round(hits / (hits + misses), 4)
+    doc = json.loads(get(m, "stats"))
+    assert doc["cache"]["total"]["read_req_hits"] == hits
+    # a reset is kept too
+    put(m, "reset")
+    mount.remount()
+    s = status(m)
+    assert int(s["cache.total.read_req_hits"]) == 0 and float(s["cache.read_hit_ratio_1d"]) == 0

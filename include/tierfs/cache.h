@@ -240,16 +240,19 @@ int tfs_cache_residency(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size
  * extents stayed dirty, the flusher's error otherwise). */
 int tfs_cache_file_ctl(struct tfs_fs *fs, struct tfs_inode *in, const char *cmd, char *err,
 		       size_t errlen);
-/* A run-time tunable of the tier by name: cache_mode, seq_cutoff
- * (bytes), promote_threshold, dirty_low, dirty_high (percent).  get:
- * its value as text into buf, returns the length or -errno (-ENODEV, no
- * tier; -ENODATA, not a tunable's name; -ERANGE).  set: returns 0 or
- * -errno with one line in err (-ENODEV, -EROFS, -ENODATA, -EINVAL: a
- * value out of range, which names the range). */
+/* A run-time tunable of the tier by name (cache_mode, seq_cutoff in
+ * bytes, promote_threshold, dirty_low, dirty_high in percent), as text
+ * into buf.  Returns the length, or -errno: -ENODEV (no tier), -ENODATA
+ * (not a tunable's name), -ERANGE. */
 int tfs_cache_tunable_get(struct tfs_fs *fs, const char *name, char *buf, size_t len);
+/* Sets a tunable (as tfs_cache_tunable_get names them) to val until the
+ * unmount.  Returns 0 or -errno with one line in err: -ENODEV, -EROFS,
+ * -ENODATA (not a tunable), -EINVAL (a value out of range: the line names
+ * the range; or dirty_low not below dirty_high). */
 int tfs_cache_tunable_set(struct tfs_fs *fs, const char *name, const char *val, char *err,
 			  size_t errlen);
-/* Counters back to zero (the root's user.tierfs.reset). */
+/* Counters back to zero (the root's user.tierfs.reset): this mount's, the
+ * totals kept across remounts and the windows. */
 void tfs_cache_stats_reset(struct tfs_fs *fs);
 
 /* Returns the mode's name ("?" for a value that is not a mode). */

@@ -537,6 +537,7 @@ int tfs_cache_start(struct tfs_fs *fs)
 		if (rc)
 			return rc;
 	}
+	c_history_load(c);
 	tfs_info("cache %s: %s, %u of %u extents cached, %u dirty%s%s", c->dir,
 		 tfs_cache_mode_name(c->mode), c->nused, c->nslots, c->ndirty,
 		 ld.keep_clean ? "" : " (after a restart of the machine: clean extents dropped)",
@@ -558,6 +559,7 @@ void tfs_cache_stop(struct tfs_fs *fs)
 		return;
 	c_threads_stop(c);
 	if (!c->readonly) {
+		c_history_save(c, true);
 		/* heat is kept in memory and saved here (and not on every hit) */
 		recs = calloc(c->nused + 1, sizeof(*recs));
 		ops = calloc(c->nused + 1, sizeof(*ops));

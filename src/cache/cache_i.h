@@ -6,7 +6,8 @@
  * write.c (writes of every mode, fsync), cut.c (truncate, punch, zero
  * range, unlink), flush.c (flusher, promoter), bind.c (binding, set-up,
  * start, stop, detach), store.c (the cache directory), opts.c (options),
- * status.c (status and control), policy.c (eviction policies, pure).
+ * status.c (status and control), history.c (counters across remounts),
+ * policy.c (eviction policies, pure).
  *
  * Locking: one mutex (c->lock) guards the index, the per-file lists, the
  * free list, the policy, the heat table and the counters; it is held for
@@ -104,6 +105,19 @@ struct cstats {
 	uint64_t read_req_hits, read_req_misses, write_req_hits, write_req_misses;
 };
 
+#define C_WINDOWS 3	/* 5 minutes, an hour, a day (history.c) */
+#define C_TOTALS 12	/* counters kept across remounts (history.c) */
+
+/* The counters beyond this mount (history.c owns it, under c->lock). */
+struct chist {
+	uint64_t base[C_TOTALS];	/* totals the store held at mount */
+	uint64_t folded[2];		/* read_req_hits, _misses folded in */
+	double win[C_WINDOWS][2];	/* decaying read hits, misses */
+	double wt;			/* wall-clock time of the last fold */
+	uint32_t saved_t;		/* c_now() of the last save */
+	struct cstats saved_st;		/* the counts then */
+};
+
 /* One request on in was (hit) or was not served whole by the tier;
  * why: the reason it went around the tier, if it did.  Relaxed atomics
  * (fs.h, tfs_tier_counts); not under any lock. */
@@ -148,6 +162,7 @@ struct tfs_cache {
 	struct uheat { uint64_t key; uint32_t t; uint16_t heat; bool queued; } *uheat;
 	uint32_t umask;
 	struct cstats st;
+	struct chist hist;
 
 	/* flusher and promoter */
 	pthread_t flusher, promoter[C_PROMOTERS];
@@ -375,6 +390,25 @@ enum c_probe c_probe(struct tfs_cache *c, char *array, size_t alen, char *why, s
 /* At start: opens the data file (c->fd; c->dfd with O_DIRECT, or -1) and
  * the store (c->cs).  Returns 0 or -errno (logged). */
 int c_dir_open(struct tfs_cache *c);
+
+/* history.c: the counters across remounts and over windows */
+
+/* Reads the saved totals and windows from the store (none: zeros) and
+ * decays the windows by the time since they were saved.  At start, before
+ * the threads (or under c->lock). */
+void c_history_load(struct tfs_cache *c);
+/* Saves the totals and the windows in the store if the counts changed and
+ * the last save is a minute old, or always (force: the stop).  A failure
+ * is logged.  Not under c->lock. */
+void c_history_save(struct tfs_cache *c, bool force);
+/* Returns total i (since the cache was made or reset) of C_TOTALS.  Under
+ * c->lock. */
+uint64_t c_history_total(struct tfs_cache *c, unsigned i);
+/* The cache.total.* and cache.read_hit_ratio_* status lines into buf.
+ * Returns their length.  Under c->lock. */
+int c_history_lines(struct tfs_cache *c, char *buf, size_t len);
+/* Every count, total and window back to zero.  Under c->lock. */
+void c_history_reset(struct tfs_cache *c);
 
 /* opts.c */
 

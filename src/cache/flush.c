@@ -861,6 +861,7 @@ static void *flusher(void *arg)
 				tfs_cstore_sync(c->cs);	/* a failure is logged there */
 			c_prenamed_expire(c, SYNC_TICKS / 2);	/* index.c invariant 4 */
 			(void)c_journal_sync(c);	/* the removals since */
+			c_history_save(c, false);	/* history.c invariant 1 */
 			pthread_mutex_lock(&c->lock);
 		}
 		/* dirty files not found since the restart: walk now, then

@@ -51,7 +51,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 	uint64_t seq_cutoff;
 	enum tfs_cache_mode mode;
 	bool flushing, flush_unresolved;
-	char ferr[96] = "";
+	char ferr[96] = "", hist[1024];
 	int l, flush_err;
 
 	if (!c || c->detached)
@@ -79,6 +79,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 	flush_err = c->flush_err;
 	flush_unresolved = c->flush_unresolved;
 	mode = c_mode(c);
+	c_history_lines(c, hist, sizeof(hist));
 	promote = c->promote;
 	seq_cutoff = c->seq_cutoff;
 	dirty_low = c->dirty_low;
@@ -125,6 +126,8 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     st.fills, st.flushed_bytes, st.flush_writes, st.flush_syncs, st.full_stripe_flushes,
 		     st.throttled, flushing, unresolved, promote, seq_cutoff,
 		     dirty_low, dirty_high, ferr);
+	if (l >= 0 && (size_t)l < len)
+		l += snprintf(buf + l, len - (size_t)l, "%s", hist);
 	return l < 0 ? 0 : (size_t)l >= len ? (int)len - 1 : l;
 }
 
@@ -443,6 +446,6 @@ void tfs_cache_stats_reset(struct tfs_fs *fs)
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->lock);
-	memset(&c->st, 0, sizeof(c->st));
+	c_history_reset(c);
 	pthread_mutex_unlock(&c->lock);
 }

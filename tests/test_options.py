@@ -111,6 +111,7 @@ def test_option_without_the_one_it_needs_refused(arr, opt, needs):
     (["member_model=floppy"], ["member_model", "floppy"]),
     (["blksize=4096"], ["blksize", "block-device"]),
     (["blkdev"], ["blkdev", "block-device"]),
+    (["fsname="], ["fsname=", "no name"]),
 ])
 def test_other_bad_options_refused(arr, opts, words):
     line = refuse(arr, [o.format(tmp=arr.tmp) for o in opts])

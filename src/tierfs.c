@@ -233,6 +233,8 @@ static void usage(const char *prog)
 	       "    -f                 stay in the foreground\n"
 	       "    -d                 debug (implies -f)\n"
 	       "    -o ro, allow_other, default_permissions (always on), ...\n"
+	       "    -o suid, dev               honour set-user-ID bits and device files\n"
+	       "                               (root only; nosuid,nodev by default)\n"
 	       "    -o fsname=NAME             the source df, findmnt and /proc/mounts show\n"
 	       "                               (tierfs:UUID, the array's UUID)\n"
 	       "    -o max_threads=N           FUSE worker threads, 1 to 1024 (16)\n"
@@ -346,13 +348,22 @@ static void first_uuid(const char *member, char uuid[static 37])
 /* Add our fixed mount options; libfuse validates all of them.  The source
  * df and /proc/mounts show is the user's fsname= (left in args), else
  * "tierfs:UUID": short, and the same whatever order the members are given
- * in (the member list made lines of hundreds of characters). */
+ * in (the member list made lines of hundreds of characters).
+ *
+ * nosuid,nodev come first, so a later suid or dev of the user's wins (root
+ * may ask for them; fusermount3 refuses them to others).  libfuse's own
+ * mount starts from the same flags, but saying it here makes it tierfs's
+ * rule, whatever starts the daemon: mount.fuse3 appends "dev,suid" to every
+ * mount that does not say nodev/nosuid (mount(8)'s defaults), and the
+ * daemon cannot tell those from the user's, so mount(8) runs tierfs's own
+ * helper for type fuse.tierfs too (mount.fuse.tierfs, before mount.fuse). */
 static int add_mount_args(struct fuse_args *args, const struct opts *o, const char *uuid)
 {
 	char fsname[64];
 
 	snprintf(fsname, sizeof(fsname), "-ofsname=tierfs:%s", uuid);
-	return (!o->fsname && fuse_opt_add_arg(args, fsname)) ||
+	return fuse_opt_insert_arg(args, 1, "-onosuid,nodev") ||
+	       (!o->fsname && fuse_opt_add_arg(args, fsname)) ||
 	       fuse_opt_add_arg(args, "-osubtype=tierfs") ||
 	       fuse_opt_add_arg(args, "-odefault_permissions");
 }

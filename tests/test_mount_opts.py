@@ -1,9 +1,18 @@
 """How a mounted array looks to the administrator's tools: the source df,
-findmnt and /proc/mounts show (fsname=, default tierfs:UUID)."""
+findmnt and /proc/mounts show (fsname=, default tierfs:UUID), and the same
+mount options (nosuid,nodev unless root says suid or dev) whichever way it
+is mounted: the daemon itself, mount -t tierfs, mount -t fuse.tierfs and
+fstab lines of both types, through the real mount(8) and the installed
+helpers."""
 import os
+import pathlib
+import shlex
 import subprocess
+import time
 
 from conftest import mounted
+from test_cli import daemon_pids
+from test_install import array2, installed  # noqa: F401 (fixtures)
 
 
 def mount_line(mnt):
@@ -53,3 +62,100 @@ def test_fsname_given_wins(make_array):
     a.mount(opts=["fsname=bulk-array"])
     assert sources(a.mnt) == ("bulk-array",) * 3
     assert mounted(a.mnt)
+
+
+# ---------------------------------------------------------------- nosuid,nodev
+
+def in_mount_ns(installed, mnt, script):
+    """Run the sh script in a private mount namespace where /usr/bin and the
+    helpers' directory (/sbin, where mount(8) looks) show the installed
+    tierfs on top, as an install with --prefix=/usr puts them.  The script
+    prints what it wants checked; the mount it makes is unmounted at its
+    end, or lazily if it fails, and the daemon must then exit (killed by
+    pid if it does not).  Returns the script's stdout."""
+    sbin = os.path.realpath("/sbin")
+    pre = (f"set -e\n"
+           f"trap 'umount {shlex.quote(str(mnt))} 2>/dev/null || "
+           f"fusermount3 -u -z {shlex.quote(str(mnt))} 2>/dev/null || :' EXIT\n"
+           f"mount -t overlay overlay -o lowerdir={installed}/sbin:{sbin} {sbin}\n"
+           f"mount -t overlay overlay -o lowerdir={installed}/bin:/usr/bin /usr/bin\n")
+    try:
+        r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                            pre + script], capture_output=True, text=True, timeout=60,
+                           stdin=subprocess.DEVNULL)
+    finally:
+        deadline = time.time() + 10
+        while daemon_pids(mnt) and time.time() < deadline:
+            time.sleep(0.05)
+        left = daemon_pids(mnt)
+        for p in left:
+            os.kill(p, 9)
+    assert r.returncode == 0, f"{script}\nexit {r.returncode}:\n{r.stderr}"
+    assert not left, "the daemon did not exit at umount"
+    return r.stdout
+
+
+def ns_mount(installed, mnt, cmd, fstab=None):
+    """Mount by cmd (a shell command) in a private namespace, write and read
+    a file, unmount; the /proc/mounts fields of the mount, as mount_line."""
+    mnt = pathlib.Path(mnt)
+    if fstab:
+        (mnt.parent / "fstab").write_text(fstab)
+    q = shlex.quote(str(mnt))
+    out = in_mount_ns(installed, mnt,
+                      f"{cmd}\n"
+                      f"awk -v m={q} '$2 == m' /proc/self/mounts\n"
+                      f"echo probe > {q}/probe && grep -q probe {q}/probe\n"
+                      f"umount {q}\n")
+    f = out.split()
+    assert len(f) == 6 and f[1] == str(mnt), out
+    return f[0], f[2], f[3].split(",")
+
+
+WAYS = {
+    "daemon": "/usr/bin/tierfs {src} {mnt} -o {opts}",
+    "mount -t tierfs": "mount -t tierfs {src} {mnt} -o {opts}",
+    "mount -t fuse.tierfs": "mount -t fuse.tierfs {src} {mnt} -o {opts}",
+    "fstab tierfs": "mount --fstab {fstab} {mnt}",
+    "fstab fuse.tierfs": "mount --fstab {fstab} {mnt}",
+}
+
+
+def mount_each_way(installed, array2, opts):
+    """{way: (source, type, options)} of a mount with opts, each way."""
+    members, mnt = array2
+    src = ":".join(str(m) for m in members)
+    got = {}
+    for way, cmd in WAYS.items():
+        fstab = None
+        if way.startswith("fstab"):
+            fstab = f"{src} {mnt} {way.split()[1]} defaults,{opts},nofail 0 0\n"
+        got[way] = ns_mount(installed, mnt, cmd.format(src=src, mnt=mnt, opts=opts,
+                                                       fstab=mnt.parent / "fstab"), fstab)
+    return got
+
+
+def test_every_way_mounts_nosuid_nodev(installed, array2):
+    """The same source, type and options whichever way: mount -t fuse.tierfs
+    and fuse.tierfs fstab lines used to go through mount.fuse3, which adds
+    dev,suid, so they mounted without nosuid,nodev."""
+    got = mount_each_way(installed, array2, "allow_other,noatime")
+    src, typ, opts = got["daemon"]
+    assert typ == "fuse.tierfs" and src.startswith("tierfs:")
+    assert {"nosuid", "nodev", "allow_other", "noatime"} <= set(opts), opts
+    for way, g in got.items():
+        assert g == got["daemon"], f"{way}: {g}, the daemon: {got['daemon']}"
+
+
+def test_root_may_ask_for_suid_and_dev(installed, array2):
+    """The daemon honours suid and dev (root's to give).  mount(8) never
+    hands them to a helper (they are its defaults: it passes "rw" and the
+    rest), so through it the mount stays nosuid,nodev (README says so);
+    fsname= reaches the daemon every way."""
+    got = mount_each_way(installed, array2, "suid,dev,fsname=media")
+    for way, (src, _, opts) in got.items():
+        assert src == "media", way
+        if way == "daemon":
+            assert "nosuid" not in opts and "nodev" not in opts, opts
+        else:
+            assert "nosuid" in opts and "nodev" in opts, (way, opts)

@@ -2,14 +2,16 @@
  *
  * Start-up order (each step can refuse with a one-line reason and exit 1,
  * and nothing is mounted until all of them passed):
- *   parse and check args -> make the FUSE session (libfuse checks its
- *   options; the default fsname, tierfs:UUID, is only read from the first
- *   member's superblock) -> assemble members (super.c) -> upgrade an array
- *   made by an older tierfs (upgrade.c) -> open the journal (meta.c)
- *   -> replay interrupted namespace changes (replay.c) -> mount
- *   -> daemonize (unless -f) -> reopen the journal in the daemon (LMDB
- *   environments must not cross fork) -> serve on the multi-threaded loop
- *   -> unmount on SIGTERM/SIGINT/SIGHUP or fusermount3 -u.
+ *   parse and check options -> open the log file (log=) -> check the
+ *   mountpoint -> make the FUSE session (libfuse checks its options; the
+ *   default fsname, tierfs:UUID, is only read from the first member's
+ *   superblock) -> assemble members (super.c) -> upgrade an array made by
+ *   an older tierfs (upgrade.c) -> open the journal (meta.c) -> replay
+ *   interrupted namespace changes (replay.c) -> mount -> daemonize (unless
+ *   -f; messages then go where log.c says) -> reopen the journal in the
+ *   daemon (LMDB environments must not cross fork) -> serve on the
+ *   multi-threaded loop -> unmount on SIGTERM/SIGINT/SIGHUP or
+ *   fusermount3 -u.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -54,6 +56,7 @@ struct opts {
 	unsigned hit_ring;
 	char *fuse_uring;	/* off | auto | on */
 	char *fsname;		/* the user's fsname= (also left for libfuse), or NULL */
+	char *log;		/* log=FILE */
 	int uring;		/* enum tfs_uring_mode */
 	unsigned max_threads, max_idle_threads;	/* taken from libfuse's parser */
 	unsigned max_read;			/* seen, and left for libfuse */
@@ -70,6 +73,7 @@ static const struct fuse_opt tierfs_opts[] = {
 	OPT("cache_mode=%s", cache.mode),
 	OPT("cache_policy=%s", cache.policy),
 	OPT("fuse_uring=%s", fuse_uring),
+	OPT("log=%s", log),
 	OPT("cache_discard", cache.discard),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("blkdev", KEY_BLK),
@@ -218,6 +222,10 @@ static int opts_check(struct opts *o, char *err, size_t errlen)
 		snprintf(err, errlen, "fsname=: no name given");
 		return -EINVAL;
 	}
+	if (o->log && !*o->log) {
+		snprintf(err, errlen, "log=: no file given");
+		return -EINVAL;
+	}
 	if (o->cache.dir && !*o->cache.dir) {
 		snprintf(err, errlen, "cache=: no directory given");
 		return -EINVAL;
@@ -235,6 +243,10 @@ static void usage(const char *prog)
 	       "    -o ro, allow_other, default_permissions (always on), ...\n"
 	       "    -o suid, dev               honour set-user-ID bits and device files\n"
 	       "                               (root only; nosuid,nodev by default)\n"
+	       "    -o log=FILE                append every message to FILE, with a timestamp\n"
+	       "                               (daemonized: there alone; without it: syslog,\n"
+	       "                               or with no /dev/log the standard error tierfs\n"
+	       "                               was started with, if a file or a terminal)\n"
 	       "    -o fsname=NAME             the source df, findmnt and /proc/mounts show\n"
 	       "                               (tierfs:UUID, the array's UUID)\n"
 	       "    -o max_threads=N           FUSE worker threads, 1 to 1024 (16)\n"
@@ -307,8 +319,8 @@ static int journal_open(struct tfs_array *a, struct tfs_meta **mt)
 	return rc;
 }
 
-/* libfuse's messages become ours: one line, one prefix, syslog when
- * daemonized.  libfuse sometimes builds a line from several calls, so
+/* libfuse's messages become ours: one line, one prefix, where log.c puts
+ * every message.  libfuse sometimes builds a line from several calls, so
  * pieces are collected until the newline. */
 static void fuse_log_to_tfs(enum fuse_log_level level, const char *fmt, va_list ap)
 {
@@ -496,6 +508,11 @@ int main(int argc, char *argv[])
 		tfs_err("%s", err);
 		goto out;
 	}
+	/* before anything is touched, so a bad path is the only word said */
+	if (o.log && (rc = tfs_log_open(o.log))) {
+		tfs_err("log=%s: %s", o.log, strerror(-rc));
+		goto out;
+	}
 	if (stat(cl.mountpoint, &mst)) {
 		tfs_err("mountpoint %s: %s", cl.mountpoint, strerror(errno));
 		goto out;
@@ -519,7 +536,7 @@ int main(int argc, char *argv[])
 
 	rc = tfs_array_assemble(paths, (unsigned)npaths, &array, &changed, err, sizeof(err));
 	if (rc) {
-		fprintf(stderr, "tierfs: %s\n", err);
+		tfs_err("%s", err);
 		goto out;
 	}
 	if (!o.fsname && strcmp(array.sb.uuid, uuid)) {	/* first_uuid */
@@ -546,12 +563,12 @@ int main(int argc, char *argv[])
 	live = true;
 	tfs_info("array %s: %s, %u members, chunk %u, mounted on %s", array.sb.uuid,
 		 tfs_level_name(fs.layout.level), fs.n, fs.layout.chunk, cl.mountpoint);
+	if (!cl.foreground)
+		tfs_log_detach_begin();	/* while stderr is still the caller's */
 	if (fuse_daemonize(cl.foreground))
 		goto out_unmount;
-	if (!cl.foreground) {
-		tfs_log_syslog = 1;
-		openlog("tierfs", LOG_PID, LOG_DAEMON);
-	}
+	if (!cl.foreground)
+		tfs_log_detach_end();
 	if (journal_open(&array, &fs.meta))
 		goto out_unmount;
 	if (!fs.readonly && (tfs_stripe_start(&fs) || tfs_maint_start(&fs)))
@@ -616,6 +633,7 @@ out:
 	free(o.cache.policy);
 	free(o.fuse_uring);
 	free(o.fsname);
+	free(o.log);
 	for (unsigned i = 0; i < NNUMOPTS; i++)
 		free(o.num[i]);
 	free(list);

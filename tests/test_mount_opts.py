@@ -3,14 +3,19 @@ findmnt and /proc/mounts show (fsname=, default tierfs:UUID), and the same
 mount options (nosuid,nodev unless root says suid or dev) whichever way it
 is mounted: the daemon itself, mount -t tierfs, mount -t fuse.tierfs and
 fstab lines of both types, through the real mount(8) and the installed
-helpers."""
+helpers; and where a daemonized tierfs logs: log=FILE, or without syslog
+the standard error it was started with."""
+import contextlib
 import os
 import pathlib
+import re
 import shlex
 import subprocess
 import time
 
-from conftest import mounted
+import pytest
+
+from conftest import BUILD, TIERFS, Array, mounted
 from test_cli import daemon_pids
 from test_install import array2, installed  # noqa: F401 (fixtures)
 
@@ -159,3 +164,101 @@ def test_root_may_ask_for_suid_and_dev(installed, array2):
             assert "nosuid" not in opts and "nodev" not in opts, opts
         else:
             assert "nosuid" in opts and "nodev" in opts, (way, opts)
+
+
+# ---------------------------------------------------------------- log=FILE, no syslog
+
+STAMPED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d "
+                     r"tierfs\[(\d+)\]: (info|warning|error): ")
+
+
+@contextlib.contextmanager
+def daemonized(a, opts=(), **kw):
+    """tierfs without -f on array a (subprocess.run's keywords in kw: where
+    its stderr goes); yields (the run's result, the daemon's pid).  The
+    mount is always undone and the daemon gone at the end (killed by pid if
+    it does not exit)."""
+    args = [str(TIERFS), ":".join(map(str, a.members)), str(a.mnt)]
+    for o in opts:
+        args += ["-o", o]
+    a.mnt.mkdir(exist_ok=True)
+    r = subprocess.run(args, stdin=subprocess.DEVNULL, text=True, timeout=30, **kw)
+    pids = daemon_pids(a.mnt)
+    try:
+        assert r.returncode == 0 and mounted(a.mnt), r.stderr
+        assert len(pids) == 1, pids
+        yield r, pids[0]
+    finally:
+        for u in (["-u"], ["-u", "-z"]):
+            if mounted(a.mnt):
+                subprocess.run(["fusermount3", *u, str(a.mnt)], capture_output=True)
+        deadline = time.time() + 10
+        while any(os.path.exists(f"/proc/{p}") for p in pids) and time.time() < deadline:
+            time.sleep(0.05)
+        for p in pids:
+            if os.path.exists(f"/proc/{p}"):
+                os.kill(p, 9)
+
+
+def scrub(mnt):
+    """A message the daemon logs after daemonizing: "maintenance: check done"."""
+    subprocess.run([str(BUILD / "tierctl"), "scrub", str(mnt), "--wait"], check=True,
+                   capture_output=True)
+
+
+def stamped(path):
+    """The lines of a log file, each checked for its timestamp, pid and level."""
+    lines = pathlib.Path(path).read_text().splitlines()
+    for line in lines:
+        assert STAMPED.match(line), line
+    return lines
+
+
+def test_log_file_takes_every_message(tmp_path):
+    """-o log=FILE: the mount message (before daemonizing) and a later one
+    (the daemon's) are appended to FILE with a timestamp, the daemon's
+    under its own pid; the caller's stderr got the mount message only.
+    FILE is made 0640 and appended to by the next mount."""
+    a = Array(tmp_path, "raid1", 2, "64K")
+    log = tmp_path / "tierfs.log"
+    with daemonized(a, [f"log={log}"], capture_output=True) as (r, pid):
+        scrub(a.mnt)
+        lines = stamped(log)
+        assert "mounted on " + str(a.mnt) in lines[0], lines
+        done = [l for l in lines if "maintenance: check done" in l]
+        assert len(done) == 1 and STAMPED.match(done[0]).group(1) == str(pid), lines
+        assert "mounted on" in r.stderr and "maintenance" not in r.stderr, r.stderr
+    assert (log.stat().st_mode & 0o777) == 0o640
+    with daemonized(a, [f"log={log}"], capture_output=True):
+        pass
+    assert sum("mounted on" in l for l in stamped(log)) == 2     # appended
+
+
+def no_syslog():
+    if os.path.exists("/dev/log"):
+        pytest.skip("/dev/log exists: a daemonized tierfs logs to syslog")
+
+
+def test_no_syslog_keeps_the_callers_stderr(tmp_path):
+    """With no syslog socket and no log=, a daemonized tierfs keeps writing
+    to the standard error it was started with (a file here), with
+    timestamps (they were lost: syslog(3) with no /dev/log drops them)."""
+    no_syslog()
+    a = Array(tmp_path, "raid1", 2, "64K")
+    err = tmp_path / "stderr"
+    with open(err, "w") as f, daemonized(a, stderr=f):
+        scrub(a.mnt)
+    lines = err.read_text().splitlines()
+    assert lines[0].startswith("tierfs: info: ") and "mounted on" in lines[0], lines
+    assert STAMPED.match(lines[-1]) and "maintenance: check done" in lines[-1], lines
+
+
+def test_no_syslog_and_a_pipe_says_so(tmp_path):
+    """A pipe is not kept (whoever reads it would wait until the unmount):
+    the command returns at once and its last line says the messages are
+    lost and names log=."""
+    no_syslog()
+    a = Array(tmp_path, "raid1", 2, "64K")
+    with daemonized(a, capture_output=True) as (r, _):
+        last = r.stderr.splitlines()[-1]
+        assert last.startswith("tierfs: warning: no syslog") and "log=FILE" in last, r.stderr

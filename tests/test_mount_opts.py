@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, TIERFS, Array, mounted
+from conftest import BUILD, ROOT, TIERFS, Array, mounted
 from test_cli import daemon_pids
 from test_install import array2, installed  # noqa: F401 (fixtures)
 
@@ -165,6 +165,34 @@ def test_root_may_ask_for_suid_and_dev(installed, array2):
         else:
             assert "nosuid" in opts and "nodev" in opts, (way, opts)
 
+
+FSTAB_GENERATOR = "/lib/systemd/system-generators/systemd-fstab-generator"
+
+
+def test_readme_fstab_line_waits_for_members_and_cache(tmp_path):
+    """The README's fstab line, through systemd's fstab generator: the mount
+    unit requires the filesystems of every member and of the cache
+    directory (systemd reads the source DIR:DIR as one path)."""
+    if not os.path.exists(FSTAB_GENERATOR):
+        pytest.skip("no systemd-fstab-generator")
+    readme = (ROOT / "README.md").read_text()
+    lines = [l for l in readme.splitlines()
+             if "x-systemd.requires-mounts-for=" in l and not l.startswith(("`", "*", " "))]
+    assert len(lines) == 1, lines
+    src, where, typ, opts = lines[0].split()[:4]
+    assert typ == "tierfs" and "fsname=" in opts and "log=" in opts, opts
+    fstab = tmp_path / "fstab"
+    fstab.write_text(lines[0] + "\n")
+    out = tmp_path / "units"
+    out.mkdir()
+    subprocess.run([FSTAB_GENERATOR, out, out, out], check=True, capture_output=True,
+                   env=dict(os.environ, SYSTEMD_FSTAB=str(fstab), SYSTEMD_PROC_CMDLINE=""))
+    unit = (out / (where.strip("/").replace("/", "-") + ".mount")).read_text()
+    req = [w for l in unit.splitlines() if l.startswith("RequiresMountsFor=")
+           for w in l.split("=", 1)[1].split()]
+    cache = [o.split("=", 1)[1] for o in opts.split(",") if o.startswith("cache=")]
+    for d in src.split(":") + cache:
+        assert any(d.startswith(r.rstrip("/") + "/") for r in req), (d, req)
 
 # ---------------------------------------------------------------- log=FILE, no syslog
 

@@ -2,12 +2,16 @@
  *
  * Start-up order (each step can refuse with a one-line reason and exit 1,
  * and nothing is mounted until all of them passed):
- *   parse args -> assemble members (super.c) -> upgrade an array made by
- *   an older tierfs (upgrade.c) -> open the journal (meta.c)
- *   -> replay interrupted namespace changes (replay.c) -> mount
- *   -> daemonize (unless -f) -> reopen the journal in the daemon (LMDB
- *   environments must not cross fork) -> serve on the multi-threaded loop
- *   -> unmount on SIGTERM/SIGINT/SIGHUP or fusermount3 -u.
+ *   parse and check options -> open the log file (log=) -> check the
+ *   mountpoint -> make the FUSE session (libfuse checks its options; the
+ *   default fsname, tierfs:UUID, is only read from the first member's
+ *   superblock) -> assemble members (super.c) -> upgrade an array made by
+ *   an older tierfs (upgrade.c) -> open the journal (meta.c) -> replay
+ *   interrupted namespace changes (replay.c) -> mount -> daemonize (unless
+ *   -f; messages then go where log.c says) -> reopen the journal in the
+ *   daemon (LMDB environments must not cross fork) -> serve on the
+ *   multi-threaded loop -> unmount on SIGTERM/SIGINT/SIGHUP or
+ *   fusermount3 -u.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -51,6 +55,8 @@ struct opts {
 	unsigned miss_threads;
 	unsigned hit_ring;
 	char *fuse_uring;	/* off | auto | on */
+	char *fsname;		/* the user's fsname= (also left for libfuse), or NULL */
+	char *log;		/* log=FILE */
 	int uring;		/* enum tfs_uring_mode */
 	unsigned max_threads, max_idle_threads;	/* taken from libfuse's parser */
 	unsigned max_read;			/* seen, and left for libfuse */
@@ -58,7 +64,7 @@ struct opts {
 	const char *blk;	/* blkdev or blksize= given */
 };
 
-enum { KEY_RO = 1, KEY_BLK };
+enum { KEY_RO = 1, KEY_BLK, KEY_FSNAME };
 
 #define OPT(t, p) { t, offsetof(struct opts, p), 1 }
 static const struct fuse_opt tierfs_opts[] = {
@@ -67,10 +73,12 @@ static const struct fuse_opt tierfs_opts[] = {
 	OPT("cache_mode=%s", cache.mode),
 	OPT("cache_policy=%s", cache.policy),
 	OPT("fuse_uring=%s", fuse_uring),
+	OPT("log=%s", log),
 	OPT("cache_discard", cache.discard),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("blkdev", KEY_BLK),
 	FUSE_OPT_KEY("blksize=", KEY_BLK),
+	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
 	FUSE_OPT_END
 };
 
@@ -134,6 +142,10 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		o->ro = 1;	/* noted, and kept for the kernel mount */
 	if (key == KEY_BLK)
 		o->blk = "blkdev and blksize=";
+	if (key == KEY_FSNAME) {
+		free(o->fsname);	/* the last one counts, as for libfuse */
+		o->fsname = strdup(arg + strlen("fsname="));
+	}
 	if (key == FUSE_OPT_KEY_OPT) {
 		size_t l = strcspn(arg, "=");
 
@@ -206,6 +218,14 @@ static int opts_check(struct opts *o, char *err, size_t errlen)
 			 o->blk);
 		return -EINVAL;
 	}
+	if (o->fsname && !*o->fsname) {
+		snprintf(err, errlen, "fsname=: no name given");
+		return -EINVAL;
+	}
+	if (o->log && !*o->log) {
+		snprintf(err, errlen, "log=: no file given");
+		return -EINVAL;
+	}
 	if (o->cache.dir && !*o->cache.dir) {
 		snprintf(err, errlen, "cache=: no directory given");
 		return -EINVAL;
@@ -221,6 +241,14 @@ static void usage(const char *prog)
 	       "    -f                 stay in the foreground\n"
 	       "    -d                 debug (implies -f)\n"
 	       "    -o ro, allow_other, default_permissions (always on), ...\n"
+	       "    -o suid, dev               honour set-user-ID bits and device files\n"
+	       "                               (root only; nosuid,nodev by default)\n"
+	       "    -o log=FILE                append every message to FILE, with a timestamp\n"
+	       "                               (daemonized: there alone; without it: syslog,\n"
+	       "                               or with no /dev/log the standard error tierfs\n"
+	       "                               was started with, if a file or a terminal)\n"
+	       "    -o fsname=NAME             the source df, findmnt and /proc/mounts show\n"
+	       "                               (tierfs:UUID, the array's UUID)\n"
 	       "    -o max_threads=N           FUSE worker threads, 1 to 1024 (16)\n"
 	       "    -o max_idle_threads=N      idle workers kept, 0 to 1024 (16)\n"
 	       "    -o attr_timeout=SECONDS    kernel attribute and name cache, 0 to 86400\n"
@@ -291,8 +319,8 @@ static int journal_open(struct tfs_array *a, struct tfs_meta **mt)
 	return rc;
 }
 
-/* libfuse's messages become ours: one line, one prefix, syslog when
- * daemonized.  libfuse sometimes builds a line from several calls, so
+/* libfuse's messages become ours: one line, one prefix, where log.c puts
+ * every message.  libfuse sometimes builds a line from several calls, so
  * pieces are collected until the newline. */
 static void fuse_log_to_tfs(enum fuse_log_level level, const char *fmt, va_list ap)
 {
@@ -309,16 +337,46 @@ static void fuse_log_to_tfs(enum fuse_log_level level, const char *fmt, va_list 
 	line[0] = 0;
 }
 
-/* Add our fixed mount options; libfuse validates all of them. */
-static int add_mount_args(struct fuse_args *args, const char *members)
+/* The array's UUID as the first member directory's superblock gives it,
+ * only read: the default fsname needs it before the session is made, and
+ * the session comes before assembly so that a bad FUSE option touches no
+ * member.  Assembly reads the same superblock first (super.c), so the
+ * array it assembles has this UUID; "" when it cannot be read (assembly
+ * then refuses, with the reason). */
+static void first_uuid(const char *member, char uuid[static 37])
 {
-	char fsname[PATH_MAX + 16];
+	struct tfs_super sb;
+	const char *why;
+	int fd = open(member, O_PATH | O_DIRECTORY | O_CLOEXEC);
 
-	snprintf(fsname, sizeof(fsname), "-ofsname=%s", members);
-	for (char *p = fsname + 3; *p; p++)	/* ',' would split the option */
-		if (*p == ',')
-			*p = '_';
-	return fuse_opt_add_arg(args, fsname) || fuse_opt_add_arg(args, "-osubtype=tierfs") ||
+	uuid[0] = 0;
+	if (fd < 0)
+		return;
+	if (tfs_super_read(fd, &sb, &why) == 0)
+		memcpy(uuid, sb.uuid, 37);
+	close(fd);
+}
+
+/* Add our fixed mount options; libfuse validates all of them.  The source
+ * df and /proc/mounts show is the user's fsname= (left in args), else
+ * "tierfs:UUID": short, and the same whatever order the members are given
+ * in (the member list made lines of hundreds of characters).
+ *
+ * nosuid,nodev come first, so a later suid or dev of the user's wins (root
+ * may ask for them; fusermount3 refuses them to others).  libfuse's own
+ * mount starts from the same flags, but saying it here makes it tierfs's
+ * rule, whatever starts the daemon: mount.fuse3 appends "dev,suid" to every
+ * mount that does not say nodev/nosuid (mount(8)'s defaults), and the
+ * daemon cannot tell those from the user's, so mount(8) runs tierfs's own
+ * helper for type fuse.tierfs too (mount.fuse.tierfs, before mount.fuse). */
+static int add_mount_args(struct fuse_args *args, const struct opts *o, const char *uuid)
+{
+	char fsname[64];
+
+	snprintf(fsname, sizeof(fsname), "-ofsname=tierfs:%s", uuid);
+	return fuse_opt_insert_arg(args, 1, "-onosuid,nodev") ||
+	       (!o->fsname && fuse_opt_add_arg(args, fsname)) ||
+	       fuse_opt_add_arg(args, "-osubtype=tierfs") ||
 	       fuse_opt_add_arg(args, "-odefault_permissions");
 }
 
@@ -407,7 +465,7 @@ int main(int argc, char *argv[])
 	struct tfs_fs fs;
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *cfg;
-	char *paths[TFS_MAX_MEMBERS + 1], err[512], *list = NULL;
+	char *paths[TFS_MAX_MEMBERS + 1], err[512], uuid[37], *list = NULL;
 	struct stat mst;
 	int npaths, rc, ret = 1;
 	bool changed, live = false;
@@ -450,6 +508,11 @@ int main(int argc, char *argv[])
 		tfs_err("%s", err);
 		goto out;
 	}
+	/* before anything is touched, so a bad path is the only word said */
+	if (o.log && (rc = tfs_log_open(o.log))) {
+		tfs_err("log=%s: %s", o.log, strerror(-rc));
+		goto out;
+	}
 	if (stat(cl.mountpoint, &mst)) {
 		tfs_err("mountpoint %s: %s", cl.mountpoint, strerror(errno));
 		goto out;
@@ -458,21 +521,28 @@ int main(int argc, char *argv[])
 		tfs_err("mountpoint %s: not a directory", cl.mountpoint);
 		goto out;
 	}
-	if (add_mount_args(&args, o.members))
-		goto out;
-	se = fuse_session_new(&args, &tfs_fuse_ops, sizeof(tfs_fuse_ops), &fs);
-	if (!se)
-		goto out;	/* libfuse said why, through fuse_log_to_tfs */
-
 	list = strdup(o.members);
 	npaths = list ? split_members(list, paths, TFS_MAX_MEMBERS + 1) : -1;
 	if (npaths < 0) {
 		tfs_err("too many member directories (at most %d)", TFS_MAX_MEMBERS);
 		goto out;
 	}
+	first_uuid(npaths ? paths[0] : "", uuid);
+	if (add_mount_args(&args, &o, uuid))
+		goto out;
+	se = fuse_session_new(&args, &tfs_fuse_ops, sizeof(tfs_fuse_ops), &fs);
+	if (!se)
+		goto out;	/* libfuse said why, through fuse_log_to_tfs */
+
 	rc = tfs_array_assemble(paths, (unsigned)npaths, &array, &changed, err, sizeof(err));
 	if (rc) {
-		fprintf(stderr, "tierfs: %s\n", err);
+		tfs_err("%s", err);
+		goto out;
+	}
+	if (!o.fsname && strcmp(array.sb.uuid, uuid)) {	/* first_uuid */
+		tfs_err("member %s: its superblock changed while tierfs read it (array %s, "
+			"then %s): mount again", paths[0], uuid[0] ? uuid : "unreadable",
+			array.sb.uuid);
 		goto out;
 	}
 	if (changed && !o.ro && tfs_array_record(&array) < 0) {
@@ -493,12 +563,12 @@ int main(int argc, char *argv[])
 	live = true;
 	tfs_info("array %s: %s, %u members, chunk %u, mounted on %s", array.sb.uuid,
 		 tfs_level_name(fs.layout.level), fs.n, fs.layout.chunk, cl.mountpoint);
+	if (!cl.foreground)
+		tfs_log_detach_begin();	/* while stderr is still the caller's */
 	if (fuse_daemonize(cl.foreground))
 		goto out_unmount;
-	if (!cl.foreground) {
-		tfs_log_syslog = 1;
-		openlog("tierfs", LOG_PID, LOG_DAEMON);
-	}
+	if (!cl.foreground)
+		tfs_log_detach_end();
 	if (journal_open(&array, &fs.meta))
 		goto out_unmount;
 	if (!fs.readonly && (tfs_stripe_start(&fs) || tfs_maint_start(&fs)))
@@ -562,6 +632,8 @@ out:
 	free(o.cache.mode);
 	free(o.cache.policy);
 	free(o.fuse_uring);
+	free(o.fsname);
+	free(o.log);
 	for (unsigned i = 0; i < NNUMOPTS; i++)
 		free(o.num[i]);
 	free(list);

@@ -20,6 +20,8 @@ def installed(tmp_path_factory):
     assert (prefix / "bin" / "tierfs").exists()
     assert (prefix / "sbin" / "mkfs.tierfs").exists()
     assert (prefix / "sbin" / "mount.tierfs").exists()
+    # mount(8) runs it for type fuse.tierfs, before mount.fuse3
+    assert os.readlink(prefix / "sbin" / "mount.fuse.tierfs") == "mount.tierfs"
     return prefix
 
 

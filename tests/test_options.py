@@ -111,11 +111,15 @@ def test_option_without_the_one_it_needs_refused(arr, opt, needs):
     (["member_model=floppy"], ["member_model", "floppy"]),
     (["blksize=4096"], ["blksize", "block-device"]),
     (["blkdev"], ["blkdev", "block-device"]),
+    (["fsname="], ["fsname=", "no name"]),
+    (["log="], ["log=", "no file"]),
+    (["log={tmp}/none/tierfs.log"], ["log={tmp}/none/tierfs.log", "No such file"]),
+    (["log={tmp}"], ["log={tmp}", "Is a directory"]),
 ])
 def test_other_bad_options_refused(arr, opts, words):
     line = refuse(arr, [o.format(tmp=arr.tmp) for o in opts])
     for w in words:
-        assert w in line, line
+        assert w.format(tmp=arr.tmp) in line, line
     assert not (arr.tmp / "cache").exists()
 
 

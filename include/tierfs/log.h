@@ -6,11 +6,23 @@
 #include <syslog.h>
 
 extern int tfs_log_level;	/* messages above this level are dropped */
-extern int tfs_log_syslog;	/* 1: to syslog (daemonized), 0: to stderr */
 
 /* Log one line at a syslog level (LOG_ERR ...), dropped above
- * tfs_log_level; to syslog or to stderr as tfs_log_syslog says. */
+ * tfs_log_level: to stderr, to the log file once tfs_log_open gave one,
+ * and once daemonized as log.c says. */
 void tfs_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* -o log=FILE: every later message is appended to FILE too (made 0640 if
+ * missing; O_APPEND | O_CLOEXEC), with a timestamp; once daemonized, to
+ * FILE alone.  0 or -errno. */
+int tfs_log_open(const char *path);
+
+/* Daemonizing: tfs_log_detach_begin just before fuse_daemonize, while
+ * stderr is still the caller's (it chooses where messages go next, and may
+ * keep a duplicate of stderr), tfs_log_detach_end in the daemon after it,
+ * before any other thread runs. */
+void tfs_log_detach_begin(void);
+void tfs_log_detach_end(void);
 
 #define tfs_err(...)   tfs_log(LOG_ERR, __VA_ARGS__)
 #define tfs_warn(...)  tfs_log(LOG_WARNING, __VA_ARGS__)

@@ -16,7 +16,9 @@
  *     O_DSYNC fd counts as synced.  Then the operation is counted (the
  *     model may cut there, outside the gate).
  *  3. Standard output and error are the daemon's log, never noted: a cut
- *     must not take back what the daemon said before it.
+ *     must not take back what the daemon said before it.  log.c writes its
+ *     lines (to a log= file too) through stdio, whose write(2) is glibc's
+ *     own and never reaches these wrappers.
  */
 #include <fcntl.h>
 #include <stdint.h>

@@ -18,7 +18,7 @@ from test_posix import as_user
 P = "user.tierfs."
 FILE_NAMES = ["cached_bytes", "dirty_bytes", "extents", "dirty_extents", "heat",
               "read_hits", "read_misses", "write_hits", "write_misses", "last_bypass",
-              "layout", "residency"]
+              "layout", "residency", "pinned"]
 TUNABLES = ["cache_mode", "seq_cutoff", "promote_threshold", "dirty_low", "dirty_high"]
 ALICE, BOB = 60001, 60002
 
@@ -350,3 +350,49 @@ def test_counters_survive_a_remount_and_windows_show(tiered):
     mount.remount()
     s = status(m)
     assert int(s["cache.total.read_req_hits"]) == 0 and float(s["cache.read_hit_ratio_1d"]) == 0
+
+
+def test_pinned_files_stay_in_the_tier(tiered):
+    """A pin loads the file, keeps it through a load that churns the tier
+    and across a remount, within a cap of half the tier; unpin lets it go."""
+    m = tiered.mnt
+    f = m / "keep"
+    write_pieces(f, 1 * M, 256 * K)
+    want = f.read_bytes()
+    put(f, "evict")
+    assert get(f, "cached_bytes") == "0" and get(f, "pinned") == "0"
+    assert "pinned" in ours(f)
+    r = tierctl("pin", f)
+    assert r.returncode == 0, r.stderr
+    assert get(f, "pinned") == "1" and get(f, "cached_bytes") == str(1 * M)    # loaded
+    s = cst(m)
+    assert (s["pinned_files"], s["pin_reserved_extents"], s["pin_cap_extents"]) == (1, 4, 32)
+    assert errno_of(put, f, "evict") == "EBUSY"
+    # churn: 48 MiB through a 16 MiB tier, written then read twice
+    put(m, "promote_threshold", "1")
+    for i in range(3):
+        write_pieces(m / f"churn{i}", 16 * M, 1 * M)
+    for _ in range(2):
+        for i in range(3):
+            (m / f"churn{i}").read_bytes()
+    assert cst(m)["evictions"] > 0
+    assert get(f, "cached_bytes") == str(1 * M)
+    tiered.mounts[-1].remount()
+    assert get(f, "pinned") == "1" and get(f, "cached_bytes") == str(1 * M)
+    assert cst(m)["pin_reserved_extents"] == 4
+    assert f.read_bytes() == want
+    # over the cap (32 extents of 256K): refused, nothing changed
+    big = m / "big"
+    write_pieces(big, 8 * M, 1 * M)      # 32 extents, with 4 reserved: over
+    assert errno_of(put, big, "pinned", "1") == "ENOSPC"
+    assert get(big, "pinned") == "0" and "32 extents" in status(m)["ctl_error"]
+    assert errno_of(put, f, "pinned", "yes") == "EINVAL"
+    # unpin: evictable again; a removed pinned file's pin goes with it
+    assert tierctl("unpin", f).returncode == 0
+    assert get(f, "pinned") == "0" and cst(m)["pinned_files"] == 0
+    put(f, "evict")
+    assert get(f, "cached_bytes") == "0"
+    put(f, "pinned", "1")
+    assert cst(m)["pinned_files"] == 1
+    os.unlink(f)
+    assert cst(m)["pinned_files"] == 0 and cst(m)["pin_reserved_extents"] == 0

@@ -223,6 +223,7 @@ struct tfs_cache_file_info {
 	uint64_t cached_bytes, dirty_bytes;	/* its valid and dirty sectors */
 	uint32_t extents, dirty_extents;	/* in the tier; with dirty sectors */
 	const char *heat;	/* its hottest extent's class: hot, warm, cold, or none */
+	bool pinned;		/* kept in the tier (tfs_cache_file_ctl "pin") */
 };
 /* Fills *fi for in (zeros and "none" without a tier).  Returns 0 or
  * -errno: the file's load. */
@@ -235,9 +236,12 @@ int tfs_cache_file_info(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_cach
 int tfs_cache_residency(struct tfs_fs *fs, struct tfs_inode *in, char *buf, size_t len);
 /* A file's control: "flush" writes its dirty sectors to the members and
  * waits; "evict" does that and then drops every extent of it that is
- * clean and idle.  Returns 0 or -errno with one line in err: -ENODEV (no
- * tier), -EROFS, -EINVAL (another command), or the flush's (-EIO: some
- * extents stayed dirty, the flusher's error otherwise). */
+ * clean, idle and not pinned; "pin" keeps the file's extents in the tier
+ * from now on (durably, within a cap of half the tier) and loads those
+ * it lacks; "unpin" undoes that.  Returns 0 or -errno with one line in
+ * err: -ENODEV (no tier), -EROFS, -EINVAL (another command), -ENOSPC (a
+ * pin over the cap, or pinned with extents that found no slot), or the
+ * flush's (-EBUSY, the RAID's), the store's. */
 int tfs_cache_file_ctl(struct tfs_fs *fs, struct tfs_inode *in, const char *cmd, char *err,
 		       size_t errlen);
 /* A run-time tunable of the tier by name (cache_mode, seq_cutoff in

@@ -4,9 +4,9 @@
  * after the array journal).  Holds the extent map (which extent of which
  * file is in which slot of the data file, which of its 4K sectors are
  * valid and which are dirty), the logical size of files the cache has
- * grown past what the members hold, and a few named info strings (the
- * binding to an array, the geometry).  Every function that can fail
- * returns 0 or -errno.
+ * grown past what the members hold, the files pinned in the tier, and a
+ * few named info strings (the binding to an array, the geometry).  Every
+ * function that can fail returns 0 or -errno.
  *
  * Durability: an applied batch is appended to a log (no sync), so it
  * survives the daemon's death at once; tfs_cstore_sync() is a durability
@@ -38,6 +38,8 @@ enum tfs_cstore_opcode {
 	TFS_CS_DEL_EXT,		/* fid, idx */
 	TFS_CS_PUT_SIZE,	/* fid, size */
 	TFS_CS_DEL_SIZE,	/* fid */
+	TFS_CS_PUT_PIN,		/* fid, size: the file is pinned, size extents reserved */
+	TFS_CS_DEL_PIN,		/* fid */
 };
 
 struct tfs_cstore_op {
@@ -94,7 +96,11 @@ int tfs_cstore_ext_foreach(struct tfs_cstore *cs,
  * Returns 0, cb's non-zero return, or -errno. */
 int tfs_cstore_size_foreach(struct tfs_cstore *cs,
 			    int (*cb)(void *arg, uint64_t fid, uint64_t size), void *arg);
-/* Drop every extent and size record (info stays), pending batches
+/* Every pin record (fid, extents reserved) in fid order, as
+ * tfs_cstore_ext_foreach.  Returns 0, cb's non-zero return, or -errno. */
+int tfs_cstore_pin_foreach(struct tfs_cstore *cs,
+			   int (*cb)(void *arg, uint64_t fid, uint64_t need), void *arg);
+/* Drop every extent, size and pin record (info stays), pending batches
  * included.  Returns 0 or -errno. */
 int tfs_cstore_clear(struct tfs_cstore *cs);
 

@@ -14,14 +14,15 @@ void tfs_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 
 /* -o log=FILE: every later message is appended to FILE too (made 0640 if
  * missing; O_APPEND | O_CLOEXEC), with a timestamp; once daemonized, to
- * FILE alone.  0 or -errno. */
+ * FILE alone.  Returns 0 or -errno. */
 int tfs_log_open(const char *path);
 
-/* Daemonizing: tfs_log_detach_begin just before fuse_daemonize, while
- * stderr is still the caller's (it chooses where messages go next, and may
- * keep a duplicate of stderr), tfs_log_detach_end in the daemon after it,
- * before any other thread runs. */
+/* Daemonizing: called just before fuse_daemonize, while stderr is still
+ * the caller's; it chooses where messages go next, and may keep a
+ * duplicate of stderr. */
 void tfs_log_detach_begin(void);
+/* Called in the daemon after fuse_daemonize, before any other thread
+ * runs: messages go where tfs_log_detach_begin chose. */
 void tfs_log_detach_end(void);
 
 #define tfs_err(...)   tfs_log(LOG_ERR, __VA_ARGS__)

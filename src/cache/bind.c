@@ -518,6 +518,8 @@ int tfs_cache_start(struct tfs_fs *fs)
 	rc = tfs_cstore_ext_foreach(c->cs, load_ext, &ld);
 	if (rc == 0)
 		rc = tfs_cstore_size_foreach(c->cs, load_size, c);
+	if (rc == 0)
+		rc = c_pin_load(c);
 	if (rc) {
 		tfs_err("cache %s: cannot load the extent map: %s", c->dir, strerror(-rc));
 		return rc;

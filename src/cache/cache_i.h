@@ -7,6 +7,7 @@
  * range, unlink), flush.c (flusher, promoter), bind.c (binding, set-up,
  * start, stop, detach), store.c (the cache directory), opts.c (options),
  * status.c (status and control), history.c (counters across remounts),
+ * pin.c (pinned files),
  * policy.c (eviction policies, pure).
  *
  * Locking: one mutex (c->lock) guards the index, the per-file lists, the
@@ -66,6 +67,7 @@ struct cext {
 	bool busy;			/* a writer, a fill or an invalidation owns it */
 	bool flushing;			/* the flusher is writing it to the RAID */
 	bool dead;			/* dropped while pinned: freed at unpin */
+	bool keep;			/* its file is pinned: never evicted (pin.c) */
 };
 
 /* A file with cached extents (or a size the cache knows). */
@@ -82,6 +84,8 @@ struct cfile {
 	uint64_t size;			/* logical size recorded in the store, or 0 */
 	bool journaled;			/* fid in the array journal's CDIRTY set */
 	bool unresolved;		/* dirty, inode not found yet (restart) */
+	bool pinned;			/* user.tierfs.pinned (pin.c) */
+	uint32_t pin_need;		/* extents reserved for it under the cap */
 	pthread_mutex_t flock;		/* flusher against truncate and punch */
 };
 
@@ -163,6 +167,7 @@ struct tfs_cache {
 	uint32_t umask;
 	struct cstats st;
 	struct chist hist;
+	uint32_t pin_files, pin_reserved;	/* pinned files, extents reserved (pin.c) */
 
 	/* flusher and promoter */
 	pthread_t flusher, promoter[C_PROMOTERS];
@@ -409,6 +414,30 @@ uint64_t c_history_total(struct tfs_cache *c, unsigned i);
 int c_history_lines(struct tfs_cache *c, char *buf, size_t len);
 /* Every count, total and window back to zero.  Under c->lock. */
 void c_history_reset(struct tfs_cache *c);
+
+/* pin.c: files kept in the tier */
+
+#define C_PIN_CAP_PCT 50	/* pinned files reserve at most half the slots */
+
+/* Reads the pin records (after the extents: their slots are marked).
+ * Returns 0 or -errno (-ENOMEM, the store's).  At start, before the
+ * threads. */
+int c_pin_load(struct tfs_cache *c);
+/* Pins (on) or unpins in (loaded), durably; pinning also loads every
+ * extent of it not in the tier yet.  Returns 0 or -errno with one line in
+ * err: -ENOSPC (over the cap: nothing changed; or pinned, but the tier
+ * had no clean slot for some extents), the store's, the RAID's. */
+int c_pin_set(struct tfs_cache *c, struct tfs_inode *in, bool on, char *err, size_t errlen);
+/* fid is gone: its pin goes (the record with the next durability point).
+ * Under c->lock; the record's removal is queued in *op when it returns
+ * true. */
+bool c_pin_forget(struct tfs_cache *c, uint64_t fid, struct tfs_cstore_op *op);
+
+/* flush.c: one promotion, run by the caller (pin.c) */
+
+/* Reads extent idx of in from the RAID into a fresh slot, as the
+ * promoter does.  Returns true if it is in the tier now (or was). */
+bool c_promote_now(struct tfs_cache *c, struct tfs_inode *in, uint64_t idx);
 
 /* opts.c */
 

@@ -189,14 +189,22 @@ void tfs_cache_zero_end(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, u
 void tfs_cache_forget(struct tfs_fs *fs, uint64_t fid)
 {
 	struct tfs_cache *c = fs->cache;
+	struct tfs_cstore_op op;
 	struct cfile *f;
+	bool pinned;
 
 	if (!c)
 		return;
 	c_prenamed_forget(c, fid);	/* created, never written (index.c inv. 4) */
+
 	if (!(f = c_file_hold(c, fid)))
 		return;
 	(void)c_zero_file(c, f, 0, UINT64_MAX, true);	/* logged; slots kept owned */
+	pthread_mutex_lock(&c->lock);
+	pinned = c_pin_forget(c, fid, &op);	/* pin.c invariant 4 */
+	pthread_mutex_unlock(&c->lock);
+	if (pinned)
+		(void)c_commit(c, &op, 1);	/* logged */
 	c_file_unhold(c, f);
 }
 

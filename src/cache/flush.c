@@ -1024,6 +1024,20 @@ void c_promote_queue(struct tfs_cache *c, struct tfs_inode *in, uint64_t idx)
 		tfs_ns_release(c->fs, in);
 }
 
+static void promote_one(struct tfs_cache *c, const struct promote_job *j);
+
+bool c_promote_now(struct tfs_cache *c, struct tfs_inode *in, uint64_t idx)
+{
+	struct promote_job j = { .fid = in->fid, .idx = idx, .in = in };
+	bool in_tier;
+
+	promote_one(c, &j);
+	pthread_mutex_lock(&c->lock);
+	in_tier = c_lookup(c, in->fid, idx) != C_NONE;
+	pthread_mutex_unlock(&c->lock);
+	return in_tier;
+}
+
 static void promote_one(struct tfs_cache *c, const struct promote_job *j)
 {
 	struct tfs_cstore_op op;

@@ -305,7 +305,7 @@ void c_file_maybe_free(struct tfs_cache *c, struct cfile *f)
 {
 	struct cfile **pp;
 
-	if (f->ncached || f->refs || f->size || f->ndirty)
+	if (f->ncached || f->refs || f->size || f->ndirty || f->pinned)
 		return;
 	if (f->in) {
 		tfs_inode_unref(c->fs, f->in);
@@ -508,6 +508,7 @@ struct cfile *c_link_slot(struct tfs_cache *c, uint32_t s, uint64_t fid, uint64_
 	x->fid = fid;
 	x->idx = idx;
 	x->used = true;
+	x->keep = f->pinned;
 	x->hnext = c->htab[h];
 	c->htab[h] = s;
 	x->fprev = C_NONE;
@@ -578,7 +579,7 @@ static bool evictable(void *arg, uint32_t s)
 {
 	const struct cext *x = &((struct tfs_cache *)arg)->e[s];
 
-	return x->used && !x->busy && !x->pins && !x->flushing && !bm_any(x->dirty);
+	return x->used && !x->busy && !x->pins && !x->flushing && !x->keep && !bm_any(x->dirty);
 }
 
 /* Free up to 32 clean slots chosen by the policy; their records are gone

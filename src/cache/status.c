@@ -48,6 +48,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 	uint64_t dirty;
 	uint32_t used, ndirty, unresolved;
 	unsigned promote, dirty_low, dirty_high;
+	uint32_t pin_files, pin_reserved;
 	uint64_t seq_cutoff;
 	enum tfs_cache_mode mode;
 	bool flushing, flush_unresolved;
@@ -81,6 +82,8 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 	mode = c_mode(c);
 	c_history_lines(c, hist, sizeof(hist));
 	promote = c->promote;
+	pin_files = c->pin_files;
+	pin_reserved = c->pin_reserved;
 	seq_cutoff = c->seq_cutoff;
 	dirty_low = c->dirty_low;
 	dirty_high = c->dirty_high;
@@ -102,6 +105,8 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     "cache.read_req_hits=%" PRIu64 "\ncache.read_req_misses=%" PRIu64 "\n"
 		     "cache.write_req_hits=%" PRIu64 "\ncache.write_req_misses=%" PRIu64 "\n"
 		     "cache.read_hit_ratio=%.4f\n"
+		     "cache.pinned_files=%u\ncache.pin_reserved_extents=%u\n"
+		     "cache.pin_cap_extents=%u\n"
 		     "cache.write_around=%" PRIu64 "\ncache.seq_bypass=%" PRIu64 "\n"
 		     "cache.full_bypass=%" PRIu64 "\n"
 		     "cache.promotions=%" PRIu64 "\ncache.promote_dropped=%" PRIu64 "\n"
@@ -121,7 +126,9 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     st.write_hits, st.write_misses,
 		     st.read_req_hits, st.read_req_misses, st.write_req_hits, st.write_req_misses,
 		     st.read_req_hits + st.read_req_misses
-		     ? (double)st.read_req_hits / (double)(st.read_req_hits + st.read_req_misses) : 0.0, st.write_around, st.seq_bypass, st.full_bypass,
+		     ? (double)st.read_req_hits / (double)(st.read_req_hits + st.read_req_misses) : 0.0,
+		     pin_files, pin_reserved,
+		     (uint32_t)((uint64_t)c->nslots * C_PIN_CAP_PCT / 100), st.write_around, st.seq_bypass, st.full_bypass,
 		     st.promotions, st.promote_dropped, st.evictions, st.invalidations,
 		     st.fills, st.flushed_bytes, st.flush_writes, st.flush_syncs, st.full_stripe_flushes,
 		     st.throttled, flushing, unresolved, promote, seq_cutoff,
@@ -250,6 +257,7 @@ int tfs_cache_file_info(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_cach
 	}
 	if (fi->extents)
 		fi->heat = heat >= 2 * c->promote ? "hot" : heat >= c->promote ? "warm" : "cold";
+	fi->pinned = f && f->pinned;
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
@@ -333,17 +341,31 @@ int tfs_cache_file_ctl(struct tfs_fs *fs, struct tfs_inode *in, const char *cmd,
 		       size_t errlen)
 {
 	struct tfs_cache *c = attached(fs);
-	bool evict = strcmp(cmd, "evict") == 0;
+	bool evict = strcmp(cmd, "evict") == 0, pin = strcmp(cmd, "pin") == 0;
 	int rc;
 
-	if (!evict && strcmp(cmd, "flush") != 0) {
-		snprintf(err, errlen, "unknown file command '%.40s' (flush, evict)", cmd);
+	if (!evict && !pin && strcmp(cmd, "flush") != 0 && strcmp(cmd, "unpin") != 0) {
+		snprintf(err, errlen, "unknown file command '%.40s' (flush, evict, pin, unpin)", cmd);
 		return -EINVAL;
 	}
 	rc = changeable(c, err, errlen);
 	if (rc)
 		return rc;
 	rc = tfs_ns_load_file(fs, in);
+	if (rc == 0 && (pin || strcmp(cmd, "unpin") == 0))
+		return c_pin_set(c, in, pin, err, errlen);
+	if (rc == 0 && evict) {
+		struct cfile *f;
+
+		pthread_mutex_lock(&c->lock);
+		f = c_file_find(c, in->fid);
+		rc = f && f->pinned ? -EBUSY : 0;
+		pthread_mutex_unlock(&c->lock);
+		if (rc) {
+			snprintf(err, errlen, "the file is pinned (unpin it first)");
+			return rc;
+		}
+	}
 	if (rc == 0)
 		rc = c_flush_file(c, in);
 	if (rc == 0 && evict)

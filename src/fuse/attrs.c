@@ -46,7 +46,7 @@
 static const char *const file_names[] = {
 	"cached_bytes", "dirty_bytes", "extents", "dirty_extents", "heat",
 	"read_hits", "read_misses", "write_hits", "write_misses", "last_bypass",
-	"layout", "residency",
+	"layout", "residency", "pinned",
 };
 /* Listed on the root; the tunables only with a tier. */
 static const char *const root_names[] = { "status", "stats" };
@@ -167,6 +167,8 @@ static int file_get(struct tfs_fs *fs, struct tfs_inode *in, const char *n, char
 		return answer_u64(buf, len, fi.dirty_extents);
 	if (!strcmp(n, "heat"))
 		return answer(buf, len, fi.heat, strlen(fi.heat));
+	if (!strcmp(n, "pinned"))
+		return answer(buf, len, fi.pinned ? "1" : "0", 1);
 	if (!strcmp(n, "cache"))	/* the older summary */
 		return answer(buf, len, text, (size_t)snprintf(text, sizeof(text),
 			      "fid=%" PRIu64 "\ncached_bytes=%" PRIu64 "\ndirty_bytes=%" PRIu64 "\n",
@@ -264,7 +266,7 @@ int tfs_attr_set(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_attr_
 		free(v);
 		return rc ? refused(rc == -ENODATA ? -EINVAL : rc, name, err) : 0;
 	}
-	if (!S_ISREG(in->type) || (strcmp(n, "flush") && strcmp(n, "evict"))) {
+	if (!S_ISREG(in->type) || (strcmp(n, "flush") && strcmp(n, "evict") && strcmp(n, "pinned"))) {
 		bool ro = S_ISREG(in->type) && (in_list(file_names, N(file_names), n) ||
 						!strcmp(n, "cache"));
 
@@ -282,7 +284,20 @@ int tfs_attr_set(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_attr_
 		if (st.st_uid != who->uid)
 			return refused(-EPERM, name, "only the file's owner or root");
 	}
-	rc = tfs_cache_file_ctl(fs, in, n, err, sizeof(err));
+	if (!strcmp(n, "pinned")) {
+		v = value_of(val, len);
+		if (!v)
+			return -ENOMEM;
+		rc = strcmp(v, "1") && strcmp(v, "0") ? -EINVAL : 0;
+		if (rc)
+			snprintf(err, sizeof(err), "'%.40s': 1 (pin) or 0 (unpin)", v);
+		else
+			rc = tfs_cache_file_ctl(fs, in, v[0] == '1' ? "pin" : "unpin", err,
+						sizeof(err));
+		free(v);
+	} else {
+		rc = tfs_cache_file_ctl(fs, in, n, err, sizeof(err));
+	}
 	return rc ? refused(rc, name, err) : 0;
 }
 

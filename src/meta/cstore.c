@@ -9,6 +9,7 @@
  *           value: struct ext_val (host byte order, 80 bytes, version 1)
  *   "size"  key: u64 fid (big-endian)   value: u64 size (host byte order)
  *   "info"  key: name string            value: string including its NUL
+ *   "pin"   key: u64 fid (big-endian)   value: u64 extents reserved (host order)
  *
  * Invariants:
  *  1. Writers are serialised by wlock; every change is one write
@@ -78,8 +79,8 @@
 #define CS_INFO_MAX 255		/* longest info key and value, NUL excluded */
 #define EXT_VERSION 1
 
-enum { DB_EXT, DB_SIZE, DB_INFO, DB_COUNT };
-static const char *const db_name[DB_COUNT] = { "ext", "size", "info" };
+enum { DB_EXT, DB_SIZE, DB_INFO, DB_PIN, DB_COUNT };
+static const char *const db_name[DB_COUNT] = { "ext", "size", "info", "pin" };
 
 #define LOG_MAGIC	0x4c534654u	/* "TFSL" */
 #define LOG_PREALLOC	(16u << 20)
@@ -645,10 +646,17 @@ static int apply_one(struct tfs_cstore *cs, MDB_txn *txn, const struct log_op *o
 		v.mv_data = (void *)&op->size;
 		return mdb_put(txn, cs->dbi[DB_SIZE], &k, &v, 0);
 	case TFS_CS_DEL_SIZE:
+	case TFS_CS_DEL_PIN:
 		tfs_be64(op->fid, key);
 		k.mv_size = 8;
-		rc = mdb_del(txn, cs->dbi[DB_SIZE], &k, NULL);
+		rc = mdb_del(txn, cs->dbi[op->op == TFS_CS_DEL_PIN ? DB_PIN : DB_SIZE], &k, NULL);
 		return rc == MDB_NOTFOUND ? 0 : rc;
+	case TFS_CS_PUT_PIN:
+		tfs_be64(op->fid, key);
+		k.mv_size = 8;
+		v.mv_size = sizeof(op->size);
+		v.mv_data = (void *)&op->size;
+		return mdb_put(txn, cs->dbi[DB_PIN], &k, &v, 0);
 	}
 	return -EINVAL;
 }
@@ -691,7 +699,7 @@ int tfs_cstore_apply(struct tfs_cstore *cs, const struct tfs_cstore_op *ops, uns
 	if (n == 0)
 		return 0;
 	for (unsigned i = 0; i < n; i++)
-		if (ops[i].op > TFS_CS_DEL_SIZE || (ops[i].op == TFS_CS_PUT_EXT && !ops[i].rec))
+		if (ops[i].op > TFS_CS_DEL_PIN || (ops[i].op == TFS_CS_PUT_EXT && !ops[i].rec))
 			return -EINVAL;
 	buf = tfs_scratch_array(TFS_SCR_LOG, len, 1);	/* the thread's (scratch.c) */
 	if (!buf)
@@ -931,11 +939,35 @@ int tfs_cstore_size_foreach(struct tfs_cstore *cs,
 	return db_foreach(cs, DB_SIZE, size_visit, &sv);
 }
 
+static int pin_visit(void *arg, const MDB_val *k, const MDB_val *v)
+{
+	struct size_visit *sv = arg;
+	uint64_t need;
+
+	if (k->mv_size != 8 || v->mv_size != sizeof(need)) {
+		tfs_err("cache store: bad pin record (key %zu, value %zu bytes)",
+			k->mv_size, v->mv_size);
+		return -EUCLEAN;
+	}
+	memcpy(&need, v->mv_data, sizeof(need));
+	return sv->cb(sv->arg, tfs_from_be64(k->mv_data), need);
+}
+
+int tfs_cstore_pin_foreach(struct tfs_cstore *cs,
+			   int (*cb)(void *arg, uint64_t fid, uint64_t need), void *arg)
+{
+	struct size_visit sv = { cb, arg };
+
+	return db_foreach(cs, DB_PIN, pin_visit, &sv);
+}
+
 static int clear_fn(MDB_txn *txn, void *arg)
 {
 	struct tfs_cstore *cs = arg;
 	int rc = mdb_drop(txn, cs->dbi[DB_EXT], 0);
 
+	if (rc == 0)
+		rc = mdb_drop(txn, cs->dbi[DB_PIN], 0);
 	return rc ? rc : mdb_drop(txn, cs->dbi[DB_SIZE], 0);
 }
 

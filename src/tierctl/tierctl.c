@@ -53,6 +53,9 @@ static void usage(FILE *f)
 		"  flush   FILE                        write the file's dirty bytes now\n"
 		"  evict   FILE                        flush the file, then drop it from the\n"
 		"                                      SSD tier\n"
+		"  pin     FILE                        load the file into the SSD tier and keep\n"
+		"                                      it there (up to half the tier in all)\n"
+		"  unpin   FILE                        let the tier evict it again\n"
 		"  stats   MOUNTPOINT [--json]         every counter and state, as one JSON\n"
 		"                                      document\n"
 		"  files   PATH [N]                    the N files under PATH the tier holds\n"
@@ -539,6 +542,8 @@ int main(int argc, char **argv)
 	if ((!strcmp(cmd, "flush") || !strcmp(cmd, "evict")) && nargs == 2 &&
 	    stat(mnt, &sb) == 0 && S_ISREG(sb.st_mode))
 		return set_attr(mnt, cmd, "1");
+	if ((!strcmp(cmd, "pin") || !strcmp(cmd, "unpin")) && nargs == 2)
+		return set_attr(mnt, "pinned", cmd[0] == 'p' ? "1" : "0");
 	if (!strcmp(cmd, "flush") && nargs == 2)
 		return ctl(mnt, "flush") ? 1 : wait_flush(mnt);
 	if (!strcmp(cmd, "mode") && nargs == 3) {

@@ -22,7 +22,7 @@
 /* ------------------------------------------------------------------ */
 
 enum {
-	G_OPEN, G_ORDER, G_APPLY, G_DEL, G_SIZE, G_INFO, G_CLEAR, G_REOPEN, G_GROW,
+	G_OPEN, G_ORDER, G_APPLY, G_DEL, G_SIZE, G_PIN, G_INFO, G_CLEAR, G_REOPEN, G_GROW,
 	G_READER, G_BAD, G_LOG, G_GROUP, G_COUNT
 };
 
@@ -32,6 +32,7 @@ static struct unit_group groups[G_COUNT] = {
 	[G_APPLY] = { .name = "apply: batches, all or nothing" },
 	[G_DEL] = { .name = "del, del of a missing key" },
 	[G_SIZE] = { .name = "size records" },
+	[G_PIN] = { .name = "pin records" },
 	[G_INFO] = { .name = "info get/set" },
 	[G_CLEAR] = { .name = "clear" },
 	[G_REOPEN] = { .name = "reopen keeps everything" },
@@ -169,6 +170,28 @@ static int sizes_of(struct tfs_cstore *cs, struct sizes *s)
 {
 	memset(s, 0, sizeof(*s));
 	return tfs_cstore_size_foreach(cs, size_cb, s);
+}
+
+struct pins {
+	uint64_t n, fid[16], need[16];
+};
+
+static int pin_cb(void *arg, uint64_t fid, uint64_t need)
+{
+	struct pins *p = arg;
+
+	if (p->n < 16) {
+		p->fid[p->n] = fid;
+		p->need[p->n] = need;
+	}
+	p->n++;
+	return 0;
+}
+
+static int pins_of(struct tfs_cstore *cs, struct pins *p)
+{
+	memset(p, 0, sizeof(*p));
+	return tfs_cstore_pin_foreach(cs, pin_cb, p);
 }
 
 /* ------------------------------------------------------------------ */
@@ -410,6 +433,43 @@ static void test_clear(struct tfs_cstore *cs)
 	CHECK(G_CLEAR, rc == 0 && has_ext(cs, 1, 1) == 1, "put after clear: %d", rc);
 }
 
+static void test_pin(struct tfs_cstore *cs)
+{
+	static const uint64_t pfids[] = { 0x100000000ull, 3, 0xffffffffull, 3 };
+	struct tfs_cstore_op ops[4];
+	struct pins p;
+	int rc;
+
+	struct sizes before, sz;
+
+	snprintf(ctx, sizeof(ctx), "pin");
+	sizes_of(cs, &before);
+	for (int i = 0; i < 4; i++)	/* 3 twice: one record */
+		ops[i] = (struct tfs_cstore_op){ TFS_CS_PUT_PIN, NULL, pfids[i], 0, 10 + (uint64_t)i };
+	rc = tfs_cstore_apply(cs, ops, 4);
+	CHECK(G_PIN, rc == 0, "put: %d", rc);
+	rc = pins_of(cs, &p);
+	CHECK(G_PIN, rc == 0 && p.n == 3 && p.fid[0] == 3 && p.fid[1] == 0xffffffffull &&
+	      p.fid[2] == 0x100000000ull && p.need[0] == 13 && p.need[2] == 10,
+	      "foreach: %d, %" PRIu64 " records, first %" PRIu64,
+	      rc, p.n, p.fid[0]);
+	ops[0] = (struct tfs_cstore_op){ TFS_CS_DEL_PIN, NULL, 0xffffffffull, 0, 0 };
+	ops[1] = (struct tfs_cstore_op){ TFS_CS_DEL_PIN, NULL, 99, 0, 0 };	/* never put */
+	rc = tfs_cstore_apply(cs, ops, 2);
+	CHECK(G_PIN, rc == 0, "del: %d", rc);
+	rc = pins_of(cs, &p);
+	CHECK(G_PIN, rc == 0 && p.n == 2 && p.fid[0] == 3 && p.fid[1] == 0x100000000ull,
+	      "after del: %" PRIu64 " records", p.n);
+	/* a pin is not a size */
+	rc = sizes_of(cs, &sz);
+	CHECK(G_PIN, rc == 0 && sz.n == before.n, "pins seen as sizes: %" PRIu64 " for %" PRIu64,
+	      sz.n, before.n);
+	rc = tfs_cstore_clear(cs);
+	CHECK(G_PIN, rc == 0, "clear: %d", rc);
+	rc = pins_of(cs, &p);
+	CHECK(G_PIN, rc == 0 && p.n == 0, "after clear: %" PRIu64 " records", p.n);
+}
+
 static void test_small(void)
 {
 	char dir[128], buf[64];
@@ -434,6 +494,7 @@ static void test_small(void)
 	test_apply(cs);
 	test_del(cs);
 	test_size(cs);
+	test_pin(cs);
 	test_info(cs);
 	test_clear(cs);
 
@@ -441,6 +502,12 @@ static void test_small(void)
 	snprintf(ctx, sizeof(ctx), "reopen");
 	rc = tfs_cstore_apply(cs, &op, 1);
 	CHECK(G_REOPEN, rc == 0, "size: %d", rc);
+	{
+		struct tfs_cstore_op pin = { TFS_CS_PUT_PIN, NULL, 42, 0, 7 };
+
+		rc = tfs_cstore_apply(cs, &pin, 1);
+		CHECK(G_REOPEN, rc == 0, "pin: %d", rc);
+	}
 	for (unsigned i = 0; i < NF; i++)
 		put_ext(cs, fids[i], 9);
 	rc = tfs_cstore_sync(cs);
@@ -457,6 +524,14 @@ static void test_small(void)
 	rc = sizes_of(cs, &s);
 	CHECK(G_REOPEN, rc == 0 && s.n == 1 && s.fid[0] == 5 && s.size[0] == 4096,
 	      "sizes: %d, %" PRIu64, rc, s.n);
+	{
+		struct pins p;
+
+		rc = pins_of(cs, &p);
+		CHECK(G_REOPEN, rc == 0 && p.n == 1 && p.fid[0] == 42 && p.need[0] == 7,
+		      "pins: %d, %" PRIu64, rc,
+		      p.n);
+	}
 	rc = tfs_cstore_info_get(cs, "array", buf, sizeof(buf));
 	CHECK(G_REOPEN, rc == 0 && strcmp(buf, "uuid-2") == 0, "info: %d", rc);
 	tfs_cstore_close(cs);

@@ -415,6 +415,8 @@ static int fs_setup(struct tfs_fs *fs, struct tfs_array *array, const struct opt
 		fs->be = tfs_hdd_backend(fs->be, &o->hdd);
 	if (fs->be && fault && *fault)
 		fs->be = tfs_fault_backend(fs->be, fault);
+	if (fs->be)	/* outermost: it sees what the model and faults did */
+		fs->be = tfs_iostat_backend(fs->be, fs->n);
 	if (!fs->be || (rc = tfs_fs_init(fs)))
 		return -ENOMEM;
 	if (o->dir_cache)

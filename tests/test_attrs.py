@@ -6,6 +6,7 @@ cannot read its statistics; a file's actions are its owner's or root's;
 the array's settings are root's)."""
 import errno
 import json
+import mmap
 import os
 import subprocess
 
@@ -175,12 +176,13 @@ def test_root_stats_are_the_status_as_json(tiered):
     assert doc["cache"]["write_req_misses"] >= 2
     assert doc["cache"]["value"] == str(tiered.tmp.parent / "cache")
     assert isinstance(doc["cache"]["read_hit_ratio"], float)
-    assert doc["member"]["0"].startswith("in_sync ")
+    assert doc["member"]["0"]["value"].startswith("in_sync ")
+    assert doc["member"]["0"]["write_bytes"] >= 0 and "latency_us" in doc["member"]["0"]
     # a user reads the counters but not the paths, as with the status
     r = as_user(lambda: os.getxattr(".", P + "stats").decode(), str(m), uid=ALICE, gid=ALICE)
     assert isinstance(r, str), r
     udoc = json.loads(r)
-    assert udoc["cache"]["value"] == "-" and udoc["member"]["0"] == "in_sync -"
+    assert udoc["cache"]["value"] == "-" and udoc["member"]["0"]["value"] == "in_sync -"
     assert udoc["cache"]["dirty_bytes"] == 512 * K
 
 
@@ -396,3 +398,26 @@ def test_pinned_files_stay_in_the_tier(tiered):
     assert cst(m)["pinned_files"] == 1
     os.unlink(f)
     assert cst(m)["pinned_files"] == 0 and cst(m)["pin_reserved_extents"] == 0
+
+
+def test_member_io_counters(make_array):
+    """Each member's reads, writes and bytes in the status and the JSON: a
+    RAID5 x3 written in whole rows carries the data and half as much
+    parity, spread over the three."""
+    a = make_array("raid5", 3, "64K")
+    a.mount()
+    fd = os.open(a.mnt / "f", os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
+    buf = mmap.mmap(-1, 4 * M)
+    buf.write(os.urandom(4 * M))
+    assert os.pwrite(fd, buf, 0) == 4 * M
+    os.fsync(fd)
+    os.close(fd)
+    s = status(a.mnt)
+    written = sum(int(s[f"member.{k}.write_bytes"]) for k in range(3))
+    assert written == 6 * M, s
+    assert all(int(s[f"member.{k}.writes"]) > 0 for k in range(3))
+    assert sum(int(s[f"member.{k}.syncs"]) for k in range(3)) >= 3
+    assert all(int(s[f"member.{k}.errors"]) == 0 for k in range(3))
+    doc = json.loads(get(a.mnt, "stats"))
+    assert doc["member"]["1"]["write_bytes"] == int(s["member.1.write_bytes"])
+    assert doc["member"]["1"]["value"].startswith("in_sync ")

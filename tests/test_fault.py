@@ -223,3 +223,21 @@ def test_identity_read_error_is_not_taken_for_no_identity(make_array):
         assert (m.path / n).read_bytes() == b, f"{n}: wrong bytes after a failed lookup"
         assert "fault: EIO on member" in m.log(), "the fault was not injected"
         m.stop()
+
+
+def test_member_io_counters_see_the_errors(make_array):
+    """The status's per-member I/O counters (member/iostat.c, above the
+    fault wrapper) count each member's reads and the ones that failed."""
+    a = make_array("raid0", 2, "4K")
+    fill(a, "f", 64 * KIB)
+    mnt = mount(a, env={"TIERFS_FAULT": "eio_read=1"}, expect_errors=True).path
+    res = direct_reads(mnt / "f", 16)
+    assert res.count(errno.EIO) == 8
+    st = dict(l.split("=", 1) for l in
+              os.getxattr(str(mnt), "user.tierfs.status").decode().splitlines())
+    assert int(st["member.1.errors"]) == 8 and int(st["member.1.reads"]) == 8
+    assert int(st["member.0.errors"]) == 0 and int(st["member.0.reads"]) == 8
+    assert int(st["member.0.read_bytes"]) == 8 * 4 * KIB
+    assert int(st["member.1.read_bytes"]) == 0
+    assert float(st["member.0.latency_us"]) > 0
+    assert st["member.0"].startswith("in_sync ")      # the state line stays as it was

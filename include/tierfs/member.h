@@ -151,6 +151,14 @@ struct tfs_backend *tfs_hdd_backend(struct tfs_backend *inner, const struct tfs_
  * memory. */
 struct tfs_backend *tfs_fault_backend(struct tfs_backend *inner, const char *spec);
 
+/* Per-member I/O counters (iostat.c): inner behind a wrapper that counts
+ * each of the n members' data requests (reads, writes, syncs, bytes,
+ * errors, time).  Returns the wrapper, or NULL without memory. */
+struct tfs_backend *tfs_iostat_backend(struct tfs_backend *inner, uint32_t n);
+/* The "member.N.*" status lines of the iostat wrapper in be's stack (none
+ * there: nothing) into buf.  Returns their length, cut at len - 1. */
+int tfs_iostat_report(struct tfs_backend *be, char *buf, size_t len);
+
 /* Returns true if err is a refusal of a write that is not the device
  * failing (a full or over-quota filesystem, a file too big: -ENOSPC,
  * -EDQUOT, -EFBIG); the member (or the journal's store) stays in use. */

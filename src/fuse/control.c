@@ -9,7 +9,8 @@
  *     maintenance (raid/maint.c: fail, replace, scrub, repair, cancel) or
  *     the SSD tier (cache/status.c: flush, cache_mode, detach).
  *  2. The status is each subsystem's part, in this order: the array's
- *     health (ns/health.c), maintenance (raid/maint.c), write-intent marks
+ *     health (ns/health.c), each member's I/O counters (member/iostat.c),
+ *     maintenance (raid/maint.c), write-intent marks
  *     (raid/marks.c) and parity counters (raid/stripe.c), the tier
  *     (cache/status.c), the FUSE transport (fuse/transport.c) and the
  *     pool (fuse/defer.c), memory (ns/inode.c, util/scratch.c), the last
@@ -31,6 +32,7 @@
 #include "tierfs/health.h"
 #include "tierfs/inode.h"
 #include "tierfs/maint.h"
+#include "tierfs/member.h"
 #include "tierfs/raid.h"
 #include "tierfs/scratch.h"
 #include "tierfs/transport.h"
@@ -92,12 +94,14 @@ char *tfs_status(struct tfs_fs *fs, bool paths)
 	if (!h || !m)
 		goto out;
 	/* the fixed lines are bounded: stripe and tier counters fit in 8 KiB,
-	 * the last refusal in 512 bytes */
-	cap = strlen(h) + strlen(m) + 8192 + 1024;
+	 * each member's I/O counters in 512 bytes, the last refusal in 512 */
+	cap = strlen(h) + strlen(m) + 8192 + 1024 + 512 * (size_t)fs->n;
 	out = malloc(cap);
 	if (!out)
 		goto out;
-	l = snprintf(out, cap, "%s%s", h, m);
+	l = snprintf(out, cap, "%s", h);
+	l += tfs_iostat_report(fs->be, out + l, cap - (size_t)l);
+	l += snprintf(out + l, cap - (size_t)l, "%s", m);
 	l += snprintf(out + l, cap - (size_t)l, "marks=%" PRIu64 "\n", tfs_stripe_marks(fs));
 	l += tfs_stripe_stats(fs, out + l, cap - (size_t)l);
 	l += tfs_raid_syncs(fs, out + l, cap - (size_t)l);

@@ -102,7 +102,7 @@ for _ in range(2000):
 os.fsync(fd)
 print(f"  {2000 / (time.monotonic() - t):.0f} writes/s acknowledged (the disks alone: about 30)")
 PY
-"$B/tierctl" status "$ssd/mnt" | grep "dirty bytes"
+"$B/tierctl" status "$ssd/mnt" | grep " dirty$"
 "$B/tierctl" flush "$ssd/mnt" | tail -1
 fusermount3 -u "$ssd/mnt"
 

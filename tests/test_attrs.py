@@ -8,6 +8,7 @@ import errno
 import json
 import mmap
 import os
+import re
 import subprocess
 
 import pytest
@@ -292,9 +293,9 @@ def test_tierctl_reads_and_sets_the_attributes(tiered):
     r = tierctl("files", m)
     lines = r.stdout.splitlines()
     assert r.returncode == 0 and lines[0].split()[:3] == ["in", "the", "tier"], r.stdout
-    assert lines[1].endswith("/d/big") and "1.0 MiB" in lines[1]
+    assert lines[1].endswith("/d/big") and " 1 MiB" in lines[1]
     assert lines[1].split()[4] in ("hot", "warm")
-    assert lines[2].endswith("/d/small") and "256.0 KiB" in lines[2]
+    assert lines[2].endswith("/d/small") and "256 KiB" in lines[2]
     assert len(lines) == 3                   # the empty file holds nothing
     assert tierctl("files", m, "1").stdout.splitlines()[-1] == "(1 more)"
     assert tierctl("files", m, "x").returncode == 2
@@ -421,3 +422,53 @@ def test_member_io_counters(make_array):
     doc = json.loads(get(a.mnt, "stats"))
     assert doc["member"]["1"]["write_bytes"] == int(s["member.1.write_bytes"])
     assert doc["member"]["1"]["value"].startswith("in_sync ")
+
+
+PROM_LINE = re.compile(r'^(tierfs_[a-z0-9_]+)\{((?:[a-z_]+="(?:[^"\\]|\\.)*",?)+)\} (-?[0-9.]+)$')
+
+
+def test_tierctl_views(tiered, make_array):
+    """status in units with what the array can still lose, list, the
+    Prometheus textfile lines, top, and wait with nothing to wait for."""
+    m = tiered.mnt
+    write_pieces(m / "f", 2 * M, 256 * K)
+    r = tierctl("status", m)
+    assert r.returncode == 0
+    assert "chunk 64 KiB: optimal, can lose 1 member\n" in r.stdout, r.stdout
+    assert "2 MiB dirty" in r.stdout and "over 5 min" in r.stdout, r.stdout
+    assert re.search(r"member 0 +in_sync +read +\S+ \S+ +written", r.stdout), r.stdout
+    # a second array, uncached and degraded
+    u = make_array("raid5", 3, "64K", sub="plain")
+    u.mount(expect_errors=True)
+    assert tierctl("fail", u.mnt, 1).returncode == 0
+    r = tierctl("status", u.mnt)
+    assert "degraded, 1 failed, can lose 0 more" in r.stdout, r.stdout
+    r = tierctl("list")
+    rows = {l.split()[0]: l.split() for l in r.stdout.splitlines()[1:]}
+    assert r.returncode == 0 and r.stdout.startswith("MOUNTPOINT"), r.stdout
+    assert rows[str(m)][2:5] == ["raid5", "UUU", "optimal"] and "writeback," in rows[str(m)]
+    assert rows[str(u.mnt)][2:5] == ["raid5", "U_U", "degraded"] and rows[str(u.mnt)][5] == "none"
+    # Prometheus: every line parses, each metric's lines together, both mounts
+    r = tierctl("stats", m, u.mnt, "--prometheus")
+    assert r.returncode == 0, r.stderr
+    names, seen = [], set()
+    for line in r.stdout.splitlines():
+        g = PROM_LINE.match(line)
+        assert g, line
+        if not names or names[-1] != g.group(1):
+            assert g.group(1) not in seen, f"{g.group(1)} is split"
+            seen.add(g.group(1))
+            names.append(g.group(1))
+    assert f'tierfs_cache_dirty_bytes{{mount="{m}",' in r.stdout
+    assert re.search(rf'tierfs_member_state{{mount="{u.mnt}",uuid="[-0-9a-f]+",member="1",'
+                     r'state="failed"} 1', r.stdout), r.stdout
+    assert re.search(r'tierfs_health\{[^}]*state="degraded"\} 1', r.stdout)
+    assert re.search(r'tierfs_member_write_bytes\{[^}]*member="2"\} \d+', r.stdout)
+    # top, one frame
+    r = tierctl("top", m, "--interval", "0.2", "--count", "1")
+    assert r.returncode == 0 and "reads/s" in r.stdout and "hits" in r.stdout, r.stdout
+    assert len([l for l in r.stdout.splitlines() if re.match(r"^[0-2] ", l)]) == 3
+    assert tierctl("top", m, "--count", "x").returncode == 2
+    # wait with no job
+    r = tierctl("wait", m)
+    assert r.returncode == 0 and r.stdout.startswith("no job running on "), r.stdout

@@ -2066,9 +2066,12 @@ def test_tierctl_flush_mode_detach(make_array, tmp_path):
     assert cst(a.mnt)["dirty_bytes"] == 2 * M
     r = tierctl("status", a.mnt)
     assert r.returncode == 0 and "writeback, s3fifo" in r.stdout and \
-        f"{2 * M} dirty bytes" in r.stdout, r.stdout
+        "2 MiB dirty" in r.stdout, r.stdout
     r = tierctl("flush", a.mnt)
-    assert r.returncode == 0 and "flushed: nothing dirty" in r.stdout, (r.stdout, r.stderr)
+    assert r.returncode == 0 and "flushed 2 MiB to the members: nothing dirty" in r.stdout, \
+        (r.stdout, r.stderr)
+    r = tierctl("flush", a.mnt)
+    assert r.returncode == 0 and "nothing was dirty" in r.stdout, (r.stdout, r.stderr)
     assert cst(a.mnt)["dirty_bytes"] == 0
     r = tierctl("mode", a.mnt, "sideways")
     assert r.returncode == 1 and "writeback, writethrough, writearound or off" in r.stderr, r

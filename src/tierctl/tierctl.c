@@ -27,12 +27,13 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "tierctl.h"
+
 #define XATTR_CTL    "user.tierfs.ctl"
-#define XATTR_STATUS "user.tierfs.status"
 #define XATTR_STATS  "user.tierfs.stats"
 #define XATTR_PFX    "user.tierfs."
 
-static const char *prog = "tierctl";
+const char *prog = "tierctl";
 
 static void usage(FILE *f)
 {
@@ -58,6 +59,12 @@ static void usage(FILE *f)
 		"  unpin   FILE                        let the tier evict it again\n"
 		"  stats   MOUNTPOINT [--json]         every counter and state, as one JSON\n"
 		"                                      document\n"
+		"  stats   MOUNTPOINT... --prometheus  the same in node_exporter's textfile\n"
+		"                                      format, for several arrays\n"
+		"  top     MOUNTPOINT [--interval S] [--count N]\n"
+		"                                      a live view: requests, hit ratio, dirty\n"
+		"                                      level, flush rate, each member's I/O\n"
+		"  list                                every mounted tierfs array and its state\n"
 		"  files   PATH [N]                    the N files under PATH the tier holds\n"
 		"                                      most of (20), with dirty bytes and heat\n"
 		"  set     MOUNTPOINT TUNABLE VALUE    cache_mode, seq_cutoff, promote_threshold,\n"
@@ -70,9 +77,7 @@ static void usage(FILE *f)
 		prog);
 }
 
-/* The root's attribute name, malloc'ed and NUL-terminated, or NULL
- * (said why). */
-static char *read_attr(const char *mnt, const char *name)
+char *read_attr(const char *mnt, const char *name)
 {
 	ssize_t n = getxattr(mnt, name, NULL, 0);
 	char *buf;
@@ -96,13 +101,12 @@ static char *read_attr(const char *mnt, const char *name)
 	return buf;
 }
 
-static char *status(const char *mnt)
+char *status(const char *mnt)
 {
 	return read_attr(mnt, XATTR_STATUS);
 }
 
-/* Value of key in a status text ("" if absent), into out. */
-static const char *get(const char *st, const char *key, char *out, size_t len)
+const char *get(const char *st, const char *key, char *out, size_t len)
 {
 	size_t kl = strlen(key);
 
@@ -122,16 +126,43 @@ static const char *get(const char *st, const char *key, char *out, size_t len)
 	return out;
 }
 
+/* Returns key's value in st as a number (0 if absent). */
+static unsigned long long num(const char *st, const char *key)
+{
+	char v[32];
+
+	return strtoull(get(st, key, v, sizeof(v)), NULL, 10);
+}
+
+/* "can lose N more member(s)": what the array survives from now on. */
+static void say_margin(const char *st)
+{
+	char state[64];
+	unsigned failed = 0;
+	unsigned long long tol = num(st, "tolerates");
+
+	for (const char *p = get(st, "state", state, sizeof(state)); *p; p++)
+		failed += *p == '_';
+	if (failed > tol)
+		printf(", %u failed: data lost where they overlap", failed);
+	else if (failed)
+		printf(", %u failed, can lose %llu more", failed, tol - failed);
+	else
+		printf(", can lose %llu member%s", tol, tol == 1 ? "" : "s");
+}
+
 static void print_status(const char *st)
 {
-	char v[8][PATH_MAX + 64];
+	char v[8][PATH_MAX + 64], b[4][32];
 
-	printf("array %s: %s, %s members, chunk %s bytes: %s (survives %s failed member(s))\n",
-	       get(st, "uuid", v[0], sizeof(v[0])), get(st, "level", v[1], sizeof(v[1])),
-	       get(st, "members", v[2], sizeof(v[2])), get(st, "chunk", v[3], sizeof(v[3])),
-	       get(st, "health", v[4], sizeof(v[4])), get(st, "tolerates", v[5], sizeof(v[5])));
+	printf("array %s: %s, %s members, chunk %s: %s", get(st, "uuid", v[0], sizeof(v[0])),
+	       get(st, "level", v[1], sizeof(v[1])), get(st, "members", v[2], sizeof(v[2])),
+	       human(num(st, "chunk"), b[0], sizeof(b[0])), get(st, "health", v[4], sizeof(v[4])));
+	say_margin(st);
+	printf("\n");
 	for (unsigned k = 0;; k++) {
-		char key[32], *sp;
+		char key[48], *sp;
+		unsigned long long rd, wr;
 
 		snprintf(key, sizeof(key), "member.%u", k);
 		if (!*get(st, key, v[0], sizeof(v[0])))
@@ -139,15 +170,20 @@ static void print_status(const char *st)
 		sp = strchr(v[0], ' ');
 		if (sp)
 			*sp++ = 0;
+		snprintf(v[2], sizeof(v[2]), "%s", v[0]);
 		/* a member being rebuilt shows how far it is */
 		if (!strcmp(v[0], "rebuilding") && *get(st, "rebuild.member", v[1], sizeof(v[1])) &&
-		    (unsigned)atoi(v[1]) == k) {
+		    (unsigned)atoi(v[1]) == k)
 			snprintf(v[2], sizeof(v[2]), "rebuilding %s%%",
 				 get(st, "progress", v[3], sizeof(v[3])));
-			printf("  member %-2u %-16s %s\n", k, v[2], sp ? sp : "");
-			continue;
-		}
-		printf("  member %-2u %-16s %s\n", k, v[0], sp ? sp : "");
+		snprintf(key, sizeof(key), "member.%u.read_bytes", k);
+		rd = num(st, key);
+		snprintf(key, sizeof(key), "member.%u.write_bytes", k);
+		wr = num(st, key);
+		snprintf(key, sizeof(key), "member.%u.errors", k);
+		printf("  member %-2u %-16s read %9s  written %9s  errors %llu  %s\n", k, v[2],
+		       human(rd, b[0], sizeof(b[0])), human(wr, b[1], sizeof(b[1])), num(st, key),
+		       sp ? sp : "");
 	}
 	if (strcmp(get(st, "job", v[0], sizeof(v[0])), "none") != 0)
 		printf("  %s running: %s%% (%s of %s bytes), %s MB/s, ETA %s s, %s files, "
@@ -159,22 +195,28 @@ static void print_status(const char *st)
 	if (*get(st, "last", v[0], sizeof(v[0])))
 		printf("  last job: %s\n", v[0]);
 	if (strcmp(get(st, "cache", v[0], sizeof(v[0])), "none") != 0 && v[0][0]) {
-		unsigned long long hits = strtoull(get(st, "cache.read_hits", v[1], 64), NULL, 10);
-		unsigned long long miss = strtoull(get(st, "cache.read_misses", v[1], 64), NULL, 10);
-		unsigned long long ext = strtoull(get(st, "cache.extent", v[1], 64), NULL, 10);
+		unsigned long long ext = num(st, "cache.extent");
 
-		printf("cache %s: %s, %s, %s of %s extents of %llu KiB, %s dirty bytes\n", v[0],
+		printf("cache %s: %s, %s, %s of %s extents of %s (%s), %s dirty\n", v[0],
 		       get(st, "cache.mode", v[1], sizeof(v[1])),
 		       get(st, "cache.policy", v[2], sizeof(v[2])),
 		       get(st, "cache.cached_extents", v[3], sizeof(v[3])),
-		       get(st, "cache.slots", v[4], sizeof(v[4])), ext >> 10,
-		       get(st, "cache.dirty_bytes", v[5], sizeof(v[5])));
-		printf("  reads: %llu hits, %llu misses (%.1f%% hits); %s promotions, %s evictions, "
-		       "%s bytes flushed\n", hits, miss,
-		       hits + miss ? 100.0 * (double)hits / (double)(hits + miss) : 0.0,
+		       get(st, "cache.slots", v[4], sizeof(v[4])), human(ext, b[0], sizeof(b[0])),
+		       human(num(st, "cache.size"), b[1], sizeof(b[1])),
+		       human(num(st, "cache.dirty_bytes"), b[2], sizeof(b[2])));
+		printf("  read hits: %.1f%% over 5 min, %.1f%% over an hour, %.1f%% over a day, "
+		       "%.1f%% since made (%llu of %llu reads)\n",
+		       100 * atof(get(st, "cache.read_hit_ratio_5m", v[1], 64)),
+		       100 * atof(get(st, "cache.read_hit_ratio_1h", v[1], 64)),
+		       100 * atof(get(st, "cache.read_hit_ratio_1d", v[1], 64)),
+		       100 * atof(get(st, "cache.read_hit_ratio_total", v[1], 64)),
+		       num(st, "cache.total.read_req_hits"),
+		       num(st, "cache.total.read_req_hits") + num(st, "cache.total.read_req_misses"));
+		printf("  since mount: %s promotions, %s evictions, %s flushed, %s pinned files\n",
 		       get(st, "cache.promotions", v[1], sizeof(v[1])),
 		       get(st, "cache.evictions", v[2], sizeof(v[2])),
-		       get(st, "cache.flushed_bytes", v[3], sizeof(v[3])));
+		       human(num(st, "cache.flushed_bytes"), b[0], sizeof(b[0])),
+		       get(st, "cache.pinned_files", v[3], sizeof(v[3])));
 		printf("  extents: %s hot, %s warm, %s cold\n",
 		       get(st, "cache.hot_extents", v[1], sizeof(v[1])),
 		       get(st, "cache.warm_extents", v[2], sizeof(v[2])),
@@ -304,8 +346,7 @@ static int fent_cmp(const void *a, const void *b)
 	return x->cached < y->cached ? 1 : x->cached > y->cached ? -1 : strcmp(x->path, y->path);
 }
 
-/* Bytes with a binary unit: "12.5 MiB". */
-static const char *human(unsigned long long v, char *buf, size_t len)
+const char *human(unsigned long long v, char *buf, size_t len)
 {
 	static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
 	double d = (double)v;
@@ -315,7 +356,7 @@ static const char *human(unsigned long long v, char *buf, size_t len)
 		d /= 1024;
 		i++;
 	}
-	snprintf(buf, len, i ? "%.1f %s" : "%.0f %s", d, u[i]);
+	snprintf(buf, len, i && d != (double)(unsigned long long)d ? "%.1f %s" : "%.0f %s", d, u[i]);
 	return buf;
 }
 
@@ -343,18 +384,27 @@ static int files(const char *root, unsigned max)
 	return 0;
 }
 
-/* Follow the running job until it ends; returns the exit status. */
-static int wait_job(const char *mnt)
+/* Follow the running job until it ends; returns the exit status (its
+ * result).  Not started by this call and none running: says so, 0. */
+static int wait_job(const char *mnt, bool started)
 {
 	bool tty = isatty(STDOUT_FILENO);
 	char job[64], pct[32], rate[32], eta[32], last[512], mism[32];
 	char *st;
 
-	for (;;) {
+	for (unsigned i = 0;; i++) {
 		st = status(mnt);
 		if (!st)
 			return 1;
-		if (strcmp(get(st, "job", job, sizeof(job)), "none") == 0)
+		/* a job this call started may be over already: its result */
+		if (strcmp(get(st, "job", job, sizeof(job)), "none") == 0 && i == 0 && !started) {
+			get(st, "last", last, sizeof(last));
+			printf("no job running on %s%s%s\n", mnt, last[0] ? "; the last one: " : "",
+			       last);
+			free(st);
+			return 0;
+		}
+		if (strcmp(job, "none") == 0)
 			break;
 		get(st, "progress", pct, sizeof(pct));
 		get(st, "rate_mbps", rate, sizeof(rate));
@@ -417,10 +467,19 @@ static int wait_flush(const char *mnt)
 			break;	/* done (what is dirty now was written since) */
 		usleep(tty ? 200000 : 1000000);
 	}
-	if (left)
-		printf("%sflushed (%llu bytes were written since)\n", tty ? "\n" : "", left);
-	else
-		printf("%sflushed: nothing dirty\n", tty ? "\n" : "");
+	{
+		char b1[32], b2[32];
+
+		if (!first)
+			printf("%snothing was dirty\n", tty ? "\n" : "");
+		else if (left)
+			printf("%sflushed %s to the members (%s written since is dirty)\n",
+			       tty ? "\n" : "", human(first, b1, sizeof(b1)),
+			       human(left, b2, sizeof(b2)));
+		else
+			printf("%sflushed %s to the members: nothing dirty\n", tty ? "\n" : "",
+			       human(first, b1, sizeof(b1)));
+	}
 	return 0;
 }
 
@@ -440,10 +499,12 @@ static int index_arg(const char *s, unsigned *k)
 int main(int argc, char **argv)
 {
 	const char *cmd, *mnt;
-	bool wait = false, repair = false, raw = false;
+	bool wait = false, repair = false, raw = false, prom = false;
+	double interval = 1;
+	unsigned count = 0;
 	char buf[PATH_MAX + 64];
 	int nargs = 0;
-	char *args[4];
+	char *args[16];
 	struct stat sb;
 	unsigned k;
 
@@ -456,6 +517,25 @@ int main(int argc, char **argv)
 			raw = true;
 		else if (!strcmp(argv[i], "--json"))
 			;	/* stats prints JSON, with or without it */
+		else if (!strcmp(argv[i], "--prometheus"))
+			prom = true;
+		else if ((!strcmp(argv[i], "--interval") || !strcmp(argv[i], "--count")) &&
+			 i + 1 < argc) {
+			char *end;
+			double x = strtod(argv[i + 1], &end);
+
+			if (*end || !*argv[i + 1] || !(x > 0) || x > 86400 ||
+			    (argv[i][2] == 'c' && x != (unsigned)x)) {
+				fprintf(stderr, "%s: %s '%s': a number above 0\n", prog, argv[i],
+					argv[i + 1]);
+				return 2;
+			}
+			if (argv[i][2] == 'i')
+				interval = x;
+			else
+				count = (unsigned)x;
+			i++;
+		}
 		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
 			return usage(stdout), 0;
 		else if (!strcmp(argv[i], "--version"))
@@ -463,15 +543,21 @@ int main(int argc, char **argv)
 		else if (argv[i][0] == '-' && argv[i][1])
 			return fprintf(stderr, "%s: unknown option '%s'\n", prog, argv[i]),
 			       usage(stderr), 2;
-		else if (nargs < 4)
+		else if (nargs < 16)
 			args[nargs++] = argv[i];
 		else
 			return usage(stderr), 2;
 	}
+	if (nargs == 1 && !strcmp(args[0], "list"))
+		return cmd_list();
+	if (nargs >= 2 && !strcmp(args[0], "stats") && prom)
+		return cmd_prometheus(nargs - 1, args + 1);
 	if (nargs < 2)
 		return usage(stderr), 2;
 	cmd = args[0];
 	mnt = args[1];
+	if (!strcmp(cmd, "top") && nargs == 2)
+		return cmd_top(mnt, interval, count);
 	if (!strcmp(cmd, "status") && nargs == 2) {
 		char *st = status(mnt);
 
@@ -502,17 +588,17 @@ int main(int argc, char **argv)
 		snprintf(buf, sizeof(buf), "replace %u %s", k, real);
 		if (ctl(mnt, buf))
 			return 1;
-		return wait ? wait_job(mnt) : 0;
+		return wait ? wait_job(mnt, true) : 0;
 	}
 	if (!strcmp(cmd, "scrub") && nargs == 2) {
 		if (ctl(mnt, repair ? "repair" : "scrub"))
 			return 1;
-		return wait ? wait_job(mnt) : 0;
+		return wait ? wait_job(mnt, true) : 0;
 	}
 	if (!strcmp(cmd, "cancel") && nargs == 2)
 		return ctl(mnt, "cancel");
 	if (!strcmp(cmd, "wait") && nargs == 2)
-		return wait_job(mnt);
+		return wait_job(mnt, false);
 	if (!strcmp(cmd, "stats") && nargs == 2) {
 		char *js = read_attr(mnt, XATTR_STATS);
 

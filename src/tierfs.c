@@ -57,6 +57,8 @@ struct opts {
 	char *fuse_uring;	/* off | auto | on */
 	char *fsname;		/* the user's fsname= (also left for libfuse), or NULL */
 	char *log;		/* log=FILE */
+	char *search;		/* search=PATTERN[:PATTERN]: where a UUID's members are */
+	char *conf;		/* conf=FILE: search lines (/etc/tierfs.conf) */
 	int uring;		/* enum tfs_uring_mode */
 	unsigned max_threads, max_idle_threads;	/* taken from libfuse's parser */
 	unsigned max_read;			/* seen, and left for libfuse */
@@ -74,6 +76,8 @@ static const struct fuse_opt tierfs_opts[] = {
 	OPT("cache_policy=%s", cache.policy),
 	OPT("fuse_uring=%s", fuse_uring),
 	OPT("log=%s", log),
+	OPT("search=%s", search),
+	OPT("conf=%s", conf),
 	OPT("cache_discard", cache.discard),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("blkdev", KEY_BLK),
@@ -235,9 +239,11 @@ static int opts_check(struct opts *o, char *err, size_t errlen)
 
 static void usage(const char *prog)
 {
-	printf("usage: %s [-f] [-d] [-o OPTS] DIR[:DIR...] MOUNTPOINT\n\n"
+	printf("usage: %s [-f] [-d] [-o OPTS] DIR[:DIR...]|tierfs:UUID MOUNTPOINT\n\n"
 	       "Assemble the tierfs array whose members are the given directories\n"
-	       "(any order) and mount it.  Options (a number outside its range is refused):\n"
+	       "(any order), or the directories search= or the search lines of\n"
+	       "/etc/tierfs.conf find with the array's UUID, and mount it.\n"
+	       "Options (a number outside its range is refused):\n"
 	       "    -f                 stay in the foreground\n"
 	       "    -d                 debug (implies -f)\n"
 	       "    -o ro, allow_other, default_permissions (always on), ...\n"
@@ -249,6 +255,8 @@ static void usage(const char *prog)
 	       "                               was started with, if a file or a terminal)\n"
 	       "    -o fsname=NAME             the source df, findmnt and /proc/mounts show\n"
 	       "                               (tierfs:UUID, the array's UUID)\n"
+	       "    -o search=GLOB[:GLOB]      where tierfs:UUID's members may be (directories)\n"
+	       "    -o conf=FILE               its 'search GLOB' lines instead (/etc/tierfs.conf)\n"
 	       "    -o max_threads=N           FUSE worker threads, 1 to 1024 (16)\n"
 	       "    -o max_idle_threads=N      idle workers kept, 0 to 1024 (16)\n"
 	       "    -o attr_timeout=SECONDS    kernel attribute and name cache, 0 to 86400\n"
@@ -469,7 +477,7 @@ int main(int argc, char *argv[])
 	struct fuse_loop_config *cfg;
 	char *paths[TFS_MAX_MEMBERS + 1], err[512], uuid[37], *list = NULL;
 	struct stat mst;
-	int npaths, rc, ret = 1;
+	int npaths, rc, ret = 1, found = 0;
 	bool changed, live = false;
 
 	umask(0);
@@ -523,11 +531,25 @@ int main(int argc, char *argv[])
 		tfs_err("mountpoint %s: not a directory", cl.mountpoint);
 		goto out;
 	}
-	list = strdup(o.members);
-	npaths = list ? split_members(list, paths, TFS_MAX_MEMBERS + 1) : -1;
-	if (npaths < 0) {
-		tfs_err("too many member directories (at most %d)", TFS_MAX_MEMBERS);
-		goto out;
+	if (tfs_array_uuid_source(o.members)) {
+		/* "tierfs:UUID": the members are found (array/find.c) */
+		npaths = tfs_array_find(tfs_array_uuid_source(o.members), o.search,
+					o.conf ? o.conf : "/etc/tierfs.conf", paths, err, sizeof(err));
+		if (npaths < 0) {
+			tfs_err("%s", err);
+			goto out;
+		}
+		found = npaths;
+		tfs_info("array %s: members %s%s%s%s%s%s", tfs_array_uuid_source(o.members),
+			 paths[0], npaths > 1 ? ", " : "", npaths > 1 ? paths[1] : "",
+			 npaths > 2 ? ", " : "", npaths > 2 ? paths[2] : "", npaths > 3 ? ", ..." : "");
+	} else {
+		list = strdup(o.members);
+		npaths = list ? split_members(list, paths, TFS_MAX_MEMBERS + 1) : -1;
+		if (npaths < 0) {
+			tfs_err("too many member directories (at most %d)", TFS_MAX_MEMBERS);
+			goto out;
+		}
 	}
 	first_uuid(npaths ? paths[0] : "", uuid);
 	if (add_mount_args(&args, &o, uuid))
@@ -636,9 +658,13 @@ out:
 	free(o.fuse_uring);
 	free(o.fsname);
 	free(o.log);
+	free(o.search);
+	free(o.conf);
 	for (unsigned i = 0; i < NNUMOPTS; i++)
 		free(o.num[i]);
 	free(list);
+	for (int i = 0; i < found; i++)
+		free(paths[i]);
 	fuse_opt_free_args(&args);
 	return ret;
 }

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, ROOT, TIERFS, Array, mounted
+from conftest import BUILD, ROOT, TIERFS, Array, mkfs, mounted
 from test_cli import daemon_pids
 from test_install import array2, installed  # noqa: F401 (fixtures)
 
@@ -290,3 +290,40 @@ def test_no_syslog_and_a_pipe_says_so(tmp_path):
     with daemonized(a, capture_output=True) as (r, _):
         last = r.stderr.splitlines()[-1]
         assert last.startswith("tierfs: warning: no syslog") and "log=FILE" in last, r.stderr
+
+
+def test_remount_sets_the_run_time_tunables(installed, tmp_path):
+    """mount -o remount,... through the helper applies the tier's run-time
+    options (in either order of the watermarks), leaves the mount-time
+    ones, and refuses to turn read-only on while mounted."""
+    members = [tmp_path / f"m{i}" for i in range(3)]
+    for m in members:
+        m.mkdir()
+    mkfs(members, "raid5", "64K")
+    cdir = tmp_path / "ssd"
+    cdir.mkdir(mode=0o700)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    src = ":".join(str(m) for m in members)
+    q = shlex.quote(str(mnt))
+    out = in_mount_ns(installed, mnt,
+                      f"mount -t tierfs {src} {q} -o cache={cdir},cache_size=16M\n"
+                      f"mount -o remount,cache_dirty_low=80,cache_dirty_high=90,"
+                      f"cache_mode=writethrough,cache_promote=3,cache_seq_cutoff=1M,"
+                      f"allow_other {q}\n"
+                      f"getfattr --only-values -n user.tierfs.dirty_low {q}; echo\n"
+                      f"getfattr --only-values -n user.tierfs.dirty_high {q}; echo\n"
+                      f"getfattr --only-values -n user.tierfs.cache_mode {q}; echo\n"
+                      f"getfattr --only-values -n user.tierfs.promote_threshold {q}; echo\n"
+                      f"getfattr --only-values -n user.tierfs.seq_cutoff {q}; echo\n"
+                      f"mount -o remount,cache_dirty_low=5,cache_dirty_high=10 {q}\n"
+                      f"getfattr --only-values -n user.tierfs.dirty_low {q}; echo\n"
+                      f"getfattr --only-values -n user.tierfs.dirty_high {q}; echo\n"
+                      f"if mount -o remount,cache_dirty_high=101 {q} 2>/dev/null; "
+                      f"then echo bad-accepted; fi\n"
+                      f"if mount -o remount,ro {q} 2>&1; then echo ro-accepted; fi\n"
+                      f"umount {q}\n")
+    lines = out.splitlines()
+    assert lines[:7] == ["80", "90", "writethrough", "3", str(1 << 20), "5", "10"], out
+    assert "bad-accepted" not in out and "ro-accepted" not in out, out
+    assert "read-only cannot be turned on while mounted" in out, out

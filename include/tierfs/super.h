@@ -10,6 +10,7 @@
 #define TIERFS_SUPER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -141,5 +142,19 @@ int tfs_array_set_version(struct tfs_array *a, unsigned v);
 uint32_t tfs_array_count(const struct tfs_array *a, char st);
 /* Close the members' fds (unlocking them) and free their paths. */
 void tfs_array_release(struct tfs_array *a);
+
+/* find.c: members found by the array's UUID */
+
+/* Returns the UUID a source names ("tierfs:UUID" or "UUID=UUID", a
+ * lower-case UUID of 36 characters), or NULL for a member list. */
+const char *tfs_array_uuid_source(const char *src);
+/* Looks for uuid's members in the directories the colon-separated glob
+ * patterns of search name, or (search NULL) those of the "search PATTERN"
+ * lines of the file conf, and puts their paths (malloc'ed, resolved) in
+ * paths[] in member index order.  Returns how many (at least 1), or
+ * -errno with one line in err: -ENOENT (nowhere to look, or no member
+ * there), -EEXIST (two directories claim one index), -ENOMEM. */
+int tfs_array_find(const char *uuid, const char *search, const char *conf, char **paths,
+		   char *err, size_t errlen);
 
 #endif

@@ -1,15 +1,17 @@
 """tierctl monitor on real mounts: the events a member failure, a replace,
 a scrub, the SSD tier and an unmount give, each once, in the log and to the
 --program; --oneshot's exit status; a program that fails or hangs does not
-stop the monitor; SIGTERM ends it."""
+stop the monitor; SIGTERM ends it; the systemd units verify and the
+fstab example orders the array after its filesystems."""
 import os
+import shutil
 import signal
 import subprocess
 import time
 
 import pytest
 
-from conftest import BUILD
+from conftest import BUILD, ROOT
 from test_cache import K, M, copts, wait_until
 from test_raid import TIERCTL, new_dir, tierctl
 
@@ -405,3 +407,50 @@ def test_unmount_gives_unmounted(make_array, monitor):
     mon.proc.wait(timeout=10)
     assert mon.proc.returncode == 0, mon.log()
     assert mon.runs()[1] == ("Unmounted", str(b.mnt), "Transport endpoint is not connected")
+
+
+# ---------------------------------------------------------------------------
+# The systemd units
+# ---------------------------------------------------------------------------
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None,
+                    reason="systemd-analyze is not installed")
+def test_systemd_units_verify(tmp_path):
+    """contrib/systemd's units, with tierctl where this build has it,
+    pass systemd-analyze verify as instances for a mount point."""
+    src = ROOT / "contrib" / "systemd"
+    units = {"tierfs-monitor@.service": "tierfs-monitor@.service.in",
+             "tierfs-scrub@.service": "tierfs-scrub@.service.in",
+             "tierfs-scrub@.timer": "tierfs-scrub@.timer"}
+    for unit, name in units.items():
+        text = (src / name).read_text().replace("@bindir@", str(BUILD))
+        (tmp_path / unit).write_text(text)
+    inst = subprocess.run(["systemd-escape", "--path", "/srv/my array"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    for unit in units:
+        path = tmp_path / unit.replace("@.", f"@{inst}.")
+        path.symlink_to(tmp_path / unit)
+        r = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0 and r.stderr == "", (unit, r.stderr)
+
+
+FSTAB_GENERATOR = "/lib/systemd/system-generators/systemd-fstab-generator"
+
+
+@pytest.mark.skipif(not os.access(FSTAB_GENERATOR, os.X_OK),
+                    reason="systemd's fstab generator is not installed")
+def test_readme_fstab_line_orders_the_array_after_its_filesystems(tmp_path):
+    """The fstab example of contrib/systemd/README.md gives the array's
+    mount unit RequiresMountsFor= each member's and the SSD's filesystem."""
+    text = (ROOT / "contrib" / "systemd" / "README.md").read_text()
+    fstab = text.split("```fstab\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "fstab").write_text(fstab)
+    out = tmp_path / "out"
+    out.mkdir()
+    subprocess.run([FSTAB_GENERATOR, str(out), str(out), str(out)], check=True, timeout=60,
+                   env=dict(os.environ, SYSTEMD_FSTAB=str(tmp_path / "fstab")),
+                   capture_output=True)
+    unit = (out / "srv-array.mount").read_text()
+    assert "\nRequiresMountsFor=/srv/hdd0 /srv/hdd1 /ssd\n" in unit, unit
+    assert "\nType=fuse.tierfs\n" in unit, unit

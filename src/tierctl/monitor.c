@@ -508,8 +508,9 @@ static void job_events(struct watch *w, const char *prev, const char *cur)
 	/* a scrub that found mismatches; at the first poll only one that
 	 * repaired nothing: they are still there */
 	if (scrub && mism > 0 && (ended || (!prev && !repaired)))
-		event(w, "ScrubMismatch", "%llu mismatches %s", mism,
-		      repaired ? "repaired" : "not repaired (tierctl scrub MOUNTPOINT --repair)");
+		event(w, "ScrubMismatch", "%llu mismatches %s%s%s", mism,
+		      repaired ? "repaired" : "not repaired (tierctl scrub ",
+		      repaired ? "" : w->mnt, repaired ? "" : " --repair)");
 	if (kv_is(cur, "job", "rebuild")) {
 		int k = (int)kv_num(cur, "rebuild.member");
 

@@ -27,6 +27,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "monitor.h"
 #include "tierctl.h"
 
 #define XATTR_CTL    "user.tierfs.ctl"
@@ -73,7 +74,11 @@ static void usage(FILE *f)
 		"                                      writethrough, writearound or off (leaving\n"
 		"                                      writeback waits for the flush)\n"
 		"  detach  MOUNTPOINT                  flush, empty and unbind the SSD tier;\n"
-		"                                      the array runs uncached\n",
+		"                                      the array runs uncached\n"
+		"  monitor MOUNTPOINT... [--program PROG] [--interval SECONDS] [--oneshot]\n"
+		"                                      log events (Fail, Degraded, RebuildFinished,\n"
+		"                                      ScrubMismatch, CacheError, DirtyHigh, ...)\n"
+		"                                      and run PROG EVENT MOUNTPOINT [DETAIL]\n",
 		prog);
 }
 
@@ -508,6 +513,8 @@ int main(int argc, char **argv)
 	struct stat sb;
 	unsigned k;
 
+	if (argc > 1 && !strcmp(argv[1], "monitor"))	/* options of its own */
+		return tierctl_monitor(argc - 1, argv + 1);
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--wait"))
 			wait = true;

@@ -92,6 +92,17 @@ PY
 "$B/tierctl" status "$ssd/mnt" | sed -n '/^cache/,$p'
 echo "(pass 1 reads the disks; an extent's second miss queues its promotion, so most of the hot"
 echo " zone reaches the SSD during pass 1 and passes 2 and 3 hit it)"
+echo "the file's own view (getfattr -d -m user.tierfs): how much of it is on the SSD, and where"
+getfattr --absolute-names -d -m user.tierfs "$ssd/mnt/db.bin" |
+    grep -E 'cached_bytes|extents=|heat|read_hits|read_misses|layout'
+echo "  residency (byte ranges on the SSD):"
+getfattr --absolute-names --only-values -n user.tierfs.residency "$ssd/mnt/db.bin" | head -4 | sed 's/^/    /'
+echo "the array's statistics as JSON (user.tierfs.stats, tierctl stats), the tier's hit ratios:"
+"$B/tierctl" stats "$ssd/mnt" | /usr/bin/python3 -c '
+import json, sys
+c = json.load(sys.stdin)["cache"]
+print("  ", {k: c[k] for k in ("read_hit_ratio", "read_hit_ratio_5m", "read_req_hits",
+                               "read_req_misses", "promotions", "dirty_bytes")})'
 echo "write-back: 2000 random 4K writes land on the SSD, then tierctl flush destages them"
 /usr/bin/python3 - "$ssd/mnt/db.bin" <<'PY'
 import os, random, sys, time

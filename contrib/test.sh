@@ -4,7 +4,7 @@
 # unit tests again so one command shows everything).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-contrib/deps.sh
+contrib/deps.sh --test
 contrib/build.sh
 meson test -C build --print-errorlogs
 set +e

@@ -2153,7 +2153,7 @@ def pg_bin():
     for d in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
         if os.path.exists(os.path.join(d, "initdb")):
             return d
-    pytest.skip("PostgreSQL is not installed (contrib/deps.sh installs it)")
+    pytest.fail("PostgreSQL is not installed (contrib/deps.sh --test installs it)")
 
 
 def test_postgresql_pgbench(make_array, tmp_path):

@@ -173,8 +173,7 @@ def test_readme_fstab_line_waits_for_members_and_cache(tmp_path):
     """The README's fstab line, through systemd's fstab generator: the mount
     unit requires the filesystems of every member and of the cache
     directory (systemd reads the source DIR:DIR as one path)."""
-    if not os.path.exists(FSTAB_GENERATOR):
-        pytest.skip("no systemd-fstab-generator")
+    assert os.path.exists(FSTAB_GENERATOR), f"{FSTAB_GENERATOR}: contrib/deps.sh --test"
     readme = (ROOT / "README.md").read_text()
     lines = [l for l in readme.splitlines()
              if "x-systemd.requires-mounts-for=" in l and not l.startswith(("`", "*", " "))]

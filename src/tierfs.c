@@ -492,17 +492,21 @@ int main(int argc, char *argv[])
 	for (unsigned i = 0; i < TFS_MAX_MEMBERS; i++)
 		array.dirfd[i] = array.lockfd[i] = -1;
 	fuse_set_log_func(fuse_log_to_tfs);
-	/* a bad option exits 1, as every other refusal (libfuse said why) */
+	/* exit status: 0 mounted (or help, version); 2 the command line is
+	 * wrong (an unknown option, a value out of its range, an argument
+	 * missing: the line names it); 1 refused or failed otherwise (a
+	 * member, the mount point, the array's state) */
 	if (fuse_opt_parse(&args, &o, tierfs_opts, opt_proc) == -1)
-		return 1;
+		return 2;	/* libfuse or opt_proc said why */
 	if (fuse_parse_cmdline(&args, &cl) != 0)
-		return 1;
+		return 1;	/* the mount point (unknown options wait for the session) */
 	if (cl.show_help) {
 		usage(argv[0]);
 		return 0;
 	}
 	if (cl.show_version) {
-		printf("tierfs %s\n", "0.1.0");
+		printf("tierfs %s\n", TIERFS_VERSION);
+		fflush(stdout);		/* before libfuse's lines, which fusermount3 prints */
 		fuse_lowlevel_version();
 		return 0;
 	}
@@ -516,6 +520,7 @@ int main(int argc, char *argv[])
 	/* options first: a typo must not touch any member */
 	if (opts_check(&o, err, sizeof(err))) {
 		tfs_err("%s", err);
+		ret = 2;
 		goto out;
 	}
 	/* before anything is touched, so a bad path is the only word said */
@@ -555,8 +560,10 @@ int main(int argc, char *argv[])
 	if (add_mount_args(&args, &o, uuid))
 		goto out;
 	se = fuse_session_new(&args, &tfs_fuse_ops, sizeof(tfs_fuse_ops), &fs);
-	if (!se)
-		goto out;	/* libfuse said why, through fuse_log_to_tfs */
+	if (!se) {
+		ret = 2;	/* an option libfuse does not know: it said which */
+		goto out;
+	}
 
 	rc = tfs_array_assemble(paths, (unsigned)npaths, &array, &changed, err, sizeof(err));
 	if (rc) {

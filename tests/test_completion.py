@@ -51,7 +51,7 @@ def test_tierfs_options():
 
 def test_mkfs_flags_and_levels():
     mkfs = str(BUILD / "mkfs.tierfs")
-    assert complete("_mkfs_tierfs", mkfs, "--") == ["--chunk", "--force", "--level"]
+    assert complete("_mkfs_tierfs", mkfs, "--") == ["--chunk", "--force", "--level", "--version"]
     assert complete("_mkfs_tierfs", mkfs, "--level", "raid1") == ["raid1", "raid10"]
 
 

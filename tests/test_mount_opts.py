@@ -176,7 +176,8 @@ def test_readme_fstab_line_waits_for_members_and_cache(tmp_path):
     assert os.path.exists(FSTAB_GENERATOR), f"{FSTAB_GENERATOR}: contrib/deps.sh --test"
     readme = (ROOT / "README.md").read_text()
     lines = [l for l in readme.splitlines()
-             if "x-systemd.requires-mounts-for=" in l and not l.startswith(("`", "*", " "))]
+             if "x-systemd.requires-mounts-for=" in l and not l.startswith(("`", "*", " "))
+             and len(l.split()) == 6]           # an fstab line, not prose about one
     assert len(lines) == 1, lines
     src, where, typ, opts = lines[0].split()[:4]
     assert typ == "tierfs" and "fsname=" in opts and "log=" in opts, opts

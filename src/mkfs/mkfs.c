@@ -1,5 +1,9 @@
 /* mkfs.c - mkfs.tierfs: format member directories into one array.
  *
+ * Exit status, as tierfs's and tierctl's: 0 made; 2 the command line is
+ * wrong (an unknown flag, level or chunk size, a member count the level
+ * cannot use, no members: the line names the word); 1 refused or failed.
+ *
  * Refuses, with a one-line reason and exit 1, anything that could lose data
  * or cannot work: a member that is not an empty directory or already belongs
  * to an array (unless --force), a member of a mounted array (even with
@@ -32,20 +36,40 @@ static void usage(FILE *f)
 	fprintf(f, "usage: mkfs.tierfs --level jbod|raid0|raid1|raid10|raid5|raid6 [--chunk SIZE] [--force] DIR...\n"
 		   "  --level   RAID level (required)\n"
 		   "  --chunk   stripe unit, a power of two from 4K to 16M (default 512K)\n"
-		   "  --force   reformat members that already belong to an array\n");
+		   "  --force   reformat members that already belong to an array\n"
+		   "  --version print the version\n"
+		   "Exit status: 0 made, 1 refused (a member), 2 a wrong command line.\n");
 }
 
+static void say(const char *fmt, va_list ap)
+{
+	fputs("mkfs.tierfs: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+/* A refusal: says why, returns 1. */
 static int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int die(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("mkfs.tierfs: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	say(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	return 1;
+}
+
+/* A wrong command line: says why, returns 2. */
+static int bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	say(fmt, ap);
+	va_end(ap);
+	return 2;
 }
 
 int main(int argc, char **argv)
@@ -55,6 +79,7 @@ int main(int argc, char **argv)
 		{ "chunk", required_argument, NULL, 'c' },
 		{ "force", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct tfs_super sb = { .version = TFS_SUPER_VERSION };
@@ -64,22 +89,26 @@ int main(int argc, char **argv)
 	uint64_t chunk = TFS_CHUNK_DEFAULT, minavail = UINT64_MAX, sumavail = 0;
 	int force = 0, have_level = 0, c, n;
 
-	while ((c = getopt_long(argc, argv, "l:c:fh", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "l:c:fhV", lo, NULL)) != -1) {
 		switch (c) {
 		case 'l':
 			if (tfs_level_parse(optarg, &sb.layout.level))
-				return die("unknown level '%s' (jbod, raid0, raid1, raid10, raid5, raid6)", optarg);
+				return bad_usage("unknown level '%s' (jbod, raid0, raid1, raid10, raid5, "
+						 "raid6)", optarg);
 			have_level = 1;
 			break;
 		case 'c':
 			if (tfs_parse_size(optarg, &chunk) || chunk > UINT32_MAX)
-				return die("bad chunk size '%s'", optarg);
+				return bad_usage("bad chunk size '%s'", optarg);
 			break;
 		case 'f':
 			force = 1;
 			break;
 		case 'h':
 			usage(stdout);
+			return 0;
+		case 'V':
+			printf("mkfs.tierfs %s\n", TIERFS_VERSION);
 			return 0;
 		default:
 			usage(stderr);
@@ -88,17 +117,17 @@ int main(int argc, char **argv)
 	}
 	if (!have_level) {
 		usage(stderr);
-		return die("--level is required");
+		return bad_usage("--level is required");
 	}
 	n = argc - optind;
 	if (n <= 0)
-		return die("no member directories given");
+		return bad_usage("no member directories given");
 	if (n > TFS_MAX_MEMBERS)
-		return die("too many members (%d, at most %d)", n, TFS_MAX_MEMBERS);
+		return bad_usage("too many members (%d, at most %d)", n, TFS_MAX_MEMBERS);
 	sb.layout.nmembers = (uint32_t)n;
 	sb.layout.chunk = (uint32_t)chunk;
 	if (tfs_layout_check(&sb.layout, &why))
-		return die("%s %s with %d member%s: %s", tfs_level_name(sb.layout.level),
+		return bad_usage("%s %s with %d member%s: %s", tfs_level_name(sb.layout.level),
 			   "array", n, n == 1 ? "" : "s", why);
 
 	/* check everything before writing anything */

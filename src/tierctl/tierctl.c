@@ -24,6 +24,7 @@
 #include <string.h>
 #include <ftw.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -247,11 +248,62 @@ static void print_status(const char *st)
 	}
 }
 
+#define FUSE_SUPER_MAGIC 0x65735546
+
+/* The root of the mount path is on, into out (path itself for a mount
+ * root).  Returns 0, or -1 (errno set). */
+static int mount_root(const char *path, char *out, size_t len)
+{
+	char real[PATH_MAX];
+	struct stat st, up;
+
+	if (!realpath(path, real) || stat(real, &st))
+		return -1;
+	for (;;) {
+		char *slash = strrchr(real, '/');
+		char parent[PATH_MAX];
+
+		if (!slash || slash == real) {
+			snprintf(parent, sizeof(parent), "/");
+		} else {
+			memcpy(parent, real, (size_t)(slash - real));
+			parent[slash - real] = 0;
+		}
+		if (!strcmp(real, "/") || stat(parent, &up) || up.st_dev != st.st_dev)
+			break;
+		snprintf(real, sizeof(real), "%s", parent);
+	}
+	snprintf(out, len, "%s", real);
+	return 0;
+}
+
+/* Returns true if path is on a mounted tierfs array (a FUSE filesystem
+ * whose root answers user.tierfs.status); says so on stderr if not, so
+ * that no command leaves a user.tierfs.* attribute on another filesystem. */
+static bool on_tierfs(const char *path)
+{
+	char root[PATH_MAX];
+	struct statfs sf;
+
+	if (statfs(path, &sf) || mount_root(path, root, sizeof(root))) {
+		fprintf(stderr, "%s: %s: %s\n", prog, path, strerror(errno));
+		return false;
+	}
+	if ((unsigned long)sf.f_type != FUSE_SUPER_MAGIC ||
+	    getxattr(root, XATTR_STATUS, NULL, 0) < 0) {
+		fprintf(stderr, "%s: %s: not on a tierfs mount\n", prog, path);
+		return false;
+	}
+	return true;
+}
+
 static int ctl(const char *mnt, const char *cmd)
 {
 	char err[1024];
 	char *st;
 
+	if (!on_tierfs(mnt))
+		return 1;
 	if (setxattr(mnt, XATTR_CTL, cmd, strlen(cmd), 0) == 0)
 		return 0;
 	st = status(mnt);
@@ -269,17 +321,16 @@ static int ctl(const char *mnt, const char *cmd)
  * Returns 0 or 1. */
 static int set_attr(const char *path, const char *name, const char *val)
 {
-	char xname[128], err[1024];
+	char xname[128], err[1024], root[PATH_MAX];
 	char *st;
 
+	if (!on_tierfs(path))
+		return 1;
 	snprintf(xname, sizeof(xname), XATTR_PFX "%s", name);
 	if (setxattr(path, xname, val, strlen(val), 0) == 0)
 		return 0;
-	if (errno == ENOTSUP || errno == ENODATA) {
-		fprintf(stderr, "%s: %s: not on a tierfs mount\n", prog, path);
-		return 1;
-	}
-	st = getuid() == 0 ? status(path) : NULL;	/* the root's reason, to root */
+	/* the reason is the mount root's status's, to root */
+	st = getuid() == 0 && mount_root(path, root, sizeof(root)) == 0 ? status(root) : NULL;
 	if (st && *get(st, "ctl_error", err, sizeof(err)) && strstr(err, name))
 		fprintf(stderr, "%s: %s: %s\n", prog, path, err);
 	else

@@ -41,6 +41,7 @@ int tfs_parse_size(const char *s, uint64_t *out)
 	case 'm': case 'M': shift = 20; end++; break;
 	case 'g': case 'G': shift = 30; end++; break;
 	case 't': case 'T': shift = 40; end++; break;
+	case 'p': case 'P': shift = 50; end++; break;
 	default: return -EINVAL;
 	}
 	if (*end == 'i' || *end == 'B')

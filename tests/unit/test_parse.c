@@ -21,6 +21,7 @@ static const struct tfs_num_spec u0_spec = { "z", TFS_NUM_UINT, 0, 4294967295.0,
 static const struct tfs_num_spec s_spec = { "sz", TFS_NUM_SIZE, 4096, 1 << 20, NULL };
 static const struct tfs_num_spec s0_spec = { "cut", TFS_NUM_SIZE, 0, (double)(1ull << 40),
 					      "0: off" };
+static const struct tfs_num_spec p_spec = { "big", TFS_NUM_SIZE, 0, (double)(2ull << 50), NULL };
 static const struct tfs_num_spec r_spec = { "t", TFS_NUM_REAL, 0, 86400, NULL };
 static const struct tfs_num_spec r1_spec = { "ms", TFS_NUM_REAL, 0.8, 100, NULL };
 
@@ -44,6 +45,8 @@ static const struct ucase ucases[] = {
 	{ &s_spec, "K", -EINVAL, 0 }, { &s_spec, "", -EINVAL, 0 }, { &s_spec, "16E", -EINVAL, 0 },
 	{ &s_spec, "99999999999T", -ERANGE, 0 }, { &s_spec, "99999999999999999999", -ERANGE, 0 },
 	{ &s0_spec, "0", 0, 0 }, { &s0_spec, "1T", 0, 1ull << 40 }, { &s0_spec, "1025G", -ERANGE, 0 },
+	{ &p_spec, "2P", 0, 2ull << 50 }, { &p_spec, "2048T", 0, 2ull << 50 },
+	{ &p_spec, "3p", -ERANGE, 0 }, { &p_spec, "2PiB", 0, 2ull << 50 }, { &p_spec, "2Q", -EINVAL, 0 },
 };
 
 static const struct rcase rcases[] = {

@@ -71,12 +71,12 @@ def test_names_are_listed_where_they_read(tiered, make_array):
     os.setxattr(str(f), "user.mine", b"x")
     assert ours(f) == sorted(FILE_NAMES)
     assert "user.mine" in os.listxattr(str(f))
-    assert ours(tiered.mnt) == sorted(["status", "stats"] + TUNABLES)
+    assert ours(tiered.mnt) == sorted(["status", "stats", "maint_mbps"] + TUNABLES)
     assert ours(tiered.mnt / "d") == []
     # getfattr -d reads every listed name: each one reads
     for n in FILE_NAMES:
         get(f, n)
-    for n in ["status", "stats"] + TUNABLES:
+    for n in ["status", "stats", "maint_mbps"] + TUNABLES:
         get(tiered.mnt, n)
     # not there: ENODATA, on a file, a directory and the root
     assert errno_of(get, f, "nope") == "ENODATA"
@@ -87,7 +87,12 @@ def test_names_are_listed_where_they_read(tiered, make_array):
     u = make_array("raid0", 2, "64K", sub="plain")
     u.mount()
     write_pieces(u.mnt / "g", 64 * K, 64 * K)
-    assert ours(u.mnt) == ["stats", "status"]
+    assert ours(u.mnt) == ["maint_mbps", "stats", "status"]
+    assert get(u.mnt, "maint_mbps") == "0"           # the array's own: no tier needed
+    put(u.mnt, "maint_mbps", "25.5")
+    assert get(u.mnt, "maint_mbps") == "25.5"
+    assert errno_of(put, u.mnt, "maint_mbps", "100001") == "EINVAL"
+    assert "maint_mbps=100001" in status(u.mnt)["ctl_error"]
     assert errno_of(get, u.mnt, "dirty_low") == "ENODATA"
     assert get(u.mnt / "g", "cached_bytes") == "0"
     assert get(u.mnt / "g", "heat") == "none"
@@ -251,6 +256,7 @@ def test_two_users(tiered):
     # the array's settings are root's, even where the root is writable
     assert as_(ALICE, lambda: os.setxattr(".", P + "dirty_low", b"10")) == ("err", "EPERM")
     assert as_(ALICE, lambda: os.setxattr(".", P + "reset", b"1")) == ("err", "EPERM")
+    assert as_(ALICE, lambda: os.setxattr(".", P + "maint_mbps", b"1")) == ("err", "EPERM")
     assert as_(ALICE, lambda: os.setxattr(".", P + "ctl", b"flush")) == ("err", "EPERM")
     assert get(m, "dirty_low") == "20"
     assert as_(ALICE, lambda: os.getxattr(".", P + "dirty_low").decode()) == "20"
@@ -290,6 +296,8 @@ def test_tierctl_reads_and_sets_the_attributes(tiered):
     r = tierctl("stats", m, "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["cache"]["dirty_bytes"] == 1 * M + 256 * K
+    r = tierctl("status", m, "--json")                # the same document
+    assert r.returncode == 0 and json.loads(r.stdout)["level"] == "raid5", r.stdout
     r = tierctl("files", m)
     lines = r.stdout.splitlines()
     assert r.returncode == 0 and lines[0].split()[:3] == ["in", "the", "tier"], r.stdout

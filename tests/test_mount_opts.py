@@ -310,7 +310,8 @@ def test_remount_sets_the_run_time_tunables(installed, tmp_path):
                       f"mount -t tierfs {src} {q} -o cache={cdir},cache_size=16M\n"
                       f"mount -o remount,cache_dirty_low=80,cache_dirty_high=90,"
                       f"cache_mode=writethrough,cache_promote=3,cache_seq_cutoff=1M,"
-                      f"allow_other {q}\n"
+                      f"maint_mbps=40,allow_other {q}\n"
+                      f"getfattr --only-values -n user.tierfs.maint_mbps {q}; echo\n"
                       f"getfattr --only-values -n user.tierfs.dirty_low {q}; echo\n"
                       f"getfattr --only-values -n user.tierfs.dirty_high {q}; echo\n"
                       f"getfattr --only-values -n user.tierfs.cache_mode {q}; echo\n"
@@ -324,6 +325,6 @@ def test_remount_sets_the_run_time_tunables(installed, tmp_path):
                       f"if mount -o remount,ro {q} 2>&1; then echo ro-accepted; fi\n"
                       f"umount {q}\n")
     lines = out.splitlines()
-    assert lines[:7] == ["80", "90", "writethrough", "3", str(1 << 20), "5", "10"], out
+    assert lines[:8] == ["40", "80", "90", "writethrough", "3", str(1 << 20), "5", "10"], out
     assert "bad-accepted" not in out and "ro-accepted" not in out, out
     assert "read-only cannot be turned on while mounted" in out, out

@@ -30,6 +30,12 @@ int tfs_maint_ctl(struct tfs_fs *fs, const char *cmd, char *err, size_t errlen);
  * paths of files, and the mismatch= lines, only when paths.  Returns them
  * malloc'ed, or NULL without memory. */
 char *tfs_maint_report(struct tfs_fs *fs, bool paths);
+/* Sets the rate cap of scrub and rebuild (MB/s as text, 0 to 100000, 0:
+ * none), a running job included.  Returns 0 or -EINVAL with one line in
+ * err naming the value and the range. */
+int tfs_maint_rate_set(struct tfs_fs *fs, const char *val, char *err, size_t errlen);
+/* Returns the rate cap in MB/s (0: none). */
+double tfs_maint_rate(struct tfs_fs *fs);
 
 /* ---- scrub.c: the crash resync ---- */
 /* Parity levels: recompute the parity of every row of every region marked

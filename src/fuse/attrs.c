@@ -38,6 +38,7 @@
 #include "tierfs/kvjson.h"
 #include "tierfs/layout.h"
 #include "tierfs/log.h"
+#include "tierfs/maint.h"
 #include "tierfs/ns.h"
 
 #define PFX_LEN (sizeof(TFS_ATTR_PREFIX) - 1)
@@ -49,10 +50,12 @@ static const char *const file_names[] = {
 	"layout", "residency", "pinned",
 };
 /* Listed on the root; the tunables only with a tier. */
-static const char *const root_names[] = { "status", "stats" };
+static const char *const root_names[] = { "status", "stats", "maint_mbps" };
 static const char *const tunable_names[] = {
 	"cache_mode", "seq_cutoff", "promote_threshold", "dirty_low", "dirty_high",
 };
+/* The array's own tunable, with or without a tier (raid/maint.c). */
+#define MAINT_RATE "maint_mbps"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -192,6 +195,9 @@ static int root_get(struct tfs_fs *fs, const struct tfs_attr_caller *who, const 
 		free(st);
 		return answer_owned(buf, len, js);
 	}
+	if (!strcmp(n, MAINT_RATE))
+		return answer(buf, len, text, (size_t)snprintf(text, sizeof(text), "%g",
+							      tfs_maint_rate(fs)));
 	if (!in_list(tunable_names, N(tunable_names), n))
 		return -ENODATA;
 	l = tfs_cache_tunable_get(fs, n, text, sizeof(text));
@@ -248,7 +254,8 @@ int tfs_attr_set(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_attr_
 				tfs_warn("tierctl: %s", err);
 			return rc;
 		}
-		if (strcmp(n, "reset") && !in_list(tunable_names, N(tunable_names), n))
+		if (strcmp(n, "reset") && strcmp(n, MAINT_RATE) &&
+		    !in_list(tunable_names, N(tunable_names), n))
 			return in_list(root_names, N(root_names), n)
 			       ? refused(-EPERM, name, "it only reads")
 			       : refused(-EINVAL, name, "no such tierfs attribute on the root");
@@ -262,7 +269,8 @@ int tfs_attr_set(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_attr_
 		v = value_of(val, len);
 		if (!v)
 			return -ENOMEM;
-		rc = tfs_cache_tunable_set(fs, n, v, err, sizeof(err));
+		rc = !strcmp(n, MAINT_RATE) ? tfs_maint_rate_set(fs, v, err, sizeof(err))
+		     : tfs_cache_tunable_set(fs, n, v, err, sizeof(err));
 		free(v);
 		return rc ? refused(rc == -ENODATA ? -EINVAL : rc, name, err) : 0;
 	}

@@ -2,7 +2,8 @@
  *
  * Owns: the maintenance thread and its job (one at a time: scrub, repair
  * or rebuild), the job's progress and findings (struct tfs_maint), the
- * rate cap (fs->maint_mbps), the maintenance commands (fail, replace,
+ * rate cap (fs->maint_mbps, under its lock: the root's
+ * user.tierfs.maint_mbps changes it at run time), the maintenance commands (fail, replace,
  * scrub, repair, cancel: tfs_maint_ctl) and its part of the status
  * (tfs_maint_report); fuse/control.c routes the commands and composes the
  * status.  What a job does is the other files': scrub.c the per-file and
@@ -33,6 +34,7 @@
 #include "tierfs/fs.h"
 #include "tierfs/health.h"
 #include "tierfs/maint.h"
+#include "tierfs/parse.h"
 #include "tierfs/raid.h"
 #include "tierfs/walk.h"
 #include "tierfs/super.h"
@@ -111,6 +113,32 @@ void r_maint_file(struct tfs_fs *fs, const char *path)
 	snprintf(M(fs)->cur_path, sizeof(M(fs)->cur_path), "%s", path);
 	M(fs)->files++;
 	pthread_mutex_unlock(&M(fs)->lock);
+}
+
+int tfs_maint_rate_set(struct tfs_fs *fs, const char *val, char *err, size_t errlen)
+{
+	/* the range of -o maint_mbps (tierfs.c) */
+	static const struct tfs_num_spec spec = { "maint_mbps", TFS_NUM_REAL, 0, 100000,
+						  "0: no cap" };
+	double v;
+
+	if (tfs_parse_num(&spec, val, &v, err, errlen))
+		return -EINVAL;
+	pthread_mutex_lock(&M(fs)->lock);
+	fs->maint_mbps = v;
+	pthread_mutex_unlock(&M(fs)->lock);
+	tfs_info("maintenance: rate cap %s", v > 0 ? val : "none");
+	return 0;
+}
+
+double tfs_maint_rate(struct tfs_fs *fs)
+{
+	double v;
+
+	pthread_mutex_lock(&M(fs)->lock);
+	v = fs->maint_mbps;
+	pthread_mutex_unlock(&M(fs)->lock);
+	return v;
 }
 
 /* Account len bytes done; sleep to keep under the rate cap. */

@@ -41,7 +41,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: %s COMMAND MOUNTPOINT [ARGS]\n\n"
-		"  status  MOUNTPOINT [--raw]          level, chunk, member states, jobs\n"
+		"  status  MOUNTPOINT [--raw|--json]   level, chunk, member states, jobs, the\n"
+		"                                      SSD tier (--json: as stats does)\n"
 		"  fail    MOUNTPOINT INDEX            take a member out of the array\n"
 		"  replace MOUNTPOINT INDEX NEWDIR [--wait]\n"
 		"                                      rebuild a failed member onto the empty\n"
@@ -70,7 +71,8 @@ static void usage(FILE *f)
 		"  files   PATH [N]                    the N files under PATH the tier holds\n"
 		"                                      most of (20), with dirty bytes and heat\n"
 		"  set     MOUNTPOINT TUNABLE VALUE    cache_mode, seq_cutoff, promote_threshold,\n"
-		"                                      dirty_low or dirty_high, until unmount\n"
+		"                                      dirty_low, dirty_high or maint_mbps,\n"
+		"                                      until unmount\n"
 		"  mode    MOUNTPOINT MODE             set the cache mode: writeback,\n"
 		"                                      writethrough, writearound or off (leaving\n"
 		"                                      writeback waits for the flush)\n"
@@ -555,7 +557,7 @@ static int index_arg(const char *s, unsigned *k)
 int main(int argc, char **argv)
 {
 	const char *cmd, *mnt;
-	bool wait = false, repair = false, raw = false, prom = false;
+	bool wait = false, repair = false, raw = false, prom = false, json = false;
 	double interval = 1;
 	unsigned count = 0;
 	char buf[PATH_MAX + 64];
@@ -574,7 +576,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--raw"))
 			raw = true;
 		else if (!strcmp(argv[i], "--json"))
-			;	/* stats prints JSON, with or without it */
+			json = true;	/* stats prints JSON with or without it */
 		else if (!strcmp(argv[i], "--prometheus"))
 			prom = true;
 		else if ((!strcmp(argv[i], "--interval") || !strcmp(argv[i], "--count")) &&
@@ -616,6 +618,8 @@ int main(int argc, char **argv)
 	mnt = args[1];
 	if (!strcmp(cmd, "top") && nargs == 2)
 		return cmd_top(mnt, interval, count);
+	if (!strcmp(cmd, "status") && nargs == 2 && json)
+		cmd = "stats";	/* the same document */
 	if (!strcmp(cmd, "status") && nargs == 2) {
 		char *st = status(mnt);
 

@@ -214,7 +214,7 @@ static int opts_check(struct opts *o, char *err, size_t errlen)
 
 		if (!tfs_uring_allowed(why, sizeof(why))) {
 			snprintf(err, errlen, "fuse_uring=on: %s", why);
-			return -EINVAL;
+			return -ENOTSUP;	/* the machine refuses, not the line */
 		}
 	}
 	if (o->blk) {
@@ -518,9 +518,9 @@ int main(int argc, char *argv[])
 		tfs_log_level = LOG_DEBUG;
 
 	/* options first: a typo must not touch any member */
-	if (opts_check(&o, err, sizeof(err))) {
+	if ((rc = opts_check(&o, err, sizeof(err)))) {
 		tfs_err("%s", err);
-		ret = 2;
+		ret = rc == -ENOTSUP ? 1 : 2;
 		goto out;
 	}
 	/* before anything is touched, so a bad path is the only word said */

@@ -2071,7 +2071,7 @@ def test_tierctl_flush_mode_detach(make_array, tmp_path):
     assert r.returncode == 0 and "flushed 2 MiB to the members: nothing dirty" in r.stdout, \
         (r.stdout, r.stderr)
     r = tierctl("flush", a.mnt)
-    assert r.returncode == 0 and "nothing was dirty" in r.stdout, (r.stdout, r.stderr)
+    assert r.returncode == 0 and "flushed: nothing was dirty" in r.stdout, (r.stdout, r.stderr)
     assert cst(a.mnt)["dirty_bytes"] == 0
     r = tierctl("mode", a.mnt, "sideways")
     assert r.returncode == 1 and "writeback, writethrough, writearound or off" in r.stderr, r

@@ -351,7 +351,7 @@ def test_on_refuses_to_mount_when_the_module_refuses(make_array, module_uring):
     a.mnt.mkdir()
     r = try_mount(a.members, a.mnt, opts=["fuse_uring=on"])
     line = assert_refused(r, "tierfs", "fuse_uring=on", "enable_uring is N", PARAM)
-    assert r.returncode == 1, line
+    assert r.returncode == 1, line      # the machine refuses: not a wrong command line
     assert not mounted(a.mnt)
 
 
@@ -360,7 +360,7 @@ def test_a_bad_fuse_uring_value_is_refused(make_array, value):
     a = make_array("raid1", 2, "64K")
     a.mnt.mkdir()
     r = try_mount(a.members, a.mnt, opts=[f"fuse_uring={value}"])
-    assert r.returncode == 1
+    assert r.returncode == 2            # a wrong command line (README: exit status)
     assert_refused(r, "tierfs", f"fuse_uring={value}: not off, auto or on")
 
 

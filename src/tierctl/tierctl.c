@@ -288,6 +288,8 @@ static bool on_tierfs(const char *path)
 	struct statfs sf;
 
 	if (statfs(path, &sf) || mount_root(path, root, sizeof(root))) {
+		if (errno == EACCES || errno == EPERM)
+			return true;	/* cannot tell: the set itself is refused */
 		fprintf(stderr, "%s: %s: %s\n", prog, path, strerror(errno));
 		return false;
 	}
@@ -485,9 +487,34 @@ static int wait_job(const char *mnt, bool started)
 	return 0;
 }
 
+static int wait_flush(const char *mnt, unsigned long long before);
+
+/* The tier's cache.flushed_bytes now (0 if the status cannot be read). */
+static unsigned long long flushed_bytes(const char *mnt)
+{
+	char *st = status(mnt);
+	unsigned long long v = st ? num(st, "cache.flushed_bytes") : 0;
+
+	free(st);
+	return v;
+}
+
+/* Ask for a flush and follow it until nothing is dirty, with a progress
+ * bar; says how many bytes went to the members meanwhile.  Returns the
+ * exit status. */
+static int flush_and_wait(const char *mnt)
+{
+	unsigned long long before = flushed_bytes(mnt);
+
+	if (ctl(mnt, "flush"))
+		return 1;
+	return wait_flush(mnt, before);
+}
+
 /* Follow the SSD tier's flush until nothing is dirty, with a progress
- * bar; returns the exit status. */
-static int wait_flush(const char *mnt)
+ * bar; before: cache.flushed_bytes before it was asked for.  Returns the
+ * exit status. */
+static int wait_flush(const char *mnt, unsigned long long before)
 {
 	bool tty = isatty(STDOUT_FILENO);
 	unsigned long long first = 0, left;
@@ -527,16 +554,17 @@ static int wait_flush(const char *mnt)
 	}
 	{
 		char b1[32], b2[32];
+		unsigned long long done = flushed_bytes(mnt) - before;
 
-		if (!first)
-			printf("%snothing was dirty\n", tty ? "\n" : "");
+		if (!done)
+			printf("%sflushed: nothing was dirty\n", tty ? "\n" : "");
 		else if (left)
 			printf("%sflushed %s to the members (%s written since is dirty)\n",
-			       tty ? "\n" : "", human(first, b1, sizeof(b1)),
+			       tty ? "\n" : "", human(done, b1, sizeof(b1)),
 			       human(left, b2, sizeof(b2)));
 		else
 			printf("%sflushed %s to the members: nothing dirty\n", tty ? "\n" : "",
-			       human(first, b1, sizeof(b1)));
+			       human(done, b1, sizeof(b1)));
 	}
 	return 0;
 }
@@ -693,17 +721,19 @@ int main(int argc, char **argv)
 	if ((!strcmp(cmd, "pin") || !strcmp(cmd, "unpin")) && nargs == 2)
 		return set_attr(mnt, "pinned", cmd[0] == 'p' ? "1" : "0");
 	if (!strcmp(cmd, "flush") && nargs == 2)
-		return ctl(mnt, "flush") ? 1 : wait_flush(mnt);
+		return flush_and_wait(mnt);
 	if (!strcmp(cmd, "mode") && nargs == 3) {
+		unsigned long long before = flushed_bytes(mnt);
+
 		snprintf(buf, sizeof(buf), "cache_mode %s", args[2]);
 		if (ctl(mnt, buf))
 			return 1;
-		return strcmp(args[2], "writeback") ? wait_flush(mnt) : 0;
+		return strcmp(args[2], "writeback") ? wait_flush(mnt, before) : 0;
 	}
 	if (!strcmp(cmd, "detach") && nargs == 2) {
 		/* the flush with progress first; the detach itself then has
 		 * little left to write */
-		if (ctl(mnt, "flush") || wait_flush(mnt) || ctl(mnt, "detach"))
+		if (flush_and_wait(mnt) || ctl(mnt, "detach"))
 			return 1;
 		printf("detached: %s runs without its SSD tier\n", mnt);
 		return 0;

@@ -49,6 +49,7 @@
 #define C_GUARDS 4096		/* hashed in-flight counters of RAID writes */
 #define C_PROMOTE_QUEUE 1024
 #define C_PROMOTERS 4		/* promotions in flight (each one RAID read) */
+#define C_UHEAT_WAYS 4		/* entries of a set of the heat table (index.c inv. 6) */
 
 /* One slot of the data file and the extent it holds. */
 struct cext {
@@ -161,8 +162,8 @@ struct tfs_cache {
 	uint32_t nused, ndirty;		/* extents cached, extents dirty */
 	uint64_t dirty_sectors;
 	uint32_t guard[C_GUARDS];	/* RAID writes in flight, by extent hash */
-	/* heat of extents not cached: direct-mapped by key (a collision only
-	 * forgets some heat); queued: a promotion of it is waiting */
+	/* heat of extents not cached: sets of C_UHEAT_WAYS entries by key
+	 * (index.c invariant 6); queued: a promotion of it is waiting */
 	struct uheat { uint64_t key; uint32_t t; uint16_t heat; bool queued; } *uheat;
 	uint32_t umask;
 	struct cstats st;
@@ -313,8 +314,8 @@ void c_evict_file(struct tfs_cache *c, uint64_t fid);
 void c_wait_idle(struct tfs_cache *c, struct cext *x);
 /* Gives up owning s (busy) and wakes those waiting.  Under c->lock. */
 void c_release_busy(struct tfs_cache *c, uint32_t s);
-/* Returns the heat entry of key (taken over if another key held it).
- * Under c->lock. */
+/* Returns the heat entry of key: its own, or one of its set taken over
+ * (index.c invariant 6).  Under c->lock. */
 struct uheat *c_uheat(struct tfs_cache *c, uint64_t key, uint32_t now);
 
 /* request.c: a request's pieces and the file's snapshot */

@@ -47,6 +47,15 @@
  *     power cut within those seconds may leave a name of a file never
  *     written, which a start drops, and which only a lost cache would
  *     report (as possibly lost).
+ *  5. (A pinned file's slots are never chosen for eviction: pin.c.)
+ *  6. The heat of extents not cached lives in sets of C_UHEAT_WAYS
+ *     entries chosen by the extent's key: a key keeps its entry until three
+ *     others of its set are hotter, or as hot and more recent (an entry a
+ *     promotion waits for gives way last).  The table was direct-mapped:
+ *     two extents of one slot reset each other's heat at every access, and
+ *     read in a fixed order neither ever reached the promotion threshold
+ *     (135 of a hot 1 GiB file's 4096 extents never reached the tier;
+ *     issue 16, test_cache.py test_extents_sharing_a_heat_slot_are_promoted).
  *
  * Extent states (per slot):
  *   free --c_alloc_slot--> busy (filling/writing) --clear busy--> clean|dirty
@@ -691,11 +700,25 @@ void c_release_busy(struct tfs_cache *c, uint32_t s)
 
 struct uheat *c_uheat(struct tfs_cache *c, uint64_t key, uint32_t now)
 {
-	struct uheat *g = &c->uheat[key & c->umask];
+	struct uheat *set = &c->uheat[key & c->umask & ~(uint32_t)(C_UHEAT_WAYS - 1)], *v = NULL;
+	unsigned vh = 0;
 
-	if (g->key != key)
-		*g = (struct uheat){ .key = key, .t = now };
-	return g;
+	/* set-associative (invariant 6): the key's own entry, else the coolest
+	 * of the set that no promotion waits for gives way */
+	for (unsigned i = 0; i < C_UHEAT_WAYS; i++) {
+		struct uheat *g = &set[i];
+		unsigned h = c_heat_now(c, g->heat, g->t, now);
+
+		if (g->key == key)
+			return g;
+		if (!v || (v->queued && !g->queued) ||
+		    (v->queued == g->queued && (h < vh || (h == vh && g->t < v->t)))) {
+			v = g;
+			vh = h;
+		}
+	}
+	*v = (struct uheat){ .key = key, .t = now };
+	return v;
 }
 
 /* ------------------------------------------------------------------ */

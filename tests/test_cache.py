@@ -2626,3 +2626,36 @@ def test_extents_sharing_a_heat_slot_are_promoted(make_array, tmp_path):
     finally:
         os.close(fd)
     assert int(os.getxattr(str(p), "user.tierfs.extents")) == n, cst(a.mnt)
+
+
+def test_a_partly_cached_extent_is_filled_by_reads(make_array, tmp_path):
+    """Issue 16: an extent the tier holds in part (an 8K write-back write
+    into it) used to miss for good on the rest, since only extents not
+    cached were promoted.  Reads of it now heat it and the promoter fills
+    the sectors it lacks from the RAID (flush.c invariant 14), keeping the
+    dirty ones: the whole extent reads from the SSD, with the new 8K."""
+    a = make_array("raid5", 3, "64K")
+    p = a.mnt / "f"
+    old = random.Random(7).randbytes(256 * K)
+    m = a.mount()                                  # the extent's bytes on the members
+    pwrite(p, 0, old)
+    m.stop()
+    a.mount(opts=copts(tmp_path / "cache", seq_cutoff=0))
+    new = b"N" * (8 * K)
+    write_direct(p, 0, new)                        # the tier holds 2 of its 64 sectors
+    assert os.getxattr(str(p), "user.tierfs.residency") == f"0 {8 * K} dirty\n".encode()
+    want = new + old[8 * K:]
+    for _ in range(3):
+        assert read_direct(p, 0, 256 * K) == want
+    wait_until(lambda: cst(a.mnt)["fill_promotions"] >= 1, "the fill")
+    assert os.getxattr(str(p), "user.tierfs.residency") == \
+        f"0 {8 * K} dirty\n{8 * K} {248 * K} clean\n".encode()
+    before = cst(a.mnt)
+    assert read_direct(p, 0, 256 * K) == want
+    after = cst(a.mnt)
+    assert after["read_req_hits"] == before["read_req_hits"] + 1, (before, after)
+    # flushed and read back through an uncached mount: nothing lost
+    flush(a.mnt)
+    a.mounts[-1].stop()
+    a.mount()
+    assert read_all(p) == want

@@ -69,6 +69,7 @@ struct cext {
 	bool flushing;			/* the flusher is writing it to the RAID */
 	bool dead;			/* dropped while pinned: freed at unpin */
 	bool keep;			/* its file is pinned: never evicted (pin.c) */
+	bool fillq;			/* a fill of its missing sectors is queued (flush.c) */
 };
 
 /* A file with cached extents (or a size the cache knows). */
@@ -93,6 +94,7 @@ struct cfile {
 struct promote_job {
 	uint64_t fid, idx;
 	struct tfs_inode *in;		/* opened (tfs_ns_open) by the reader */
+	bool fill;			/* the extent is cached: fill its missing sectors */
 };
 
 struct cstats {
@@ -104,6 +106,7 @@ struct cstats {
 	uint64_t promotions, promote_dropped, evictions, invalidations;
 	uint64_t flushed_bytes, flush_writes, flush_syncs, full_stripe_flushes, throttled;
 	uint64_t fills;
+	uint64_t fill_promotions;	/* partly valid extents filled (flush.c invariant 14) */
 	/* whole requests: a hit when the tier served all of it from extents
 	 * it held (the counters above count a request's pieces, one per
 	 * extent) */
@@ -220,6 +223,7 @@ struct piece {
 	uint8_t act;
 	bool full;			/* read: every sector valid */
 	bool promote;
+	bool fill;			/* read: cached in part; promote fills the rest */
 	bool fresh;			/* write: slot allocated for it (no record yet) */
 };
 
@@ -351,8 +355,10 @@ int c_threads_start(struct tfs_cache *c);
 /* Stops and joins the flusher and the promoters, if running. */
 void c_threads_stop(struct tfs_cache *c);
 /* Queues a promotion of extent idx of in (opened for it, released if the
- * queue is full: counted as dropped).  Not under c->lock. */
-void c_promote_queue(struct tfs_cache *c, struct tfs_inode *in, uint64_t idx);
+ * queue is full: counted as dropped); fill: the extent is cached and its
+ * missing sectors are to be filled (flush.c invariant 14).  Not under
+ * c->lock. */
+void c_promote_queue(struct tfs_cache *c, struct tfs_inode *in, uint64_t idx, bool fill);
 /* Has the flusher destage in's dirty extents now (one file at a time;
  * other callers wait their turn) and waits.  Returns 0, or -errno: the
  * RAID's, -EBUSY (writes kept dirtying the file: extents stayed dirty

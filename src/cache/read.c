@@ -248,6 +248,12 @@ ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, voi
 			 !g->queued && c->guard[c_ekey(fid, p[i].idx) % C_GUARDS] == 0) {
 			p[i].promote = true;
 			npromote++;
+		} else if (x && mode != TFS_CACHE_OFF && !c->readonly && heat >= c->promote &&
+			   !x->fillq && !x->busy) {
+			/* cached, but not the sectors read: filled as a promotion
+			 * would (flush.c invariant 14) */
+			p[i].promote = p[i].fill = true;
+			npromote++;
 		}
 	}
 	if (miss_a == UINT64_MAX)
@@ -286,6 +292,6 @@ ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, voi
 	pthread_mutex_unlock(&c->lock);
 	for (unsigned i = 0; i < np && npromote && rc == 0; i++)
 		if (p[i].promote)
-			c_promote_queue(c, in, p[i].idx);
+			c_promote_queue(c, in, p[i].idx, p[i].fill);
 	return rc ? rc : (ssize_t)len;
 }

@@ -205,6 +205,12 @@ def test_page_builds_installs_and_renders(mandir, page):
         assert re.search(rf"^{sect}$", out, re.M), f"{page}: no {sect} section"
 
 
+@pytest.mark.parametrize("page", [p for p in PAGES if p.endswith(".8")])
+def test_commands_point_to_the_guide(man8, page):
+    """Each command's page names tierfs(7) under SEE ALSO."""
+    assert "tierfs(7)" in section(page_text(man8 / page), "SEE ALSO")
+
+
 def test_helper_alias_page(man8):
     """mount.fuse.tierfs, the helper's second name, has the helper's page."""
     alias = man8 / "mount.fuse.tierfs.8"

@@ -185,8 +185,8 @@ static void plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 				p[i].act = A_CACHE;
 			else
 				p[i].act = mode == TFS_CACHE_WRITETHROUGH ? A_THROUGH : A_AROUND;
-			if (p[i].act == A_CACHE) {
-				c->st.write_hits++;
+			if (p[i].act == A_CACHE || p[i].act == A_THROUGH) {
+				c->st.write_hits++;	/* a cached extent written */
 			} else if (p[i].act == A_AROUND) {
 				c->st.write_around++;
 				hit = false;

@@ -12,7 +12,8 @@
 
 struct node {
 	char *name;
-	char *value;		/* a leaf's value, or the "value" of an object */
+	char **values;		/* a leaf's values, or the "value" of an object */
+	unsigned nvalues;
 	struct node *kids, *last, *next;
 };
 
@@ -143,9 +144,31 @@ static bool add(struct node *root, const char *line, const char *end)
 			return false;
 		p = e + (dot ? 1 : 0);
 	}
-	free(n->value);
-	n->value = strndup(eq + 1, (size_t)(end - eq - 1));
-	return n->value != NULL;
+	{
+		char **v = realloc(n->values, (n->nvalues + 1) * sizeof(*v));
+
+		if (!v)
+			return false;
+		n->values = v;
+		v[n->nvalues] = strndup(eq + 1, (size_t)(end - eq - 1));
+		return v[n->nvalues++] != NULL;
+	}
+}
+
+/* A leaf's values: one as itself, several (a key repeated) as an array. */
+static void put_values(struct out *o, const struct node *n)
+{
+	if (n->nvalues == 1) {
+		put_value(o, n->values[0]);
+		return;
+	}
+	put(o, "[", 1);
+	for (unsigned i = 0; i < n->nvalues; i++) {
+		if (i)
+			put(o, ",", 1);
+		put_value(o, n->values[i]);
+	}
+	put(o, "]", 1);
 }
 
 static void print(struct out *o, const struct node *n)
@@ -153,13 +176,13 @@ static void print(struct out *o, const struct node *n)
 	bool first = true;
 
 	if (!n->kids) {
-		put_value(o, n->value ? n->value : "");
+		put_values(o, n);
 		return;
 	}
 	put(o, "{", 1);
-	if (n->value) {
+	if (n->nvalues) {
 		puts_(o, "\"value\":");
-		put_value(o, n->value);
+		put_values(o, n);
 		first = false;
 	}
 	for (const struct node *k = n->kids; k; k = k->next) {
@@ -180,7 +203,9 @@ static void drop(struct node *n)
 
 		drop(n->kids);
 		free(n->name);
-		free(n->value);
+		for (unsigned i = 0; i < n->nvalues; i++)
+			free(n->values[i]);
+		free(n->values);
 		free(n);
 		n = next;
 	}

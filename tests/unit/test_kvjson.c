@@ -1,4 +1,4 @@
-/* test_kvjson: the status's key=value lines as JSON (src/util/kvjson.c): nesting by dotted keys in first-appearance order, keys of one object apart in the input, a key that is also a prefix, numbers against strings, escaping, and lines that are skipped; then random inputs, each checked to be one well-formed JSON value by a small parser here. */
+/* test_kvjson: the status's key=value lines as JSON (src/util/kvjson.c): nesting by dotted keys in first-appearance order, keys of one object apart in the input, a key that is also a prefix, a key given again (an array), numbers against strings, escaping, and lines that are skipped; then random inputs, each checked to be one well-formed JSON value by a small parser here. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,8 +50,10 @@ static const struct { const char *in, *want; } cases[] = {
 	{ "junk\na=1\n", "{\"a\":1}" },
 	{ "=1\na=2\n", "{\"a\":2}" },
 	{ "a..b=1\nc.=2\n.d=3\ne=4\n", "{\"e\":4}" },
-	/* a later value of the same key wins */
-	{ "a=1\na=2\n", "{\"a\":2}" },
+	/* a key given again: an array of its values, in order */
+	{ "a=1\na=2\n", "{\"a\":[1,2]}" },
+	{ "m=x 1\nb=0\nm=y 2\n", "{\"m\":[\"x 1\",\"y 2\"],\"b\":0}" },
+	{ "c=/d\nc.m=off\nc=/e\n", "{\"c\":{\"value\":[\"/d\",\"/e\"],\"m\":\"off\"}}" },
 	/* '=' inside the value */
 	{ "ctl_error=x=y\n", "{\"ctl_error\":\"x=y\"}" },
 };
@@ -130,6 +132,23 @@ static const char *object(const char *s, int depth)
 	}
 }
 
+static const char *array(const char *s, int depth)
+{
+	s = ws(s + 1);
+	if (*s == ']')
+		return s + 1;
+	for (;;) {
+		s = value(s, depth + 1);
+		if (!s)
+			return NULL;
+		s = ws(s);
+		if (*s == ']')
+			return s + 1;
+		if (*s++ != ',')
+			return NULL;
+	}
+}
+
 static const char *value(const char *s, int depth)
 {
 	s = ws(s);
@@ -137,6 +156,8 @@ static const char *value(const char *s, int depth)
 		return NULL;
 	if (*s == '{')
 		return object(s, depth);
+	if (*s == '[')
+		return array(s, depth);
 	if (*s == '"')
 		return string(s);
 	return number(s);

@@ -307,8 +307,11 @@ def test_tierctl_reads_and_sets_the_attributes(tiered):
     assert len(lines) == 3                   # the empty file holds nothing
     assert tierctl("files", m, "1").stdout.splitlines()[-1] == "(1 more)"
     assert tierctl("files", m, "x").returncode == 2
-    assert tierctl("flush", m / "d" / "big").returncode == 0
+    r = tierctl("flush", m / "d" / "big")
+    assert r.returncode == 0 and r.stdout.endswith(f"/d/big: flushed, 1 MiB\n"), r.stdout
     assert get(m / "d" / "big", "dirty_bytes") == "0"
+    r = tierctl("flush", m / "d" / "big")
+    assert r.returncode == 0 and r.stdout.endswith("flushed, nothing was dirty\n"), r.stdout
     assert tierctl("evict", m / "d" / "small").returncode == 0
     assert get(m / "d" / "small", "cached_bytes") == "0"
     assert tierctl("set", m, "dirty_high", "85").returncode == 0

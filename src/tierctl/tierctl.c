@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -343,6 +344,63 @@ static int set_attr(const char *path, const char *name, const char *val)
 				       : strerror(errno));
 	free(st);
 	return 1;
+}
+
+/* A file action run on its own thread while the caller shows progress. */
+struct file_action {
+	const char *path, *name;
+	int rc;
+	bool done;		/* atomic */
+};
+
+static void *file_action_run(void *arg)
+{
+	struct file_action *a = arg;
+
+	a->rc = set_attr(a->path, a->name, "1");
+	__atomic_store_n(&a->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static unsigned long long file_num(const char *path, const char *name);
+
+/* flush or evict FILE: the set runs until the file's dirty bytes are on
+ * the members; meanwhile a progress bar of its dirty bytes.  Returns the
+ * exit status. */
+static int file_flush(const char *path, const char *name)
+{
+	struct file_action a = { path, name, 1, false };
+	unsigned long long first, left = 0;
+	bool tty = isatty(STDOUT_FILENO), shown = false;
+	pthread_t t;
+	char b1[32];
+
+	if (!on_tierfs(path))
+		return 1;
+	first = file_num(path, "dirty_bytes");
+	if (pthread_create(&t, NULL, file_action_run, &a))
+		return set_attr(path, name, "1");
+	while (!__atomic_load_n(&a.done, __ATOMIC_ACQUIRE)) {
+		int w;
+
+		usleep(200000);
+		if (__atomic_load_n(&a.done, __ATOMIC_ACQUIRE) || !first)
+			break;
+		left = file_num(path, "dirty_bytes");
+		w = (int)(40 * (first - (left < first ? left : first)) / first);
+		printf(tty ? "\r%s [%-40.*s] %3d%%, %s dirty   " : "%s [%-40.*s] %3d%%, %s dirty\n",
+		       name, w, "########################################", w * 100 / 40,
+		       human(left, b1, sizeof(b1)));
+		fflush(stdout);
+		shown = true;
+	}
+	pthread_join(t, NULL);
+	if (shown && tty)
+		printf("\n");
+	if (a.rc == 0)
+		printf("%s: %s %s\n", path, !strcmp(name, "evict") ? "flushed and evicted," : "flushed,",
+		       first ? human(first, b1, sizeof(b1)) : "nothing was dirty");
+	return a.rc;
 }
 
 /* A regular file's user.tierfs.NAME as a number (0 when unreadable). */
@@ -717,7 +775,7 @@ int main(int argc, char **argv)
 		return set_attr(mnt, args[2], args[3]);
 	if ((!strcmp(cmd, "flush") || !strcmp(cmd, "evict")) && nargs == 2 &&
 	    stat(mnt, &sb) == 0 && S_ISREG(sb.st_mode))
-		return set_attr(mnt, cmd, "1");
+		return file_flush(mnt, cmd);
 	if ((!strcmp(cmd, "pin") || !strcmp(cmd, "unpin")) && nargs == 2)
 		return set_attr(mnt, "pinned", cmd[0] == 'p' ? "1" : "0");
 	if (!strcmp(cmd, "flush") && nargs == 2)

@@ -29,7 +29,7 @@ MATH = {"src_raid_layout.c.o", "src_raid_parity.c.o", "src_cache_policy.c.o"}
 # share it, the stores, superblocks and members below never see it.
 HEADERS = {
     "attrs.h": "fuse", "control.h": "fuse", "defer.h": "fuse", "fuse_fs.h": "fuse", "hitio.h": "fuse", "transport.h": "fuse",
-    "data.h": "data", "cache.h": "cache", "raid.h": "raid", "maint.h": "raid",
+    "data.h": "data", "cache.h": "cache", "trace.h": "cache", "raid.h": "raid", "maint.h": "raid",
     "fs.h": "ns", "health.h": "ns", "inode.h": "ns", "ns.h": "ns", "replay.h": "ns",
     "upgrade.h": "ns", "walk.h": "ns", "meta.h": "meta", "cstore.h": "meta",
     "super.h": "array", "member.h": "member", "powercut.h": "member", "uring.h": "io",

@@ -8,6 +8,8 @@ import errno
 import json
 import mmap
 import os
+import pathlib
+import struct
 import re
 import subprocess
 
@@ -504,3 +506,64 @@ def test_tierctl_leaves_other_filesystems_alone(tiered, tmp_path):
     assert tierctl("pin", f).returncode == 0
     r = tierctl("evict", f)
     assert r.returncode == 1 and "pinned (unpin it first)" in r.stderr, r.stderr
+
+
+def read_trace(path):
+    """The records of a trace file (include/tierfs/trace.h), sorted by time."""
+    raw = pathlib.Path(path).read_bytes()
+    magic, version, size = struct.unpack_from("<QII", raw, 0)
+    assert magic == 0x3130435254534654 and version == 1 and size == 32, (magic, version, size)
+    assert (len(raw) - 16) % 32 == 0
+    recs = [struct.unpack_from("<QQQIBBH", raw, 16 + i * 32) for i in range((len(raw) - 16) // 32)]
+    return sorted(recs)
+
+
+def test_trace_records_every_request(tiered, tmp_path):
+    """Issue 16's trace recorder: tierctl trace MNT start FILE, requests,
+    stop: the file holds one record per read, write and sync the tier saw,
+    with the file's identity, offset, length, direct and hit flags."""
+    m = tiered.mnt
+    out = tmp_path / "t.trace"
+    f = m / "f"
+    write_pieces(f, 256 * K, 256 * K)
+    fid = int(os.getxattr(str(f), P + "cache").decode().split("\n")[0].split("=")[1])
+    r = tierctl("trace", m, "start", out)
+    assert r.returncode == 0 and str(out) in r.stdout, r
+    assert get(m, "trace") == f"on {out} 0"
+    assert "trace" in ours(m)
+    assert errno_of(put, m, "trace", f"start {tmp_path}/other") == "EBUSY"
+    fd = os.open(f, os.O_RDWR | os.O_DIRECT)
+    buf = mmap.mmap(-1, 8 * K)
+    try:
+        os.pwritev(fd, [memoryview(buf)[:8 * K]], 64 * K)          # W 64K+8K, a hit
+        os.preadv(fd, [memoryview(buf)[:4 * K]], 128 * K)          # R, a hit
+        os.fdatasync(fd)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    r = tierctl("trace", m, "stop")
+    assert r.returncode == 0 and f"off {out} " in r.stdout, r
+    recs = [x for x in read_trace(out) if x[1] == fid]
+    ops = [(chr(op), off, ln, flags) for _, _, off, ln, op, flags, _ in recs]
+    assert ("W", 64 * K, 8 * K, 3) in ops, ops                     # direct, hit
+    assert ("R", 128 * K, 4 * K, 3) in ops, ops
+    assert ("D", 0, 0, 0) in ops and ("S", 0, 0, 0) in ops, ops
+    assert [o[0] for o in ops].index("W") < [o[0] for o in ops].index("R")
+    n = int(get(m, "trace").split()[2])
+    assert n == len(read_trace(out)) >= 4
+    # refusals: an existing file, a relative path, stop with none running
+    assert errno_of(put, m, "trace", f"start {out}") == "EEXIST"
+    assert errno_of(put, m, "trace", "start rel/path") == "EINVAL"
+    assert errno_of(put, m, "trace", "stop") == "EINVAL"
+    assert errno_of(put, m, "trace", "go") == "EINVAL"
+    # a user neither sees nor sets it (it names a path)
+    assert as_user(lambda: os.getxattr(".", P + "trace"), str(m), uid=ALICE, gid=ALICE) == \
+        ("err", "ENODATA")
+    assert "user.tierfs.trace" not in as_user(lambda: os.listxattr("."), str(m), uid=ALICE,
+                                              gid=ALICE)
+    # a running trace ends with the mount, its records written
+    out2 = tmp_path / "t2.trace"
+    assert tierctl("trace", m, "start", out2).returncode == 0
+    f.read_bytes()
+    tiered.mounts[-1].remount()
+    assert len(read_trace(out2)) >= 1 and get(m, "trace") == "off"

@@ -255,6 +255,14 @@ int tfs_cache_tunable_get(struct tfs_fs *fs, const char *name, char *buf, size_t
  * the range; or dirty_low not below dirty_high). */
 int tfs_cache_tunable_set(struct tfs_fs *fs, const char *name, const char *val, char *err,
 			  size_t errlen);
+/* The trace recorder (the root's user.tierfs.trace): cmd "start PATH"
+ * (an absolute path the daemon creates, never an existing file) or
+ * "stop".  Returns 0 or -errno with one line in err: -ENODEV (no tier),
+ * -EBUSY (a trace runs), -EINVAL, the file's (-EEXIST). */
+int tfs_cache_trace(struct tfs_fs *fs, const char *cmd, char *err, size_t errlen);
+/* The recorder's state ("off", "on PATH RECORDS", "off PATH RECORDS
+ * [ERROR]") into buf.  Returns its length, or -ENODEV (no tier). */
+int tfs_cache_trace_state(struct tfs_fs *fs, char *buf, size_t len);
 /* Counters back to zero (the root's user.tierfs.reset): this mount's, the
  * totals kept across remounts and the windows. */
 void tfs_cache_stats_reset(struct tfs_fs *fs);

@@ -560,6 +560,7 @@ void tfs_cache_stop(struct tfs_fs *fs)
 	if (!c || !c->cs)
 		return;
 	c_threads_stop(c);
+	c_trace_stop();		/* a running trace ends with the mount */
 	if (!c->readonly) {
 		c_history_save(c, true);
 		/* heat is kept in memory and saved here (and not on every hit) */

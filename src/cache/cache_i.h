@@ -7,7 +7,7 @@
  * range, unlink), flush.c (flusher, promoter), bind.c (binding, set-up,
  * start, stop, detach), store.c (the cache directory), opts.c (options),
  * status.c (status and control), history.c (counters across remounts),
- * pin.c (pinned files),
+ * pin.c (pinned files), trace.c (the trace recorder),
  * policy.c (eviction policies, pure).
  *
  * Locking: one mutex (c->lock) guards the index, the per-file lists, the
@@ -42,6 +42,7 @@
 #include "tierfs/cstore.h"
 #include "tierfs/hash.h"
 #include "tierfs/policy.h"
+#include "tierfs/trace.h"
 
 #define C_SECTOR 4096u
 #define C_PRENAMED 1024	/* index.c invariant 4 */
@@ -445,6 +446,21 @@ bool c_pin_forget(struct tfs_cache *c, uint64_t fid, struct tfs_cstore_op *op);
 /* Reads extent idx of in from the RAID into a fresh slot, as the
  * promoter does.  Returns true if it is in the tier now (or was). */
 bool c_promote_now(struct tfs_cache *c, struct tfs_inode *in, uint64_t idx);
+
+/* trace.c: the trace recorder (one per daemon) */
+
+/* Records a request (op: enum tfs_trace_op; flags: TFS_TR_*) if a trace
+ * runs; one relaxed load if not.  Not under c->lock. */
+void c_trace(uint64_t fid, uint64_t off, uint64_t len, uint8_t op, uint8_t flags);
+/* "start PATH" or "stop".  Returns 0 or -errno with one line in err:
+ * -EBUSY (running already), -EINVAL, the file's open error (-EEXIST: it
+ * exists: never overwritten). */
+int c_trace_ctl(const char *cmd, char *err, size_t errlen);
+/* "off", "on PATH RECORDS" or "off PATH RECORDS [ERROR]" (the last trace)
+ * into buf.  Returns its length. */
+int c_trace_state(char *buf, size_t len);
+/* Stops a running trace (the tier's stop). */
+void c_trace_stop(void);
 
 /* opts.c */
 

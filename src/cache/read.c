@@ -161,6 +161,7 @@ enum tfs_hit tfs_cache_hit_begin(struct tfs_fs *fs, struct tfs_inode *in, bool d
 	c->st.read_req_hits++;
 	pthread_mutex_unlock(&c->lock);
 	c_count_file(in, false, true, TFS_BYPASS_NONE);
+	c_trace(fid, off, len, TFS_TR_READ, TFS_TR_HIT | (direct ? TFS_TR_DIRECT : 0));
 	pthread_mutex_lock(&in->lock);
 	c_seq_note(c, in, off, len);
 	pthread_mutex_unlock(&in->lock);
@@ -263,6 +264,8 @@ ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, voi
 	pthread_mutex_unlock(&c->lock);
 	c_count_file(in, false, miss_a == UINT64_MAX,
 		     miss_a != UINT64_MAX && seq ? TFS_BYPASS_SEQ : TFS_BYPASS_NONE);
+	c_trace(fid, off, len, TFS_TR_READ,
+		(miss_a == UINT64_MAX ? TFS_TR_HIT : 0) | (direct ? TFS_TR_DIRECT : 0));
 
 	/* the RAID for everything not wholly in the cache, in one request;
 	 * then the cache's sectors over it (the pinned slots stay put) */

@@ -472,3 +472,17 @@ void tfs_cache_stats_reset(struct tfs_fs *fs)
 	c_history_reset(c);
 	pthread_mutex_unlock(&c->lock);
 }
+
+int tfs_cache_trace(struct tfs_fs *fs, const char *cmd, char *err, size_t errlen)
+{
+	if (!attached(fs)) {
+		snprintf(err, errlen, "no cache is attached (mount with -o cache=DIR)");
+		return -ENODEV;
+	}
+	return c_trace_ctl(cmd, err, errlen);
+}
+
+int tfs_cache_trace_state(struct tfs_fs *fs, char *buf, size_t len)
+{
+	return attached(fs) ? c_trace_state(buf, len) : -ENODEV;
+}

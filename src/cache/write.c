@@ -154,7 +154,7 @@ static bool over_high(const struct tfs_cache *c)
 /* Decide what each piece does and take what it needs (busy slots,
  * guards), under c->lock.  Pieces are taken in extent order, so two
  * writers never wait for each other's slots in a cycle. */
-static void plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache_mode mode,
+static bool plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache_mode mode,
 		       bool seq, uint64_t fid, struct piece *p, unsigned np)
 {
 	uint32_t now = c_now();
@@ -230,6 +230,7 @@ static void plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 	else
 		c->st.write_req_misses++;
 	c_count_file(in, true, hit, why);
+	return hit;
 }
 
 /* Above the high watermark a write that would dirty an extent the tier
@@ -504,7 +505,7 @@ ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direc
 	uint64_t fid, size, end = off + len;
 	struct piece *p;
 	unsigned np, nops = 0;
-	bool seq, cached = false, stored = true;
+	bool seq, cached = false, stored = true, hit;
 	int rc, err;
 
 	if (ring)
@@ -544,7 +545,8 @@ ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direc
 	c->last_io = c_now();
 	if (mode == TFS_CACHE_WRITEBACK && !seq)
 		throttle(c, fid, p, np);
-	plan_write(c, in, mode, seq, fid, p, np);
+	hit = plan_write(c, in, mode, seq, fid, p, np);
+	c_trace(fid, off, len, TFS_TR_WRITE, (hit ? TFS_TR_HIT : 0) | (direct ? TFS_TR_DIRECT : 0));
 	/* write-around and write-through: invalidate first (invariant 4; 1
 	 * keeps the flusher off); write-back over clean valid sectors: dirty
 	 * first (invariant 3) */
@@ -659,6 +661,8 @@ int tfs_cache_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 	struct tfs_cache *c = fs->cache;
 	int rc = 0, r;
 
+	c_trace(__atomic_load_n(&in->fid, __ATOMIC_RELAXED), 0, 0,
+		datasync ? TFS_TR_FDATASYNC : TFS_TR_FSYNC, 0);
 	/* the SSD: data file, then the records naming it (both in the
 	 * store's durability point), then the journal naming the file
 	 * (DESIGN §10.5) */

@@ -25,6 +25,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,6 +199,14 @@ static int root_get(struct tfs_fs *fs, const struct tfs_attr_caller *who, const 
 	if (!strcmp(n, MAINT_RATE))
 		return answer(buf, len, text, (size_t)snprintf(text, sizeof(text), "%g",
 							      tfs_maint_rate(fs)));
+	if (!strcmp(n, "trace")) {
+		char st[PATH_MAX + 128];
+
+		if (who->uid != 0)	/* a path */
+			return -ENODATA;
+		l = tfs_cache_trace_state(fs, st, sizeof(st));
+		return l < 0 ? -ENODATA : answer(buf, len, st, (size_t)l);
+	}
 	if (!in_list(tunable_names, N(tunable_names), n))
 		return -ENODATA;
 	l = tfs_cache_tunable_get(fs, n, text, sizeof(text));
@@ -254,7 +263,7 @@ int tfs_attr_set(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_attr_
 				tfs_warn("tierctl: %s", err);
 			return rc;
 		}
-		if (strcmp(n, "reset") && strcmp(n, MAINT_RATE) &&
+		if (strcmp(n, "reset") && strcmp(n, MAINT_RATE) && strcmp(n, "trace") &&
 		    !in_list(tunable_names, N(tunable_names), n))
 			return in_list(root_names, N(root_names), n)
 			       ? refused(-EPERM, name, "it only reads")
@@ -270,6 +279,7 @@ int tfs_attr_set(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_attr_
 		if (!v)
 			return -ENOMEM;
 		rc = !strcmp(n, MAINT_RATE) ? tfs_maint_rate_set(fs, v, err, sizeof(err))
+		     : !strcmp(n, "trace") ? tfs_cache_trace(fs, v, err, sizeof(err))
 		     : tfs_cache_tunable_set(fs, n, v, err, sizeof(err));
 		free(v);
 		return rc ? refused(rc == -ENODATA ? -EINVAL : rc, name, err) : 0;
@@ -331,9 +341,12 @@ int tfs_attr_list(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_attr
 	if (who->root_node) {
 		for (size_t i = 0; i < N(root_names) && n >= 0; i++)
 			n = list_add(buf, len, (size_t)n, root_names[i]);
-		if (tfs_cache_tunable_get(fs, "dirty_low", probe, sizeof(probe)) >= 0)
+		if (tfs_cache_tunable_get(fs, "dirty_low", probe, sizeof(probe)) >= 0) {
 			for (size_t i = 0; i < N(tunable_names) && n >= 0; i++)
 				n = list_add(buf, len, (size_t)n, tunable_names[i]);
+			if (who->uid == 0 && n >= 0)	/* it names a path */
+				n = list_add(buf, len, (size_t)n, "trace");
+		}
 	} else if (S_ISREG(in->type)) {
 		for (size_t i = 0; i < N(file_names) && n >= 0; i++)
 			n = list_add(buf, len, (size_t)n, file_names[i]);

@@ -69,6 +69,9 @@ static void usage(FILE *f)
 		"                                      a live view: requests, hit ratio, dirty\n"
 		"                                      level, flush rate, each member's I/O\n"
 		"  list                                every mounted tierfs array and its state\n"
+		"  trace   MOUNTPOINT [start FILE|stop]\n"
+		"                                      record every request the SSD tier sees\n"
+		"                                      into FILE (a new file), for cache_sim\n"
 		"  files   PATH [N]                    the N files under PATH the tier holds\n"
 		"                                      most of (20), with dirty bytes and heat\n"
 		"  set     MOUNTPOINT TUNABLE VALUE    cache_mode, seq_cutoff, promote_threshold,\n"
@@ -627,6 +630,56 @@ static int wait_flush(const char *mnt, unsigned long long before)
 	return 0;
 }
 
+/* tierctl trace MOUNTPOINT [start FILE | stop]: the recorder's state, or
+ * start it into FILE (made by the daemon: it must not exist), or stop it.
+ * Returns the exit status. */
+static int trace(const char *mnt, const char *what, const char *file)
+{
+	char cmd[PATH_MAX + 16], dir[PATH_MAX], real[PATH_MAX];
+	char *st;
+
+	if (!what) {
+		st = read_attr(mnt, XATTR_PFX "trace");
+		if (!st)
+			return 1;
+		printf("%s\n", st);
+		free(st);
+		return 0;
+	}
+	if (!strcmp(what, "stop")) {
+		if (set_attr(mnt, "trace", "stop"))
+			return 1;
+		st = read_attr(mnt, XATTR_PFX "trace");
+		printf("trace stopped: %s\n", st ? st : "?");
+		free(st);
+		return 0;
+	}
+	/* the daemon's working directory is not ours: an absolute path, the
+	 * directory resolved here (the file itself must not exist yet) */
+	snprintf(dir, sizeof(dir), "%s", file);
+	{
+		char *slash = strrchr(dir, '/');
+		const char *base = slash ? slash + 1 : file;
+
+		if (slash == dir)
+			snprintf(dir, sizeof(dir), "/");
+		else if (slash)
+			*slash = 0;
+		else
+			snprintf(dir, sizeof(dir), ".");
+		if (!*base || !realpath(dir, real)) {
+			fprintf(stderr, "%s: trace: %s: %s\n", prog, file,
+				*base ? strerror(errno) : "a file name, not a directory");
+			return 1;
+		}
+		snprintf(cmd, sizeof(cmd), "start %s/%s", strcmp(real, "/") ? real : "", base);
+	}
+	if (set_attr(mnt, "trace", cmd))
+		return 1;
+	printf("tracing into %s; stop with: %s trace %s stop\n", cmd + 6, prog, mnt);
+	return 0;
+}
+
 static int index_arg(const char *s, unsigned *k)
 {
 	char *e;
@@ -773,6 +826,9 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "set") && nargs == 4)
 		return set_attr(mnt, args[2], args[3]);
+	if (!strcmp(cmd, "trace") && (nargs == 2 || (nargs == 3 && !strcmp(args[2], "stop")) ||
+				      (nargs == 4 && !strcmp(args[2], "start"))))
+		return trace(mnt, nargs > 2 ? args[2] : NULL, nargs > 3 ? args[3] : NULL);
 	if ((!strcmp(cmd, "flush") || !strcmp(cmd, "evict")) && nargs == 2 &&
 	    stat(mnt, &sb) == 0 && S_ISREG(sb.st_mode))
 		return file_flush(mnt, cmd);

@@ -1,0 +1,39 @@
+/* The trace file the SSD tier's recorder writes (src/cache/trace.c; the
+ * root's user.tierfs.trace, tierctl trace; docs/DESIGN.md §10.7): a
+ * header, then one fixed-size record per request the tier saw, little
+ * endian as the machine that wrote it, in time order within blocks (a
+ * reader sorts by t_ns). */
+#ifndef TIERFS_TRACE_H
+#define TIERFS_TRACE_H
+
+#include <stdint.h>
+
+#define TFS_TRACE_MAGIC 0x3130435254534654ull	/* "TFSTRC01" */
+
+struct tfs_trace_hdr {
+	uint64_t magic;
+	uint32_t version;	/* 1 */
+	uint32_t rec_size;	/* sizeof(struct tfs_trace_rec): 32 */
+};
+
+enum tfs_trace_op {
+	TFS_TR_READ = 'R',
+	TFS_TR_WRITE = 'W',
+	TFS_TR_FSYNC = 'S',
+	TFS_TR_FDATASYNC = 'D',
+};
+
+#define TFS_TR_DIRECT 1		/* the request was O_DIRECT */
+#define TFS_TR_HIT 2		/* the tier served all of it from extents it held */
+
+struct tfs_trace_rec {
+	uint64_t t_ns;		/* since the trace started (CLOCK_MONOTONIC) */
+	uint64_t fid;		/* the file's identity (stable across renames, remounts) */
+	uint64_t off;		/* bytes (0 for a sync) */
+	uint32_t len;		/* bytes (0 for a sync) */
+	uint8_t op;		/* enum tfs_trace_op */
+	uint8_t flags;		/* TFS_TR_* */
+	uint16_t pad;		/* 0 */
+};
+
+#endif

@@ -14,6 +14,8 @@
 # by fio directly: the ceiling, e.g.
 #   VARIANTS="raw old:/path/A/build:fuse_uring=on new:build:fuse_uring=on"
 # (the io_uring queues need the fuse module's enable_uring set to Y).
+#   TRACE="LABEL..." runs those variants with the trace recorder on (tierctl
+#   trace, issue 16), e.g. VARIANTS="off:build:1 on:build:1" TRACE=on.
 #   JOBS="rr1 rr32" (default): the hits at QD 1 and 32; also
 #   rw32 (4K random O_DIRECT write-back writes, QD 32), wsync1 (4K
 #   random writes, each followed by fdatasync, QD 1), wsync4 (the same
@@ -55,6 +57,9 @@ for round in $(seq "${ROUNDS:-3}"); do
         IFS=: read -r label vb r <<<"$v"
         f=$D/raw/f
         [ "$label" = raw ] || { mnt "$label" "$vb" "$r"; f=$MNT/f; }
+        case " ${TRACE:-} " in *" $label "*)    # the trace recorder on for it
+            "$vb/tierctl" trace "$MNT" start "$D/trace.$label.$round" >/dev/null || exit 1 ;;
+        esac
         for job in ${JOBS:-rr1 rr32}; do
             case $job in
             rr1) a="--rw=randread --ioengine=psync" ;;
@@ -93,6 +98,8 @@ print('round $round $label $job iops %.0f cpu us/req %.1f' \
         [ "$label" = raw ] && continue
         getfattr --absolute-names -n user.tierfs.status --only-values "$MNT" | \
             grep -E "cache.(read_hits|read_misses|ring_hits)=" | tr '\n' ' '
+        [ -f "$D/trace.$label.$round" ] && "$vb/tierctl" trace "$MNT" stop | tr '\n' ' ' &&
+            printf 'trace bytes %s' "$(stat -c %s "$D/trace.$label.$round")"
         echo
         umnt
     done

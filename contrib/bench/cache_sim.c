@@ -23,7 +23,14 @@
  *                  [--sizes 5,10,20,40] [--zones 5:60,15:30,80:10]
  *                  [--scan-every N] [--zipf-s S] [--halve H] [--warmup F]
  *                  [--seed S] [--workloads hwc,hwc+scan,uniform,zipf]
- *                  [--admissions]
+ *                  [--admissions] [--trace FILE [--extent BYTES]]
+ * --trace replays a trace the tier's recorder wrote (tierctl trace;
+ * include/tierfs/trace.h) instead: each read or write becomes accesses to
+ * the extents of --extent bytes (default 256K) it touches, in time order;
+ * a write takes a slot whatever the heat (write-back allocates), a read
+ * only at the threshold; cache sizes are percent of the extents the trace
+ * touches.  The daemon's other rules (partial sectors, the sequential
+ * cutoff, the flusher, heat decay in time) are not modelled yet.
  * Prints CSV: workload,policy,threshold,cache_pct,hits,accesses,hit_ratio
  * and with --admissions one more column: extents admitted (written to the
  * SSD) in the counted accesses.
@@ -37,12 +44,15 @@
 #include <string.h>
 
 #include "tierfs/policy.h"
+#include "tierfs/trace.h"
 
 #define MAXLIST 16
 #define MAXZONES 8
 
-enum { W_HWC, W_HWC_SCAN, W_UNIFORM, W_ZIPF, W_COUNT };
-static const char *const wname[W_COUNT] = { "hwc", "hwc+scan", "uniform", "zipf" };
+enum { W_HWC, W_HWC_SCAN, W_UNIFORM, W_ZIPF, W_TRACE, W_COUNT };
+static const char *const wname[W_COUNT] = { "hwc", "hwc+scan", "uniform", "zipf", "trace" };
+
+#define WRITE_BIT 0x80000000u	/* an access of a recorded trace that writes */
 
 struct opts {
 	uint32_t z;
@@ -56,6 +66,12 @@ struct opts {
 	uint64_t halve, seed;
 	bool work[W_COUNT];
 	bool admissions;
+	/* --trace: a trace the tier's recorder wrote (include/tierfs/trace.h),
+	 * as accesses to extents of --extent bytes: ids numbered densely in
+	 * first-access order, WRITE_BIT set for writes */
+	const char *trace_path;
+	uint64_t extent;
+	uint32_t *ids;
 };
 
 /* ------------------------------------------------------------------ */
@@ -86,6 +102,7 @@ struct trace {
 	/* zipf: cumulative probabilities by rank, rank -> extent */
 	double *cdf;
 	uint32_t *perm;
+	const uint32_t *ids;	/* W_TRACE: the accesses, o->n of them */
 };
 
 static void trace_init(struct trace *tr, const struct opts *o, int w)
@@ -109,6 +126,7 @@ static void trace_init(struct trace *tr, const struct opts *o, int w)
 		tr->zcum[i] = ca / sa;
 	}
 	tr->zlo[o->nzones] = o->z;
+	tr->ids = o->ids;
 	if (w == W_ZIPF) {
 		double sum = 0;
 
@@ -147,6 +165,8 @@ static uint32_t trace_next(struct trace *tr)
 
 	tr->t++;
 	switch (tr->w) {
+	case W_TRACE:
+		return tr->ids[tr->t - 1];
 	case W_HWC_SCAN:
 		if (tr->t % tr->scan_every == 0) {
 			uint32_t e = tr->scan_pos;
@@ -221,9 +241,11 @@ static struct result simulate(const struct opts *o, int w, enum tfs_policy_kind 
 	memset(slot_of, 0xff, o->z * sizeof(*slot_of));
 	trace_init(&tr, o, w);
 	for (uint64_t t = 0; t < o->n; t++) {
-		uint32_t e = trace_next(&tr), s = slot_of[e], now = (uint32_t)(t / H), age;
-		bool counted = t >= warm;
+		uint32_t e = trace_next(&tr), s, now = (uint32_t)(t / H), age;
+		bool counted = t >= warm, wr = e & WRITE_BIT;
 
+		e &= ~WRITE_BIT;
+		s = slot_of[e];
 		age = now - epoch[e];
 		heat[e] = age >= 16 ? 0 : (uint16_t)(heat[e] >> age);
 		epoch[e] = now;
@@ -235,7 +257,8 @@ static struct result simulate(const struct opts *o, int w, enum tfs_policy_kind 
 			tfs_policy_hit(p, s);
 			continue;
 		}
-		if (heat[e] < thr || !cap)
+		/* a write takes a slot whatever the heat, as write-back does */
+		if ((!wr && heat[e] < thr) || !cap)
 			continue;
 		if (used < cap) {
 			s = used++;
@@ -259,6 +282,89 @@ static struct result simulate(const struct opts *o, int w, enum tfs_policy_kind 
 	free(heat);
 	free(epoch);
 	return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* A recorded trace                                                    */
+/* ------------------------------------------------------------------ */
+
+static int rec_cmp(const void *a, const void *b)
+{
+	const struct tfs_trace_rec *x = a, *y = b;
+
+	return x->t_ns < y->t_ns ? -1 : x->t_ns > y->t_ns;
+}
+
+/* Reads o->trace_path into o->ids (o->n accesses, o->z extents). */
+static void load_trace(struct opts *o)
+{
+	FILE *f = fopen(o->trace_path, "rb");
+	struct tfs_trace_hdr h;
+	struct tfs_trace_rec *r = NULL;
+	size_t n = 0, cap = 0, na = 0, acap = 0;
+	uint64_t *hkey, hmask = (1u << 20) - 1;
+	uint32_t *hval;
+
+	if (!f || fread(&h, sizeof(h), 1, f) != 1 || h.magic != TFS_TRACE_MAGIC ||
+	    h.version != 1 || h.rec_size != sizeof(*r)) {
+		fprintf(stderr, "cache_sim: %s: not a tierfs trace\n", o->trace_path);
+		exit(1);
+	}
+	for (;;) {
+		if (n == cap && !(r = realloc(r, (cap = cap ? 2 * cap : 65536) * sizeof(*r)))) {
+			fprintf(stderr, "cache_sim: out of memory\n");
+			exit(1);
+		}
+		if (fread(&r[n], sizeof(*r), 1, f) != 1)
+			break;
+		n++;
+	}
+	fclose(f);
+	qsort(r, n, sizeof(*r), rec_cmp);	/* buffers interleave (trace.c inv. 3) */
+	/* (fid, extent) -> dense id, open addressing (grown by doubling) */
+	hkey = calloc(hmask + 1, sizeof(*hkey) * 2);
+	hval = calloc(hmask + 1, sizeof(*hval));
+	if (!hkey || !hval) {
+		fprintf(stderr, "cache_sim: out of memory\n");
+		exit(1);
+	}
+	o->z = 0;
+	for (size_t i = 0; i < n; i++) {
+		if ((r[i].op != TFS_TR_READ && r[i].op != TFS_TR_WRITE) || !r[i].len)
+			continue;
+		for (uint64_t x = r[i].off / o->extent; x <= (r[i].off + r[i].len - 1) / o->extent;
+		     x++) {
+			uint64_t k = splitmix(&(uint64_t){ r[i].fid * 0x9E3779B97F4A7C15ull ^ x });
+			uint64_t j = k & hmask;
+
+			while (hval[j] && (hkey[2 * j] != r[i].fid || hkey[2 * j + 1] != x))
+				j = (j + 1) & hmask;
+			if (!hval[j]) {
+				if (o->z + 1 > (hmask + 1) / 2) {
+					fprintf(stderr, "cache_sim: more than %llu extents\n",
+						(unsigned long long)(hmask + 1) / 2);
+					exit(1);
+				}
+				hkey[2 * j] = r[i].fid;
+				hkey[2 * j + 1] = x;
+				hval[j] = ++o->z;
+			}
+			if (na == acap && !(o->ids = realloc(o->ids, (acap = acap ? 2 * acap : 65536) *
+								   sizeof(*o->ids)))) {
+				fprintf(stderr, "cache_sim: out of memory\n");
+				exit(1);
+			}
+			o->ids[na++] = (hval[j] - 1) | (r[i].op == TFS_TR_WRITE ? WRITE_BIT : 0);
+		}
+	}
+	free(r);
+	free(hkey);
+	free(hval);
+	o->n = na;
+	if (o->z < 2) {
+		fprintf(stderr, "cache_sim: %s: fewer than 2 extents\n", o->trace_path);
+		exit(1);
+	}
 }
 
 /* ------------------------------------------------------------------ */
@@ -326,7 +432,7 @@ static void usage(void)
 		"usage: cache_sim [-z EXTENTS] [-n ACCESSES] [--threshold LIST] [--sizes PCTS]\n"
 		"                 [--zones PCT:ACC,...] [--scan-every N] [--zipf-s S]\n"
 		"                 [--halve H] [--warmup FRACTION] [--seed S] [--workloads LIST]\n"
-		"                 [--admissions]\n");
+		"                 [--admissions] [--trace FILE [--extent BYTES]]\n");
 	exit(2);
 }
 
@@ -373,10 +479,21 @@ int main(int argc, char **argv)
 			o.seed = strtoull(v, NULL, 10);
 		else if (!strcmp(a, "--workloads"))
 			rc = parse_workloads(v, &o);
+		else if (!strcmp(a, "--trace"))
+			o.trace_path = v;
+		else if (!strcmp(a, "--extent"))
+			o.extent = strtoull(v, NULL, 10);
 		else
 			usage();
 		if (rc)
 			usage();
+	}
+	if (o.trace_path) {	/* the recorded trace alone */
+		if (!o.extent)
+			o.extent = 256 * 1024;
+		load_trace(&o);
+		memset(o.work, 0, sizeof(o.work));
+		o.work[W_TRACE] = true;
 	}
 	if (o.z < 2 || o.scan_every < 1 || o.warmup < 0 || o.warmup >= 1 || !o.nzones)
 		usage();

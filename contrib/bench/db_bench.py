@@ -58,6 +58,9 @@ Usage: contrib/bench/db_bench.py          (configure with these variables)
                           does not), or perf stat of its syscalls and context
                           switches; the report in OUT/logs/*.perf.txt
   OUT=<dir>               results (default: a new mktemp -d directory)
+  TRACE_DIR=<dir>         record each cell on each target with a tier through
+                          the tier's trace recorder (tierctl trace, issue 16)
+                          into DIR/TARGET-CELL-rROUND.trace
   KEEP=1                  keep the work directory (clusters, members, logs)
   (SECONDS works as a command prefix: bash does not export its own $SECONDS.)
   Smoke run: ROUNDS=1 SECONDS=5 WARMUP=1 SCALES=1 CLIENTS=2 SQLITE_TXNS=500
@@ -143,6 +146,9 @@ def settings():
     c.out = os.environ.get("OUT", "")
     c.keep = os.environ.get("KEEP", "0") == "1"
     c.perf = os.environ.get("PERF", "")
+    c.trace_dir = os.path.abspath(os.environ["TRACE_DIR"]) if os.environ.get("TRACE_DIR") else ""
+    if c.trace_dir:
+        os.makedirs(c.trace_dir, exist_ok=True)
     bad = [t for t in c.targets if t not in ALL_TARGETS + URING_TARGETS]
     bad += ["PERF=" + c.perf] if c.perf not in ("", "record", "graph", "stat") else []
     bad += [w for w in c.workloads if w not in ("pgbench", "sqlite")]
@@ -646,9 +652,22 @@ def tier_counters(t):
     return {k: int(st[k]) for k in CELL_COUNTERS if st.get(k, "").isdigit()}
 
 
+def trace(c, t, what, name=""):
+    """With TRACE_DIR: the tier's trace recorder (tierctl trace) on a tierfs
+    target with a tier, for one cell: start into TRACE_DIR/NAME.trace, or
+    stop."""
+    if not c.trace_dir or not isinstance(t.daemon, cb.Array) or not t.daemon.cached:
+        return
+    args = [os.path.join(c.build, "tierctl"), "trace", t.daemon.mnt, what]
+    if what == "start":
+        args.append(os.path.join(c.trace_dir, name + ".trace"))
+    must(child(args, 60, "tierctl trace " + what), "tierctl trace " + what)
+
+
 def run_cell(c, t, rnd, cell, spec, logdir):
     row = {"round": rnd + 1, "cell": cell, "target": t.name, "status": "ok", "note": ""}
     os.sync()
+    trace(c, t, "start", "%s-%s-r%d" % (t.name, cell.replace(" ", "-"), rnd + 1))
     k0 = tier_counters(t)
     w0 = time.time()
     try:
@@ -665,6 +684,7 @@ def run_cell(c, t, rnd, cell, spec, logdir):
     except RuntimeError as e:
         row.update(status="fail", note="%s %s: %s" % (t.name, cell, str(e).splitlines()[0][:300]))
     row["wall_s"] = round(time.time() - w0, 1)
+    trace(c, t, "stop")
     t.check()
     k1 = tier_counters(t)
     if k0 is not None and k1 is not None:

@@ -1,0 +1,78 @@
+"""Issue 16: a trace the tier's recorder writes (tierctl trace;
+include/tierfs/trace.h) replayed by contrib/bench/cache_sim --trace: the
+records become accesses to extents in time order (records are sorted: the
+recorder's per-thread blocks interleave), a write takes a slot whatever
+the heat, a read only at the threshold; and a trace recorded on a real
+mount replays."""
+import mmap
+import os
+import struct
+import subprocess
+
+from conftest import BUILD
+from test_attrs import tiered, write_pieces, tierctl, read_trace  # noqa: F401 (fixture)
+from test_cache import K
+
+SIM = BUILD / "cache_sim"
+
+
+def write_trace(path, recs):
+    """recs: (t_ns, fid, off, len, op) in any order."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<QII", 0x3130435254534654, 1, 32))
+        for t, fid, off, ln, op in recs:
+            f.write(struct.pack("<QQQIBBH", t, fid, off, ln, ord(op), 0, 0))
+
+
+def sim(path, *args):
+    r = subprocess.run([str(SIM), "--trace", str(path), *args], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    rows = [l.split(",") for l in r.stdout.splitlines()[1:]]
+    return {(w[1], int(w[2]), int(w[3])): (int(w[4]), int(w[5])) for w in rows}
+
+
+def test_replay_counts_hits_by_the_tiers_rules(tmp_path):
+    E = 64 * K
+    # a hot set of 5 extents of file 7 read round and round, then 5 others
+    # once; written out of time order, as interleaved blocks are
+    recs = [(1000 + i, 7, (i % 5) * E, 4 * K, "R") for i in range(500)]
+    recs += [(5000 + j, 7, (5 + j) * E + 100, 200, "R") for j in range(5)]
+    recs.reverse()
+    p = tmp_path / "hot.trace"
+    write_trace(p, recs)
+    got = sim(p, "--extent", str(E), "--threshold", "1", "--sizes", "50", "--warmup", "0.2")
+    # 505 accesses, the first 101 not counted; after them only the last 5 miss
+    assert got[("lru", 1, 50)] == (404 - 5, 404), got
+    # at threshold 2 a written extent takes a slot at once (its read hits);
+    # a read-only one is admitted at its second read (a miss) and hits at
+    # its third
+    w = [(1, 3, 0, 4 * K, "W"), (2, 3, 0, 4 * K, "R"),
+         (3, 3, E, 4 * K, "R"), (4, 3, E, 4 * K, "R"), (5, 3, E, 4 * K, "R")]
+    q = tmp_path / "w.trace"
+    write_trace(q, w)
+    got = sim(q, "--extent", str(E), "--threshold", "2", "--sizes", "100", "--warmup", "0")
+    assert got[("lru", 2, 100)] == (2, 5), got     # e0's read and e1's third read
+    # a request over two extents is an access to each
+    write_trace(q, [(1, 3, E - 4 * K, 8 * K, "R"), (2, 3, 0, 4 * K, "R")])
+    got = sim(q, "--extent", str(E), "--threshold", "1", "--sizes", "100", "--warmup", "0")
+    assert got[("lru", 1, 100)] == (1, 3), got
+
+
+def test_a_trace_recorded_on_a_mount_replays(tiered, tmp_path):
+    m = tiered.mnt
+    out = tmp_path / "m.trace"
+    write_pieces(m / "f", 1024 * K, 256 * K)
+    assert tierctl("trace", m, "start", out).returncode == 0
+    buf = mmap.mmap(-1, 4 * K)
+    for _ in range(5):                             # O_DIRECT: every read reaches the tier
+        fd = os.open(m / "f", os.O_RDONLY | os.O_DIRECT)
+        for off in range(0, 1024 * K, 64 * K):
+            os.preadv(fd, [buf], off)
+        os.close(fd)
+    assert tierctl("trace", m, "stop").returncode == 0
+    assert len(read_trace(out)) >= 80
+    got = sim(out, "--extent", str(256 * K), "--threshold", "1", "--sizes", "100",
+              "--warmup", "0")
+    hits, n = got[("lru", 1, 100)]
+    assert n >= 80 and hits >= n - 4, got      # 4 extents: at most 4 cold misses

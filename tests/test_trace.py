@@ -76,3 +76,23 @@ def test_a_trace_recorded_on_a_mount_replays(tiered, tmp_path):
               "--warmup", "0")
     hits, n = got[("lru", 1, 100)]
     assert n >= 80 and hits >= n - 4, got      # 4 extents: at most 4 cold misses
+
+
+def test_text_traces_replay(tmp_path):
+    """The public text formats: TIME,OBJECT,SIZE[,OP] (an object read or
+    written whole) and SNIA/MSR-style TIME,HOST,DISK,TYPE,OFFSET,SIZE,...;
+    a header line and blank lines are skipped."""
+    E = 64 * K
+    p = tmp_path / "obj.csv"
+    p.write_text("time,object,size,op\n\n" +
+                 "".join(f"{i},obj{i % 3},{E},read\n" for i in range(30)) +
+                 "31,new,100,write\n32,new,100,read\n")
+    got = sim(p, "--extent", str(E), "--threshold", "2", "--sizes", "100", "--warmup", "0")
+    # 3 objects read round: each admitted at its second read, hits after
+    # (30 - 6 = 24); "new" written (a slot at once), then read: a hit
+    assert got[("lru", 2, 100)] == (25, 32), got
+    q = tmp_path / "msr.csv"
+    q.write_text("".join(f"{128166372000000000 + i},web,0,{'Write' if i == 0 else 'Read'},"
+                         f"{(i % 2) * E},4096,100\n" for i in range(10)))
+    got = sim(q, "--extent", str(E), "--threshold", "1", "--sizes", "100", "--warmup", "0")
+    assert got[("lru", 1, 100)] == (8, 10), got      # two extents, each missed once

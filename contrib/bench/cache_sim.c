@@ -25,7 +25,9 @@
  *                  [--seed S] [--workloads hwc,hwc+scan,uniform,zipf]
  *                  [--admissions] [--trace FILE [--extent BYTES]]
  * --trace replays a trace the tier's recorder wrote (tierctl trace;
- * include/tierfs/trace.h) instead: each read or write becomes accesses to
+ * include/tierfs/trace.h), or a text trace (CSV TIME,OBJECT,SIZE[,OP]: an
+ * object read or written whole; or SNIA/MSR-style TIME,HOST,DISK,TYPE,
+ * OFFSET,SIZE,...) instead: each read or write becomes accesses to
  * the extents of --extent bytes (default 256K) it touches, in time order;
  * a write takes a slot whatever the heat (write-back allocates), a read
  * only at the threshold; cache sizes are percent of the extents the trace
@@ -295,31 +297,112 @@ static int rec_cmp(const void *a, const void *b)
 	return x->t_ns < y->t_ns ? -1 : x->t_ns > y->t_ns;
 }
 
-/* Reads o->trace_path into o->ids (o->n accesses, o->z extents). */
+static void *grow(void *p, size_t *cap, size_t elem)
+{
+	*cap = *cap ? 2 * *cap : 65536;
+	p = realloc(p, *cap * elem);
+	if (!p) {
+		fprintf(stderr, "cache_sim: out of memory\n");
+		exit(1);
+	}
+	return p;
+}
+
+/* The records of a tierfs trace file; *n of them. */
+static struct tfs_trace_rec *read_tierfs(FILE *f, const char *path, size_t *n)
+{
+	struct tfs_trace_rec *r = NULL;
+	struct tfs_trace_hdr h;
+	size_t cap = 0;
+
+	if (fread(&h, sizeof(h), 1, f) != 1 || h.magic != TFS_TRACE_MAGIC || h.version != 1 ||
+	    h.rec_size != sizeof(*r)) {
+		fprintf(stderr, "cache_sim: %s: not a tierfs trace\n", path);
+		exit(1);
+	}
+	for (*n = 0;; (*n)++) {
+		if (*n == cap)
+			r = grow(r, &cap, sizeof(*r));
+		if (fread(&r[*n], sizeof(*r), 1, f) != 1)
+			break;
+	}
+	return r;
+}
+
+/* A text trace, one request a line, as records (objects and disks become
+ * fids by a hash of their names):
+ *   TIME,OBJECT,SIZE[,OP]        an object read whole (OP w/write: written)
+ *   TIME,HOST,DISK,TYPE,OFFSET,SIZE[,...]   SNIA/MSR-style (TYPE Read/Write)
+ * Lines that do not parse (a header) are skipped; *bad counts them. */
+static struct tfs_trace_rec *read_csv(FILE *f, size_t *n, size_t *bad)
+{
+	struct tfs_trace_rec *r = NULL;
+	char line[4096];
+	size_t cap = 0;
+
+	*n = *bad = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *fld[8], *save = NULL, *end;
+		int nf = 0;
+		uint64_t fid = 1469598103934665603ull;	/* FNV-1a of the name */
+
+		line[strcspn(line, "\r\n")] = 0;
+		for (char *t = strtok_r(line, ",", &save); t && nf < 8; t = strtok_r(NULL, ",", &save))
+			fld[nf++] = t;
+		if (nf < 3) {
+			(*bad)++;
+			continue;
+		}
+		if (*n == cap)
+			r = grow(r, &cap, sizeof(*r));
+		memset(&r[*n], 0, sizeof(r[*n]));
+		r[*n].t_ns = (uint64_t)strtod(fld[0], &end);
+		if (end == fld[0]) {
+			(*bad)++;
+			continue;
+		}
+		if (nf >= 6) {		/* SNIA/MSR: host and disk name the volume */
+			for (const char *c = fld[1]; *c; c++)
+				fid = (fid ^ (uint8_t)*c) * 1099511628211ull;
+			for (const char *c = fld[2]; *c; c++)
+				fid = (fid ^ (uint8_t)*c) * 1099511628211ull;
+			r[*n].op = (fld[3][0] == 'W' || fld[3][0] == 'w') ? TFS_TR_WRITE : TFS_TR_READ;
+			r[*n].off = strtoull(fld[4], NULL, 10);
+			r[*n].len = (uint32_t)strtoul(fld[5], NULL, 10);
+		} else {
+			for (const char *c = fld[1]; *c; c++)
+				fid = (fid ^ (uint8_t)*c) * 1099511628211ull;
+			r[*n].len = (uint32_t)strtoul(fld[2], NULL, 10);
+			r[*n].op = nf > 3 && (fld[3][0] == 'w' || fld[3][0] == 'W') ? TFS_TR_WRITE
+										  : TFS_TR_READ;
+		}
+		r[*n].fid = fid;
+		(*n)++;
+	}
+	return r;
+}
+
+/* Reads o->trace_path (a tierfs trace, or a text trace: read_csv) into
+ * o->ids (o->n accesses, o->z extents). */
 static void load_trace(struct opts *o)
 {
 	FILE *f = fopen(o->trace_path, "rb");
-	struct tfs_trace_hdr h;
-	struct tfs_trace_rec *r = NULL;
-	size_t n = 0, cap = 0, na = 0, acap = 0;
-	uint64_t *hkey, hmask = (1u << 20) - 1;
+	struct tfs_trace_rec *r;
+	size_t n = 0, na = 0, acap = 0, bad = 0;
+	uint64_t *hkey, hmask = (1u << 22) - 1, magic = 0;
 	uint32_t *hval;
 
-	if (!f || fread(&h, sizeof(h), 1, f) != 1 || h.magic != TFS_TRACE_MAGIC ||
-	    h.version != 1 || h.rec_size != sizeof(*r)) {
-		fprintf(stderr, "cache_sim: %s: not a tierfs trace\n", o->trace_path);
+	if (!f) {
+		fprintf(stderr, "cache_sim: %s: %s\n", o->trace_path, strerror(errno));
 		exit(1);
 	}
-	for (;;) {
-		if (n == cap && !(r = realloc(r, (cap = cap ? 2 * cap : 65536) * sizeof(*r)))) {
-			fprintf(stderr, "cache_sim: out of memory\n");
-			exit(1);
-		}
-		if (fread(&r[n], sizeof(*r), 1, f) != 1)
-			break;
-		n++;
-	}
+	if (fread(&magic, sizeof(magic), 1, f) != 1)
+		magic = 0;
+	rewind(f);
+	r = magic == TFS_TRACE_MAGIC ? read_tierfs(f, o->trace_path, &n) : read_csv(f, &n, &bad);
 	fclose(f);
+	if (bad > 1)
+		fprintf(stderr, "cache_sim: %s: %zu lines skipped\n", o->trace_path, bad);
 	qsort(r, n, sizeof(*r), rec_cmp);	/* buffers interleave (trace.c inv. 3) */
 	/* (fid, extent) -> dense id, open addressing (grown by doubling) */
 	hkey = calloc(hmask + 1, sizeof(*hkey) * 2);
@@ -349,11 +432,8 @@ static void load_trace(struct opts *o)
 				hkey[2 * j + 1] = x;
 				hval[j] = ++o->z;
 			}
-			if (na == acap && !(o->ids = realloc(o->ids, (acap = acap ? 2 * acap : 65536) *
-								   sizeof(*o->ids)))) {
-				fprintf(stderr, "cache_sim: out of memory\n");
-				exit(1);
-			}
+			if (na == acap)
+				o->ids = grow(o->ids, &acap, sizeof(*o->ids));
 			o->ids[na++] = (hval[j] - 1) | (r[i].op == TFS_TR_WRITE ? WRITE_BIT : 0);
 		}
 	}

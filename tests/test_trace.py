@@ -96,3 +96,17 @@ def test_text_traces_replay(tmp_path):
                          f"{(i % 2) * E},4096,100\n" for i in range(10)))
     got = sim(q, "--extent", str(E), "--threshold", "1", "--sizes", "100", "--warmup", "0")
     assert got[("lru", 1, 100)] == (8, 10), got      # two extents, each missed once
+
+
+def test_belady_bounds_by_hand(tmp_path):
+    """Belady's MIN on a trace, counted by hand: A B C three times over, two
+    slots.  Without bypass the farthest-needed extent goes at each miss
+    (hits at the 4th, 6th and 8th access); with bypass an extent needed
+    later than both cached ones is not cached (hits at the 4th, 5th, 7th,
+    8th)."""
+    p = tmp_path / "abc.csv"
+    p.write_text("".join(f"{i},{'ABC'[i % 3]},100\n" for i in range(9)))
+    got = sim(p, "--extent", str(64 * K), "--threshold", "1", "--sizes", "67", "--warmup", "0")
+    assert got[("belady", 0, 67)] == (3, 9), got
+    assert got[("belady_bypass", 0, 67)] == (4, 9), got
+    assert got[("lru", 1, 67)] == (0, 9), got          # LRU thrashes on the cycle

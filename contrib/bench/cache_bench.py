@@ -436,7 +436,8 @@ class StatSampler(threading.Thread):
 
     KEYS = ["cache.cached_extents", "cache.dirty_extents", "cache.dirty_bytes",
             "cache.read_hits", "cache.read_misses", "cache.write_hits", "cache.write_misses",
-            "cache.promotions", "cache.promote_dropped", "cache.evictions", "cache.seq_bypass",
+            "cache.promotions", "cache.promote_dropped", "cache.fill_promotions",
+            "cache.fill_dropped", "cache.evictions", "cache.seq_bypass",
             "cache.flushed_bytes", "cache.flush_writes", "cache.full_stripe_flushes",
             "cache.throttled", "cache.flush_pending"]
 
@@ -594,9 +595,12 @@ def part_zones(args, arrs, out):
                 q = rows[int(len(rows) * 0.75)] if rows else None
                 summ["hit_last_q"] = hit_ratio(q, rows[-1] if rows else None)
                 log("  cache after the run: %s extents, %s promotions, %s dropped, "
+                    "%s fills, %s fills dropped, "
                     "%s hits, %s misses" % (st.get("cache.cached_extents"),
                                             st.get("cache.promotions"),
                                             st.get("cache.promote_dropped"),
+                                            st.get("cache.fill_promotions", "-"),
+                                            st.get("cache.fill_dropped", "-"),
                                             st.get("cache.read_hits"),
                                             st.get("cache.read_misses")))
                 summ["sampler"] = sampler

@@ -32,7 +32,11 @@
  * a write takes a slot whatever the heat (write-back allocates), a read
  * only at the threshold; cache sizes are percent of the extents the trace
  * touches.  The daemon's other rules (partial sectors, the sequential
- * cutoff, the flusher, heat decay in time) are not modelled yet.
+ * cutoff, the flusher, heat decay in time) are not modelled yet.  For a
+ * trace it also prints Belady's MIN ("belady", threshold 0: every miss
+ * admitted, the farthest-needed evicted) and MIN with bypass
+ * ("belady_bypass": an extent needed later than every cached one is not
+ * admitted), the bounds any policy can reach.
  * Prints CSV: workload,policy,threshold,cache_pct,hits,accesses,hit_ratio
  * and with --admissions one more column: extents admitted (written to the
  * SSD) in the counted accesses.
@@ -283,6 +287,121 @@ static struct result simulate(const struct opts *o, int w, enum tfs_policy_kind 
 	free(ext_of);
 	free(heat);
 	free(epoch);
+	return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Belady's MIN on a recorded trace (the future is known)              */
+/* ------------------------------------------------------------------ */
+
+struct hent {
+	uint64_t next;		/* the access the extent is needed at next */
+	uint32_t e;
+};
+
+static void heap_push(struct hent *h, size_t *n, struct hent x)
+{
+	size_t i = (*n)++;
+
+	while (i && h[(i - 1) / 2].next < x.next) {
+		h[i] = h[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	h[i] = x;
+}
+
+static struct hent heap_pop(struct hent *h, size_t *n)
+{
+	struct hent top = h[0], x = h[--*n];
+	size_t i = 0;
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= *n)
+			break;
+		if (c + 1 < *n && h[c + 1].next > h[c].next)
+			c++;
+		if (h[c].next <= x.next)
+			break;
+		h[i] = h[c];
+		i = c;
+	}
+	if (*n)
+		h[i] = x;
+	return top;
+}
+
+/* The farthest-needed cached extent's entry, stale entries dropped (an
+ * extent evicted, or needed earlier since).  Returns false when empty. */
+static bool heap_top(struct hent *h, size_t *n, const uint64_t *cur, const bool *in,
+		     struct hent *top)
+{
+	while (*n && (!in[h[0].e] || cur[h[0].e] != h[0].next))
+		(void)heap_pop(h, n);
+	if (*n)
+		*top = h[0];
+	return *n != 0;
+}
+
+/* MIN over o->ids with cap slots: on a miss the extent is admitted and the
+ * one needed farthest ahead evicted; with bypass, it is not admitted when it
+ * is needed later than every cached one (the upper bound of any policy
+ * that may refuse to cache).  Warm-up as simulate's. */
+static struct result belady(const struct opts *o, uint32_t cap, bool bypass)
+{
+	uint64_t *nextu = malloc(o->n * sizeof(*nextu)), *last = malloc(o->z * sizeof(*last));
+	uint64_t *cur = calloc(o->z, sizeof(*cur)), warm = (uint64_t)(o->warmup * o->n);
+	bool *in = calloc(o->z, sizeof(*in));
+	struct hent *h = malloc((o->n + 1) * sizeof(*h)), top;
+	size_t nh = 0;
+	uint32_t used = 0;
+	struct result r = { 0, 0, 0 };
+
+	if (!nextu || !last || !cur || !in || !h) {
+		fprintf(stderr, "cache_sim: out of memory\n");
+		exit(1);
+	}
+	for (uint32_t e = 0; e < o->z; e++)
+		last[e] = UINT64_MAX;
+	for (uint64_t t = o->n; t-- > 0;) {
+		uint32_t e = o->ids[t] & ~WRITE_BIT;
+
+		nextu[t] = last[e];
+		last[e] = t;
+	}
+	for (uint64_t t = 0; t < o->n; t++) {
+		uint32_t e = o->ids[t] & ~WRITE_BIT;
+		bool counted = t >= warm;
+
+		r.counted += counted;
+		if (in[e]) {
+			r.hits += counted;
+			cur[e] = nextu[t];
+			heap_push(h, &nh, (struct hent){ nextu[t], e });
+			continue;
+		}
+		if (!cap)
+			continue;
+		if (used == cap) {
+			if (!heap_top(h, &nh, cur, in, &top))
+				continue;
+			if (bypass && nextu[t] >= top.next)
+				continue;	/* needed later than all: not cached */
+			in[heap_pop(h, &nh).e] = false;
+			used--;
+		}
+		in[e] = true;
+		used++;
+		r.admitted += counted;
+		cur[e] = nextu[t];
+		heap_push(h, &nh, (struct hent){ nextu[t], e });
+	}
+	free(nextu);
+	free(last);
+	free(cur);
+	free(in);
+	free(h);
 	return r;
 }
 
@@ -602,6 +721,21 @@ int main(int argc, char **argv)
 					putchar('\n');
 					fflush(stdout);
 				}
+		/* a recorded trace: the optimum too, with and without bypass */
+		for (int b = 0; w == W_TRACE && b < 2; b++)
+			for (uint32_t si = 0; si < o.nsizes; si++) {
+				uint32_t cap = (uint32_t)((uint64_t)o.z * o.sizes[si] / 100);
+				struct result r = belady(&o, cap, b);
+
+				printf("%s,%s,0,%u,%llu,%llu,%.4f", wname[w],
+				       b ? "belady_bypass" : "belady", o.sizes[si],
+				       (unsigned long long)r.hits, (unsigned long long)r.counted,
+				       r.counted ? (double)r.hits / (double)r.counted : 0.0);
+				if (o.admissions)
+					printf(",%llu", (unsigned long long)r.admitted);
+				putchar('\n');
+				fflush(stdout);
+			}
 	}
 	return 0;
 }

@@ -108,6 +108,7 @@ struct cstats {
 	uint64_t flushed_bytes, flush_writes, flush_syncs, full_stripe_flushes, throttled;
 	uint64_t fills;
 	uint64_t fill_promotions;	/* partly valid extents filled (flush.c invariant 14) */
+	uint64_t fill_dropped;		/* fills given up (the slot busy or being flushed...) */
 	/* whole requests: a hit when the tier served all of it from extents
 	 * it held (the counters above count a request's pieces, one per
 	 * extent) */

@@ -1071,7 +1071,7 @@ static void fill_one(struct tfs_cache *c, const struct promote_job *j)
 		x->fillq = false;
 	if (!x || x->busy || x->flushing || c->guard[c_ekey(j->fid, j->idx) % C_GUARDS] ||
 	    (f && f->refs) || c_mode(c) == TFS_CACHE_OFF) {
-		c->st.promote_dropped++;
+		c->st.fill_dropped++;
 		return;
 	}
 	x->busy = true;		/* writers, cuts and the flusher stay off */
@@ -1122,7 +1122,7 @@ static void fill_one(struct tfs_cache *c, const struct promote_job *j)
 	if (done)
 		c->st.fill_promotions++;
 	else
-		c->st.promote_dropped++;
+		c->st.fill_dropped++;
 }
 
 static void promote_one(struct tfs_cache *c, const struct promote_job *j)

@@ -112,6 +112,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     "cache.promotions=%" PRIu64 "\ncache.promote_dropped=%" PRIu64 "\n"
 		     "cache.evictions=%" PRIu64 "\ncache.invalidations=%" PRIu64 "\n"
 		     "cache.fills=%" PRIu64 "\ncache.fill_promotions=%" PRIu64 "\n"
+		     "cache.fill_dropped=%" PRIu64 "\n"
 		     "cache.flushed_bytes=%" PRIu64 "\n"
 		     "cache.flush_writes=%" PRIu64 "\ncache.flush_syncs=%" PRIu64 "\n"
 		     "cache.full_stripe_flushes=%" PRIu64 "\n"
@@ -131,7 +132,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     pin_files, pin_reserved,
 		     (uint32_t)((uint64_t)c->nslots * C_PIN_CAP_PCT / 100), st.write_around, st.seq_bypass, st.full_bypass,
 		     st.promotions, st.promote_dropped, st.evictions, st.invalidations,
-		     st.fills, st.fill_promotions, st.flushed_bytes, st.flush_writes, st.flush_syncs, st.full_stripe_flushes,
+		     st.fills, st.fill_promotions, st.fill_dropped, st.flushed_bytes, st.flush_writes, st.flush_syncs, st.full_stripe_flushes,
 		     st.throttled, flushing, unresolved, promote, seq_cutoff,
 		     dirty_low, dirty_high, ferr);
 	if (l >= 0 && (size_t)l < len)

@@ -73,7 +73,7 @@ def test_names_are_listed_where_they_read(tiered, make_array):
     os.setxattr(str(f), "user.mine", b"x")
     assert ours(f) == sorted(FILE_NAMES)
     assert "user.mine" in os.listxattr(str(f))
-    assert ours(tiered.mnt) == sorted(["status", "stats", "maint_mbps"] + TUNABLES)
+    assert ours(tiered.mnt) == sorted(["status", "stats", "maint_mbps", "trace"] + TUNABLES)
     assert ours(tiered.mnt / "d") == []
     # getfattr -d reads every listed name: each one reads
     for n in FILE_NAMES:

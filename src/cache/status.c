@@ -39,6 +39,12 @@
 #include "tierfs/parse.h"
 #include "cache_i.h"
 
+/* The class of heat h: hot at twice the promotion threshold, warm at it. */
+static const char *heat_class(const struct tfs_cache *c, unsigned h)
+{
+	return h >= 2 * c->promote ? "hot" : h >= c->promote ? "warm" : "cold";
+}
+
 int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 {
 	struct tfs_cache *c = fs->cache;
@@ -64,12 +70,11 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		if (!c->e[s].used)
 			continue;
 		h = c_heat_now(c, c->e[s].heat, c->e[s].heat_t, now);
-		if (h >= 2 * c->promote)
-			hot++;
-		else if (h >= c->promote)
-			warm++;
-		else
-			cold++;
+		const char *k = heat_class(c, h);
+
+		hot += k[0] == 'h';
+		warm += k[0] == 'w';
+		cold += k[0] == 'c';
 	}
 	st = c->st;
 	dirty = c->dirty_sectors * C_SECTOR;
@@ -258,7 +263,7 @@ int tfs_cache_file_info(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_cach
 			heat = h;
 	}
 	if (fi->extents)
-		fi->heat = heat >= 2 * c->promote ? "hot" : heat >= c->promote ? "warm" : "cold";
+		fi->heat = heat_class(c, heat);
 	fi->pinned = f && f->pinned;
 	pthread_mutex_unlock(&c->lock);
 	return 0;

@@ -336,12 +336,11 @@ int tfs_attr_list(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_attr
 		  char *buf, size_t len, size_t off)
 {
 	int n = (int)off;
-	char probe[8];
 
 	if (who->root_node) {
 		for (size_t i = 0; i < N(root_names) && n >= 0; i++)
 			n = list_add(buf, len, (size_t)n, root_names[i]);
-		if (tfs_cache_tunable_get(fs, "dirty_low", probe, sizeof(probe)) >= 0) {
+		if (fs->cache && !tfs_cache_detached(fs->cache)) {	/* a tier: its names */
 			for (size_t i = 0; i < N(tunable_names) && n >= 0; i++)
 				n = list_add(buf, len, (size_t)n, tunable_names[i]);
 			if (who->uid == 0 && n >= 0)	/* it names a path */

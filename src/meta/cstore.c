@@ -640,23 +640,18 @@ static int apply_one(struct tfs_cstore *cs, MDB_txn *txn, const struct log_op *o
 		rc = mdb_del(txn, cs->dbi[DB_EXT], &k, NULL);
 		return rc == MDB_NOTFOUND ? 0 : rc;
 	case TFS_CS_PUT_SIZE:
+	case TFS_CS_PUT_PIN:	/* both fid -> u64 (the size, the extents reserved) */
 		tfs_be64(op->fid, key);
 		k.mv_size = 8;
 		v.mv_size = sizeof(op->size);
 		v.mv_data = (void *)&op->size;
-		return mdb_put(txn, cs->dbi[DB_SIZE], &k, &v, 0);
+		return mdb_put(txn, cs->dbi[op->op == TFS_CS_PUT_PIN ? DB_PIN : DB_SIZE], &k, &v, 0);
 	case TFS_CS_DEL_SIZE:
 	case TFS_CS_DEL_PIN:
 		tfs_be64(op->fid, key);
 		k.mv_size = 8;
 		rc = mdb_del(txn, cs->dbi[op->op == TFS_CS_DEL_PIN ? DB_PIN : DB_SIZE], &k, NULL);
 		return rc == MDB_NOTFOUND ? 0 : rc;
-	case TFS_CS_PUT_PIN:
-		tfs_be64(op->fid, key);
-		k.mv_size = 8;
-		v.mv_size = sizeof(op->size);
-		v.mv_data = (void *)&op->size;
-		return mdb_put(txn, cs->dbi[DB_PIN], &k, &v, 0);
 	}
 	return -EINVAL;
 }
@@ -912,53 +907,41 @@ int tfs_cstore_ext_foreach(struct tfs_cstore *cs,
 	return db_foreach(cs, DB_EXT, ext_visit, &ev);
 }
 
-struct size_visit {
-	int (*cb)(void *arg, uint64_t fid, uint64_t size);
+/* A database of fid -> u64 records ("size", "pin"), walked in fid order. */
+struct u64_visit {
+	int (*cb)(void *arg, uint64_t fid, uint64_t v);
 	void *arg;
+	const char *what;	/* for the message about a bad record */
 };
 
-static int size_visit(void *arg, const MDB_val *k, const MDB_val *v)
+static int u64_visit(void *arg, const MDB_val *k, const MDB_val *v)
 {
-	struct size_visit *sv = arg;
-	uint64_t size;
+	struct u64_visit *uv = arg;
+	uint64_t x;
 
-	if (k->mv_size != 8 || v->mv_size != sizeof(size)) {
-		tfs_err("cache store: bad size record (key %zu, value %zu bytes)",
+	if (k->mv_size != 8 || v->mv_size != sizeof(x)) {
+		tfs_err("cache store: bad %s record (key %zu, value %zu bytes)", uv->what,
 			k->mv_size, v->mv_size);
 		return -EUCLEAN;
 	}
-	memcpy(&size, v->mv_data, sizeof(size));
-	return sv->cb(sv->arg, tfs_from_be64(k->mv_data), size);
+	memcpy(&x, v->mv_data, sizeof(x));
+	return uv->cb(uv->arg, tfs_from_be64(k->mv_data), x);
 }
 
 int tfs_cstore_size_foreach(struct tfs_cstore *cs,
 			    int (*cb)(void *arg, uint64_t fid, uint64_t size), void *arg)
 {
-	struct size_visit sv = { cb, arg };
+	struct u64_visit uv = { cb, arg, "size" };
 
-	return db_foreach(cs, DB_SIZE, size_visit, &sv);
-}
-
-static int pin_visit(void *arg, const MDB_val *k, const MDB_val *v)
-{
-	struct size_visit *sv = arg;
-	uint64_t need;
-
-	if (k->mv_size != 8 || v->mv_size != sizeof(need)) {
-		tfs_err("cache store: bad pin record (key %zu, value %zu bytes)",
-			k->mv_size, v->mv_size);
-		return -EUCLEAN;
-	}
-	memcpy(&need, v->mv_data, sizeof(need));
-	return sv->cb(sv->arg, tfs_from_be64(k->mv_data), need);
+	return db_foreach(cs, DB_SIZE, u64_visit, &uv);
 }
 
 int tfs_cstore_pin_foreach(struct tfs_cstore *cs,
 			   int (*cb)(void *arg, uint64_t fid, uint64_t need), void *arg)
 {
-	struct size_visit sv = { cb, arg };
+	struct u64_visit uv = { cb, arg, "pin" };
 
-	return db_foreach(cs, DB_PIN, pin_visit, &sv);
+	return db_foreach(cs, DB_PIN, u64_visit, &uv);
 }
 
 static int clear_fn(MDB_txn *txn, void *arg)

@@ -41,36 +41,22 @@ static void usage(FILE *f)
 		   "Exit status: 0 made, 1 refused (a member), 2 a wrong command line.\n");
 }
 
-static void say(const char *fmt, va_list ap)
+/* Says why, returns rc: 1 a refusal (die), 2 a wrong command line
+ * (bad_usage). */
+static int fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int rc, const char *fmt, ...)
 {
+	va_list ap;
+
 	fputs("mkfs.tierfs: ", stderr);
+	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
+	va_end(ap);
 	fputc('\n', stderr);
+	return rc;
 }
-
-/* A refusal: says why, returns 1. */
-static int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	say(fmt, ap);
-	va_end(ap);
-	return 1;
-}
-
-/* A wrong command line: says why, returns 2. */
-static int bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad_usage(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	say(fmt, ap);
-	va_end(ap);
-	return 2;
-}
+#define die(...) fail(1, __VA_ARGS__)
+#define bad_usage(...) fail(2, __VA_ARGS__)
 
 int main(int argc, char **argv)
 {

@@ -74,6 +74,7 @@
 #include <unistd.h>
 
 #include "monitor.h"
+#include "tierctl.h"
 
 #define XATTR_STATUS  "user.tierfs.status"
 #define MAX_MEMBERS   32	/* tierctl's member indexes are 0..31 */
@@ -108,53 +109,13 @@ static double now(void)
 /* The status text                                                     */
 /* ------------------------------------------------------------------ */
 
-/* The value of key in a status text (NULL: none): a pointer into st,
- * *len its length up to the end of the line. */
-static const char *kv(const char *st, const char *key, size_t *len)
-{
-	size_t kl = strlen(key);
-
-	for (const char *p = st; p && *p;) {
-		const char *e = strchr(p, '\n');
-
-		if (strncmp(p, key, kl) == 0 && p[kl] == '=') {
-			p += kl + 1;
-			*len = e ? (size_t)(e - p) : strlen(p);
-			return p;
-		}
-		p = e ? e + 1 : NULL;
-	}
-	return NULL;
-}
-
-/* The value of key copied into buf ("" if absent), cut to fit. */
-static char *kv_str(const char *st, const char *key, char *buf, size_t size)
-{
-	size_t l = 0;
-	const char *v = st ? kv(st, key, &l) : NULL;
-
-	if (!v)
-		l = 0;
-	if (l >= size)
-		l = size - 1;
-	memcpy(buf, v ? v : "", l);
-	buf[l] = 0;
-	return buf;
-}
-
+/* Returns true if key's value in st (NULL: none) is want (not ""); the
+ * status is read with tierctl.h's get() and num(). */
 static bool kv_is(const char *st, const char *key, const char *want)
 {
-	size_t l;
-	const char *v = st ? kv(st, key, &l) : NULL;
+	char v[256];
 
-	return v && l == strlen(want) && memcmp(v, want, l) == 0;
-}
-
-static unsigned long long kv_num(const char *st, const char *key)
-{
-	char v[32];
-
-	return strtoull(kv_str(st, key, v, sizeof(v)), NULL, 10);
+	return strcmp(get(st, key, v, sizeof(v)), want) == 0;
 }
 
 /* Member k's state word ("in_sync", "failed", "rebuilding"; "" if there
@@ -165,7 +126,7 @@ static char *member(const char *st, unsigned k, char *buf, size_t size, char *pa
 	char key[32], line[PATH_MAX + 32], *sp;
 
 	snprintf(key, sizeof(key), "member.%u", k);
-	kv_str(st, key, line, sizeof(line));
+	get(st, key, line, sizeof(line));
 	sp = strchr(line, ' ');
 	if (sp)
 		*sp++ = 0;
@@ -221,7 +182,7 @@ static struct {
 	double deadline;
 	bool killed;
 	sigset_t mask;		/* the mask tierctl started with, for the child */
-} prog = { .tail = &prog.head, .timeout = 60 };
+} runq = { .tail = &runq.head, .timeout = 60 };
 
 static volatile sig_atomic_t stop_sig;
 
@@ -243,24 +204,24 @@ static void prog_queue(const char *ev, const char *mnt, const char *detail)
 {
 	struct qent *q;
 
-	if (!prog.path)
+	if (!runq.path)
 		return;
-	if (prog.queued >= MAX_QUEUED) {
-		if (!prog.dropped++)
-			say("%s: %u events wait for it: dropping new ones", prog.path, prog.queued);
+	if (runq.queued >= MAX_QUEUED) {
+		if (!runq.dropped++)
+			say("%s: %u events wait for it: dropping new ones", runq.path, runq.queued);
 		return;
 	}
 	q = calloc(1, sizeof(*q));
 	if (!q || !(q->argv[1] = strdup(ev)) || !(q->argv[2] = strdup(mnt)) ||
 	    (*detail && !(q->argv[3] = strdup(detail)))) {
-		say("%s %s %s: out of memory: not run", prog.path, ev, mnt);
+		say("%s %s %s: out of memory: not run", runq.path, ev, mnt);
 		qent_free(q);
 		return;
 	}
-	q->argv[0] = (char *)prog.path;
-	*prog.tail = q;
-	prog.tail = &q->next;
-	prog.queued++;
+	q->argv[0] = (char *)runq.path;
+	*runq.tail = q;
+	runq.tail = &q->next;
+	runq.queued++;
 }
 
 /* IDLE -> RUNNING: the next queued event's program, in its own process
@@ -270,15 +231,15 @@ static void prog_start(void)
 	struct qent *q;
 	pid_t pid;
 
-	while (!prog.pid && (q = prog.head)) {
-		prog.head = q->next;
-		if (!prog.head)
-			prog.tail = &prog.head;
-		prog.queued--;
+	while (!runq.pid && (q = runq.head)) {
+		runq.head = q->next;
+		if (!runq.head)
+			runq.tail = &runq.head;
+		runq.queued--;
 		fflush(NULL);
 		pid = fork();
 		if (pid < 0) {
-			say("%s %s %s: cannot start it: %s", prog.path, q->argv[1], q->argv[2],
+			say("%s %s %s: cannot start it: %s", runq.path, q->argv[1], q->argv[2],
 			    strerror(errno));
 			qent_free(q);
 			continue;
@@ -291,16 +252,16 @@ static void prog_start(void)
 				dup2(fd, STDIN_FILENO);
 				close(fd);
 			}
-			sigprocmask(SIG_SETMASK, &prog.mask, NULL);
+			sigprocmask(SIG_SETMASK, &runq.mask, NULL);
 			execvp(q->argv[0], q->argv);
 			fprintf(stderr, "%s: %s: %s\n", me, q->argv[0], strerror(errno));
 			_exit(127);
 		}
 		setpgid(pid, pid);	/* either side may win; both ask the same */
-		prog.pid = pid;
-		prog.cur = q;
-		prog.killed = false;
-		prog.deadline = now() + prog.timeout;
+		runq.pid = pid;
+		runq.cur = q;
+		runq.killed = false;
+		runq.deadline = now() + runq.timeout;
 	}
 }
 
@@ -311,31 +272,31 @@ static void prog_reap(void)
 	int st;
 	pid_t r;
 
-	while (prog.pid) {
-		struct qent *q = prog.cur;
+	while (runq.pid) {
+		struct qent *q = runq.cur;
 
-		r = waitpid(prog.pid, &st, WNOHANG);
+		r = waitpid(runq.pid, &st, WNOHANG);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r == 0) {
-			if (!prog.killed && now() >= prog.deadline) {
+			if (!runq.killed && now() >= runq.deadline) {
 				say("%s %s %s: still running after %g s: killed", q->argv[0],
-				    q->argv[1], q->argv[2], prog.timeout);
-				kill(-prog.pid, SIGKILL);
-				kill(prog.pid, SIGKILL);
-				prog.killed = true;
+				    q->argv[1], q->argv[2], runq.timeout);
+				kill(-runq.pid, SIGKILL);
+				kill(runq.pid, SIGKILL);
+				runq.killed = true;
 			}
 			return;
 		}
 		if (r > 0 && WIFEXITED(st) && WEXITSTATUS(st))
 			say("%s %s %s: exit status %d", q->argv[0], q->argv[1], q->argv[2],
 			    WEXITSTATUS(st));
-		else if (r > 0 && WIFSIGNALED(st) && !prog.killed)
+		else if (r > 0 && WIFSIGNALED(st) && !runq.killed)
 			say("%s %s %s: killed by signal %d (%s)", q->argv[0], q->argv[1],
 			    q->argv[2], WTERMSIG(st), strsignal(WTERMSIG(st)));
 		qent_free(q);
-		prog.cur = NULL;
-		prog.pid = 0;
+		runq.cur = NULL;
+		runq.pid = 0;
 		prog_start();
 	}
 }
@@ -362,30 +323,30 @@ static void prog_stop(void)
 {
 	double until = now() + STOP_GRACE;
 
-	if (prog.queued)
-		say("stopped: %u events not passed to %s", prog.queued, prog.path);
-	while (prog.head) {
-		struct qent *q = prog.head;
+	if (runq.queued)
+		say("stopped: %u events not passed to %s", runq.queued, runq.path);
+	while (runq.head) {
+		struct qent *q = runq.head;
 
-		prog.head = q->next;
+		runq.head = q->next;
 		qent_free(q);
 	}
-	prog.tail = &prog.head;
-	prog.queued = 0;
-	if (prog.pid) {
-		kill(-prog.pid, SIGTERM);
-		kill(prog.pid, SIGTERM);
-		if (!prog.killed)
-			prog.deadline = until;
+	runq.tail = &runq.head;
+	runq.queued = 0;
+	if (runq.pid) {
+		kill(-runq.pid, SIGTERM);
+		kill(runq.pid, SIGTERM);
+		if (!runq.killed)
+			runq.deadline = until;
 	}
-	while (prog.pid && now() < until + STOP_GRACE) {
+	while (runq.pid && now() < until + STOP_GRACE) {
 		prog_reap();
-		if (prog.pid)
-			sleep_until(prog.killed ? until + STOP_GRACE : prog.deadline);
+		if (runq.pid)
+			sleep_until(runq.killed ? until + STOP_GRACE : runq.deadline);
 	}
-	if (prog.pid)
-		say("%s %s %s: still there after SIGKILL: left behind", prog.cur->argv[0],
-		    prog.cur->argv[1], prog.cur->argv[2]);
+	if (runq.pid)
+		say("%s %s %s: still there after SIGKILL: left behind", runq.cur->argv[0],
+		    runq.cur->argv[1], runq.cur->argv[2]);
 }
 
 /* ------------------------------------------------------------------ */
@@ -438,8 +399,8 @@ static void health_events(struct watch *w, const char *prev, const char *cur)
 {
 	char h[32], s[MAX_MEMBERS + 8];
 
-	kv_str(cur, "health", h, sizeof(h));
-	kv_str(cur, "state", s, sizeof(s));
+	get(cur, "health", h, sizeof(h));
+	get(cur, "state", s, sizeof(s));
 	if (!prev && strcmp(h, "optimal") != 0)
 		event(w, "DegradedArray", "health %s, state %s", h, s);
 	else if (prev && strcmp(h, "degraded") == 0 && !kv_is(prev, "health", "degraded"))
@@ -478,8 +439,8 @@ static void job_events(struct watch *w, const char *prev, const char *cur)
 	unsigned long long mism = 0;
 	bool ended, repaired, scrub;
 
-	kv_str(cur, "last", last, sizeof(last));
-	kv_str(prev, "last", was, sizeof(was));
+	get(cur, "last", last, sizeof(last));
+	get(prev, "last", was, sizeof(was));
 	ended = prev && *last && (strcmp(last, was) != 0 ||
 				  (!kv_is(prev, "job", "none") && kv_is(cur, "job", "none")));
 	files = strstr(last, " files, ");
@@ -512,7 +473,7 @@ static void job_events(struct watch *w, const char *prev, const char *cur)
 		      repaired ? "repaired" : "not repaired (tierctl scrub ",
 		      repaired ? "" : w->mnt, repaired ? "" : " --repair)");
 	if (kv_is(cur, "job", "rebuild")) {
-		int k = (int)kv_num(cur, "rebuild.member");
+		int k = (int)num(cur, "rebuild.member");
 
 		if (!w->rebuild_seen || k != w->rebuild_member)
 			event(w, "RebuildStarted", "member %d", k);
@@ -528,16 +489,16 @@ static void cache_events(struct watch *w, const char *prev, const char *cur)
 	char err[256], was[256];
 	unsigned long long dirty, slots, high, low;
 
-	if (!kv(cur, "cache", &(size_t){ 0 }) || kv_is(cur, "cache", "none"))
+	if (!get(cur, "cache", (char[2]){ 0 }, 2)[0] || kv_is(cur, "cache", "none"))
 		return;
-	kv_str(cur, "cache.flush_error", err, sizeof(err));
-	kv_str(prev, "cache.flush_error", was, sizeof(was));
+	get(cur, "cache.flush_error", err, sizeof(err));
+	get(prev, "cache.flush_error", was, sizeof(was));
 	if (*err && (!prev || strcmp(err, was) != 0))
 		event(w, "CacheError", "%s", err);
-	dirty = kv_num(cur, "cache.dirty_extents");
-	slots = kv_num(cur, "cache.slots");
-	high = kv_num(cur, "cache.dirty_high");
-	low = kv_num(cur, "cache.dirty_low");
+	dirty = num(cur, "cache.dirty_extents");
+	slots = num(cur, "cache.slots");
+	high = num(cur, "cache.dirty_high");
+	low = num(cur, "cache.dirty_low");
 	if (!w->dirty_fired && slots && dirty * 100 >= high * slots) {
 		event(w, "DirtyHigh", "%llu of %llu extents dirty (%llu%%, high watermark %llu%%)",
 		      dirty, slots, dirty * 100 / slots, high);
@@ -638,18 +599,18 @@ int tierctl_monitor(int argc, char **argv)
 		if (!v)
 			return fprintf(stderr, "%s: %s needs a value\n", me, name), free(w), 2;
 		if (!strcmp(name, "--program"))
-			prog.path = v;
+			runq.path = v;
 		else if (!strcmp(name, "--interval"))
 			interval = seconds(name, v, 0.01, 86400);
 		else
-			prog.timeout = seconds(name, v, 0.1, 86400);
-		if (interval < 0 || prog.timeout < 0)
+			runq.timeout = seconds(name, v, 0.1, 86400);
+		if (interval < 0 || runq.timeout < 0)
 			return free(w), 2;
 	}
 	if (!n)
 		return usage(stderr), free(w), 2;
-	if (prog.path && strchr(prog.path, '/') && access(prog.path, X_OK)) {
-		fprintf(stderr, "%s: --program %s: %s\n", me, prog.path, strerror(errno));
+	if (runq.path && strchr(runq.path, '/') && access(runq.path, X_OK)) {
+		fprintf(stderr, "%s: --program %s: %s\n", me, runq.path, strerror(errno));
 		return free(w), 2;
 	}
 
@@ -658,7 +619,7 @@ int tierctl_monitor(int argc, char **argv)
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGINT);
 	sigaddset(&block, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &block, &prog.mask);
+	sigprocmask(SIG_BLOCK, &block, &runq.mask);
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
@@ -666,7 +627,7 @@ int tierctl_monitor(int argc, char **argv)
 
 	if (!oneshot)
 		say("watching %u mount point%s every %g s%s%s", n, n == 1 ? "" : "s", interval,
-		    prog.path ? ", program " : "", prog.path ? prog.path : "");
+		    runq.path ? ", program " : "", runq.path ? runq.path : "");
 	next = now();
 	for (;;) {
 		if (!stop_sig && now() >= next) {
@@ -688,15 +649,15 @@ int tierctl_monitor(int argc, char **argv)
 		prog_start();
 		if (stop_sig)
 			break;
-		sleep_until(prog.pid && !prog.killed && prog.deadline < next ? prog.deadline
+		sleep_until(runq.pid && !runq.killed && runq.deadline < next ? runq.deadline
 									      : next);
 	}
 	/* the end: what is queued runs, unless a stop signal came */
-	while (!stop_sig && (prog.pid || prog.head)) {
+	while (!stop_sig && (runq.pid || runq.head)) {
 		prog_reap();
 		prog_start();
-		if (prog.pid)
-			sleep_until(prog.killed ? now() + 1 : prog.deadline);
+		if (runq.pid)
+			sleep_until(runq.killed ? now() + 1 : runq.deadline);
 	}
 	if (stop_sig) {
 		prog_stop();

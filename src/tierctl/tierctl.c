@@ -138,8 +138,7 @@ const char *get(const char *st, const char *key, char *out, size_t len)
 	return out;
 }
 
-/* Returns key's value in st as a number (0 if absent). */
-static unsigned long long num(const char *st, const char *key)
+unsigned long long num(const char *st, const char *key)
 {
 	char v[32];
 
@@ -378,9 +377,7 @@ static int file_flush(const char *path, const char *name)
 	pthread_t t;
 	char b1[32];
 
-	if (!on_tierfs(path))
-		return 1;
-	first = file_num(path, "dirty_bytes");
+	first = file_num(path, "dirty_bytes");	/* 0 off tierfs: set_attr says why */
 	if (pthread_create(&t, NULL, file_action_run, &a))
 		return set_attr(path, name, "1");
 	while (!__atomic_load_n(&a.done, __ATOMIC_ACQUIRE)) {

@@ -17,6 +17,8 @@ char *status(const char *mnt);
 /* Returns the value of key in a status text ("" if absent), copied into
  * out (cut at len - 1). */
 const char *get(const char *st, const char *key, char *out, size_t len);
+/* Returns key's value in st as a number (0 if absent or st NULL). */
+unsigned long long num(const char *st, const char *key);
 /* Returns buf holding v bytes with a binary unit ("12.5 MiB"). */
 const char *human(unsigned long long v, char *buf, size_t len);
 

@@ -895,3 +895,20 @@ def test_cut_after_slot_reuse_shows_no_other_files_bytes(tmp_path):
         assert got == a, f"f reads {got[:4]!r}...: not its own bytes"
     finally:
         c.stop()
+
+
+def test_cut_after_a_pin_keeps_it(cut):
+    """pin.c invariant 3: a pin is durable when the set returns (its record
+    applied and a durability point made).  Pinned, then a cut right after:
+    after the reboot the file is still pinned and its extents reserved.
+    Without the durability point the pin record sat in the store's log,
+    which a start after a reboot drops (cstore.c invariant 8)."""
+    f = cut.mnt / "f"
+    pwrite(f, 0, os.urandom(128 * K), sync=True)
+    os.setxattr(str(f), "user.tierfs.pinned", b"1")
+    m = cut.cut()
+    f = pathlib.Path(m.mnt) / "f"
+    assert os.getxattr(str(f), "user.tierfs.pinned") == b"1"
+    st = dict(l.split("=", 1) for l in
+              os.getxattr(m.mnt, "user.tierfs.status").decode().splitlines() if "=" in l)
+    assert (st["cache.pinned_files"], st["cache.pin_reserved_extents"]) == ("1", "2"), st

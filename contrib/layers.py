@@ -20,8 +20,9 @@ import sys
 ORDER = ["main", "fuse", "data", "cache", "raid", "ns", "meta", "array", "member", "io",
          "math", "util"]
 # pure functions with no state, below everything: placement, parity, the
-# eviction policies (each exhaustively tested on its own)
-MATH = {"src_raid_layout.c.o", "src_raid_parity.c.o", "src_cache_policy.c.o"}
+# eviction policies, the tier's rules and its model (each tested on its own)
+MATH = {"src_raid_layout.c.o", "src_raid_parity.c.o", "src_cache_policy.c.o",
+        "src_cache_rules.c.o", "src_cache_model.c.o", "src_cache_mrc.c.o"}
 
 
 # The folder each header is the interface of.  fs.h (struct tfs_fs, the
@@ -33,7 +34,8 @@ HEADERS = {
     "fs.h": "ns", "health.h": "ns", "inode.h": "ns", "ns.h": "ns", "replay.h": "ns",
     "upgrade.h": "ns", "walk.h": "ns", "meta.h": "meta", "cstore.h": "meta",
     "super.h": "array", "member.h": "member", "powercut.h": "member", "uring.h": "io",
-    "layout.h": "math", "parity.h": "math", "policy.h": "math", "hash.h": "util",
+    "layout.h": "math", "parity.h": "math", "policy.h": "math", "rules.h": "math",
+    "model.h": "math", "mrc.h": "math", "hash.h": "util",
     "kvjson.h": "util", "log.h": "util", "parse.h": "util", "scratch.h": "util", "secure.h": "util",
 }
 INCLUDE = re.compile(r'^#include "tierfs/([a-z_]+\.h)"', re.M)

@@ -6,12 +6,14 @@ the heat, a read only at the threshold; and a trace recorded on a real
 mount replays."""
 import mmap
 import os
+import random
 import struct
 import subprocess
+import time
 
 from conftest import BUILD
 from test_attrs import tiered, write_pieces, tierctl, read_trace  # noqa: F401 (fixture)
-from test_cache import K
+from test_cache import K, abuf, copts, pwrite
 
 SIM = BUILD / "cache_sim"
 
@@ -110,3 +112,54 @@ def test_belady_bounds_by_hand(tmp_path):
     assert got[("belady", 0, 67)] == (3, 9), got
     assert got[("belady_bypass", 0, 67)] == (4, 9), got
     assert got[("lru", 1, 67)] == (0, 9), got          # LRU thrashes on the cycle
+
+
+def test_the_model_agrees_with_the_daemon_that_recorded_the_trace(make_array, tmp_path):
+    """Issue 16: cache_sim replays a trace through the tier's model, built of
+    the daemon's own rules (rules.c) and policy (policy.c).  Recorded on a
+    real mount (hot extents read round after round among cold ones, and a
+    few small writes), the trace's hit flags say which requests the
+    daemon served whole; the model, given the mount's settings, must
+    agree on nearly every request -- and a model with another promotion
+    threshold must not, or the comparison would prove nothing.  What the
+    model leaves out (the promoters' queue and their order, the flusher's
+    real time) accounts for the few requests it calls differently."""
+    E = 64 * K
+    n = 96                                          # extents of the file
+    a = make_array("raid5", 3, "64K")
+    p = a.mnt / "f"
+    m = a.mount()                                   # written without the tier
+    pwrite(p, 0, random.Random(1).randbytes(n * E))
+    m.stop()
+    a.mount(opts=copts(tmp_path / "cache", size="2M", extent="64K"))   # 32 slots
+    out = tmp_path / "t.trace"
+    r = tierctl("trace", a.mnt, "start", out)
+    assert r.returncode == 0, r.stderr
+    rng = random.Random(2)
+    hot = rng.sample(range(n), 12)
+    fd = os.open(p, os.O_RDWR | os.O_DIRECT)
+    buf = abuf(8 * K)
+    try:
+        for _ in range(25):
+            order = hot + rng.sample(range(n), 8)
+            rng.shuffle(order)
+            for e in order:
+                os.preadv(fd, [buf], e * E + rng.randrange(16) * 4 * K)
+            for _ in range(2):
+                os.pwritev(fd, [buf], rng.randrange(n) * E + rng.randrange(8) * 8 * K)
+            time.sleep(0.15)                        # the promoters drain their queue
+    finally:
+        os.close(fd)
+    r = tierctl("trace", a.mnt, "stop")
+    assert r.returncode == 0, r.stderr
+    got = subprocess.run([str(SIM), "--trace", str(out), "--extent", str(E), "--agree", "32",
+                          "--threshold", "1,2"], capture_output=True, text=True, timeout=60)
+    assert got.returncode == 0, got.stderr
+    rows = {(w[0], int(w[1])): w for w in (l.split(",") for l in got.stdout.splitlines()[1:])}
+    same = rows[("tierfs_s3fifo", 2)]
+    other = rows[("tierfs_s3fifo", 1)]
+    reqs, hits = int(same[3]), int(same[4])
+    assert reqs == 25 * 22, got.stdout
+    assert hits > reqs // 3, got.stdout                # the tier served a good part
+    assert float(same[6]) >= 0.97, got.stdout
+    assert float(other[6]) <= float(same[6]) - 0.05, got.stdout

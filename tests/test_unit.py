@@ -6,7 +6,7 @@ import pytest
 
 from conftest import BUILD
 
-UNIT = ["layout", "parity", "policy", "cstore", "journal", "parse", "assemble"]
+UNIT = ["layout", "parity", "policy", "cstore", "journal", "parse", "assemble", "rules"]
 
 
 @pytest.mark.parametrize("name", UNIT)

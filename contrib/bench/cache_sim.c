@@ -23,23 +23,36 @@
  *                  [--sizes 5,10,20,40] [--zones 5:60,15:30,80:10]
  *                  [--scan-every N] [--zipf-s S] [--halve H] [--warmup F]
  *                  [--seed S] [--workloads hwc,hwc+scan,uniform,zipf]
- *                  [--admissions] [--trace FILE [--extent BYTES]]
+ *                  [--admissions] [--trace FILE [--extent BYTES]
+ *                  [--mode MODE] [--seq-cutoff BYTES] [--halflife SECONDS]
+ *                  [--agree SLOTS]]
  * --trace replays a trace the tier's recorder wrote (tierctl trace;
  * include/tierfs/trace.h), or a text trace (CSV TIME,OBJECT,SIZE[,OP]: an
- * object read or written whole; or SNIA/MSR-style TIME,HOST,DISK,TYPE,
- * OFFSET,SIZE,...) instead: each read or write becomes accesses to
- * the extents of --extent bytes (default 256K) it touches, in time order;
- * a write takes a slot whatever the heat (write-back allocates), a read
- * only at the threshold; cache sizes are percent of the extents the trace
- * touches.  The daemon's other rules (partial sectors, the sequential
- * cutoff, the flusher, heat decay in time) are not modelled yet.  For a
- * trace it also prints Belady's MIN ("belady", threshold 0: every miss
- * admitted, the farthest-needed evicted) and MIN with bypass
- * ("belady_bypass": an extent needed later than every cached one is not
- * admitted), the bounds any policy can reach.
+ * object read or written whole, TIME in seconds; or SNIA/MSR-style
+ * TIME,HOST,DISK,TYPE,OFFSET,SIZE,... with TIME in 100 ns) instead: each
+ * read or write becomes accesses to the extents of --extent bytes
+ * (default 256K) it touches, in time order; cache sizes are percent of
+ * the extents the trace touches.  The rows "lru" and "s3fifo" run the
+ * policy alone behind the admission filter above (a write takes a slot
+ * whatever the heat); the rows "tierfs_lru" and "tierfs_s3fifo" run the
+ * trace through the tier's model (include/tierfs/model.h: the daemon's
+ * own rules, policy, sectors, flusher and heat in the trace's time; its
+ * mode, cutoff and halflife from --mode, --seq-cutoff, --halflife, the
+ * daemon's defaults otherwise; the threshold from --threshold).  It also
+ * prints Belady's MIN ("belady", threshold 0: every miss admitted, the
+ * farthest-needed evicted) and MIN with bypass ("belady_bypass": an
+ * extent needed later than every cached one is not admitted), the
+ * bounds any policy can reach.
+ * --agree SLOTS prints instead, for the model of a tier of SLOTS slots,
+ * how many of the trace's requests it serves whole beside the trace's own
+ * hit flags, and the share of requests on which they agree (a trace the
+ * daemon recorded, replayed with the mount's settings).
  * Prints CSV: workload,policy,threshold,cache_pct,hits,accesses,hit_ratio
  * and with --admissions one more column: extents admitted (written to the
- * SSD) in the counted accesses.
+ * SSD) in the counted accesses; for a trace, three more: the hit ratio of
+ * reads alone, of bytes, and the bytes written to the SSD (an admission
+ * on a read writes the extent, a write its bytes; the model counts its
+ * promotions, fills and writes into slots).
  */
 #include <errno.h>
 #include <math.h>
@@ -49,6 +62,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tierfs/model.h"
+#include "tierfs/mrc.h"
 #include "tierfs/policy.h"
 #include "tierfs/trace.h"
 
@@ -78,6 +93,13 @@ struct opts {
 	const char *trace_path;
 	uint64_t extent;
 	uint32_t *ids;
+	uint32_t *lens;			/* bytes of each access (a trace's) */
+	struct tfs_trace_rec *recs;	/* the trace's reads and writes, in time order */
+	size_t nrecs;
+	/* the tier's model (tfs_model) on a trace: its other settings */
+	struct tfs_model_cfg mcfg;
+	uint32_t agree_slots;		/* --agree SLOTS: model vs the trace's hit flags */
+	uint32_t mrc_slots;		/* --mrc SLOTS: the curve's estimate vs the model */
 };
 
 /* ------------------------------------------------------------------ */
@@ -223,7 +245,30 @@ static bool ok_all(void *arg, uint32_t slot)
 
 struct result {
 	uint64_t hits, counted, admitted;
+	/* on a trace: bytes accessed and hit, reads and read hits, bytes
+	 * written to the SSD (an admission on a read: the extent; a write:
+	 * its bytes) */
+	uint64_t bytes, hit_bytes, reads, read_hits, ssd_bytes;
 };
+
+/* Access t was counted: a hit or not, admitted (written to the SSD) or not. */
+static void tally(struct result *r, const struct opts *o, uint64_t t, bool hit, bool admitted)
+{
+	bool wr = o->ids[t] & WRITE_BIT;
+	uint64_t len = o->lens ? o->lens[t] : 0;
+
+	r->counted++;
+	r->hits += hit;
+	r->admitted += admitted;
+	r->bytes += len;
+	r->hit_bytes += hit ? len : 0;
+	r->reads += !wr;
+	r->read_hits += !wr && hit;
+	if (wr)
+		r->ssd_bytes += hit || admitted ? len : 0;
+	else if (admitted)
+		r->ssd_bytes += o->extent;
+}
 
 static struct result simulate(const struct opts *o, int w, enum tfs_policy_kind kind,
 			      uint32_t thr, uint32_t cap)
@@ -235,7 +280,7 @@ static struct result simulate(const struct opts *o, int w, enum tfs_policy_kind 
 	uint32_t *epoch = calloc(o->z, sizeof(*epoch));
 	uint64_t H = o->halve ? o->halve : 4ull * cap, warm = (uint64_t)(o->warmup * o->n);
 	uint32_t used = 0;
-	struct result r = { 0, 0, 0 };
+	struct result r = { 0 };
 	struct trace tr;
 
 	if (!p || !slot_of || !ext_of || !heat || !epoch) {
@@ -257,15 +302,18 @@ static struct result simulate(const struct opts *o, int w, enum tfs_policy_kind 
 		epoch[e] = now;
 		if (heat[e] < UINT16_MAX)
 			heat[e]++;
-		r.counted += counted;
 		if (s != UINT32_MAX) {
-			r.hits += counted;
+			if (counted)
+				tally(&r, o, t, true, false);
 			tfs_policy_hit(p, s);
 			continue;
 		}
 		/* a write takes a slot whatever the heat, as write-back does */
-		if ((!wr && heat[e] < thr) || !cap)
+		if ((!wr && heat[e] < thr) || !cap) {
+			if (counted)
+				tally(&r, o, t, false, false);
 			continue;
+		}
 		if (used < cap) {
 			s = used++;
 		} else {
@@ -276,7 +324,8 @@ static struct result simulate(const struct opts *o, int w, enum tfs_policy_kind 
 			}
 			slot_of[ext_of[s]] = UINT32_MAX;
 		}
-		r.admitted += counted;
+		if (counted)
+			tally(&r, o, t, false, true);
 		ext_of[s] = e;
 		slot_of[e] = s;
 		tfs_policy_insert(p, s, splitmix(&(uint64_t){ e }));
@@ -356,7 +405,7 @@ static struct result belady(const struct opts *o, uint32_t cap, bool bypass)
 	struct hent *h = malloc((o->n + 1) * sizeof(*h)), top;
 	size_t nh = 0;
 	uint32_t used = 0;
-	struct result r = { 0, 0, 0 };
+	struct result r = { 0 };
 
 	if (!nextu || !last || !cur || !in || !h) {
 		fprintf(stderr, "cache_sim: out of memory\n");
@@ -374,26 +423,28 @@ static struct result belady(const struct opts *o, uint32_t cap, bool bypass)
 		uint32_t e = o->ids[t] & ~WRITE_BIT;
 		bool counted = t >= warm;
 
-		r.counted += counted;
 		if (in[e]) {
-			r.hits += counted;
+			if (counted)
+				tally(&r, o, t, true, false);
 			cur[e] = nextu[t];
 			heap_push(h, &nh, (struct hent){ nextu[t], e });
 			continue;
 		}
-		if (!cap)
+		if (!cap || (used == cap && !heap_top(h, &nh, cur, in, &top)) ||
+		    (used == cap && bypass && nextu[t] >= top.next)) {
+			/* (bypass: needed later than all, not cached) */
+			if (counted)
+				tally(&r, o, t, false, false);
 			continue;
+		}
 		if (used == cap) {
-			if (!heap_top(h, &nh, cur, in, &top))
-				continue;
-			if (bypass && nextu[t] >= top.next)
-				continue;	/* needed later than all: not cached */
 			in[heap_pop(h, &nh).e] = false;
 			used--;
 		}
 		in[e] = true;
 		used++;
-		r.admitted += counted;
+		if (counted)
+			tally(&r, o, t, false, true);
 		cur[e] = nextu[t];
 		heap_push(h, &nh, (struct hent){ nextu[t], e });
 	}
@@ -463,6 +514,7 @@ static struct tfs_trace_rec *read_csv(FILE *f, size_t *n, size_t *bad)
 	while (fgets(line, sizeof(line), f)) {
 		char *fld[8], *save = NULL, *end;
 		int nf = 0;
+		double secs;
 		uint64_t fid = 1469598103934665603ull;	/* FNV-1a of the name */
 
 		line[strcspn(line, "\r\n")] = 0;
@@ -475,7 +527,9 @@ static struct tfs_trace_rec *read_csv(FILE *f, size_t *n, size_t *bad)
 		if (*n == cap)
 			r = grow(r, &cap, sizeof(*r));
 		memset(&r[*n], 0, sizeof(r[*n]));
-		r[*n].t_ns = (uint64_t)strtod(fld[0], &end);
+		secs = strtod(fld[0], &end);
+		/* SNIA/MSR: Windows file time (100 ns); else seconds */
+		r[*n].t_ns = (uint64_t)(secs * (nf >= 6 ? 100.0 : 1e9));
 		if (end == fld[0]) {
 			(*bad)++;
 			continue;
@@ -523,6 +577,8 @@ static void load_trace(struct opts *o)
 	if (bad > 1)
 		fprintf(stderr, "cache_sim: %s: %zu lines skipped\n", o->trace_path, bad);
 	qsort(r, n, sizeof(*r), rec_cmp);	/* buffers interleave (trace.c inv. 3) */
+	for (size_t i = n; i-- > 0;)		/* time from the first request */
+		r[i].t_ns -= r[0].t_ns;
 	/* (fid, extent) -> dense id, open addressing (grown by doubling) */
 	hkey = calloc(hmask + 1, sizeof(*hkey) * 2);
 	hval = calloc(hmask + 1, sizeof(*hval));
@@ -551,12 +607,24 @@ static void load_trace(struct opts *o)
 				hkey[2 * j + 1] = x;
 				hval[j] = ++o->z;
 			}
-			if (na == acap)
+			if (na == acap) {
+				size_t lcap = acap;
+
 				o->ids = grow(o->ids, &acap, sizeof(*o->ids));
+				o->lens = grow(o->lens, &lcap, sizeof(*o->lens));
+			}
+			{	/* the part of the request in extent x */
+				uint64_t a = r[i].off > x * o->extent ? r[i].off : x * o->extent;
+				uint64_t b = r[i].off + r[i].len < (x + 1) * o->extent ?
+						     r[i].off + r[i].len : (x + 1) * o->extent;
+
+				o->lens[na] = (uint32_t)(b - a);
+			}
 			o->ids[na++] = (hval[j] - 1) | (r[i].op == TFS_TR_WRITE ? WRITE_BIT : 0);
 		}
+		r[o->nrecs++] = r[i];	/* kept for the model, in time order */
 	}
-	free(r);
+	o->recs = r;
 	free(hkey);
 	free(hval);
 	o->n = na;
@@ -564,6 +632,205 @@ static void load_trace(struct opts *o)
 		fprintf(stderr, "cache_sim: %s: fewer than 2 extents\n", o->trace_path);
 		exit(1);
 	}
+}
+
+/* ------------------------------------------------------------------ */
+/* The tier's own rules on a trace (tfs_model: rules.c, policy.c)      */
+/* ------------------------------------------------------------------ */
+
+/* A model of a tier of cap slots with o's settings, kind and threshold. */
+static struct tfs_model *new_model(const struct opts *o, enum tfs_policy_kind kind, uint32_t thr,
+				   uint32_t cap)
+{
+	struct tfs_model_cfg cfg = o->mcfg;
+	struct tfs_model *m;
+
+	cfg.nslots = cap;
+	cfg.extent = (uint32_t)o->extent;
+	cfg.policy = kind;
+	cfg.promote = thr;
+	m = tfs_model_new(&cfg);
+	if (!m) {
+		fprintf(stderr, "cache_sim: the model refused its settings (or no memory)\n");
+		exit(1);
+	}
+	return m;
+}
+
+/* Record q through m, and through r (if any) when it touches r's sample;
+ * auto: the tuner's choice becomes m's threshold (and the curve's).
+ * Returns true if m served it whole. */
+static bool feed(const struct opts *o, struct tfs_model *m, struct tfs_mrc *r, bool autot,
+		 const struct tfs_trace_rec *q)
+{
+	uint32_t now = (uint32_t)(q->t_ns / (1000000000 / 16));
+	bool wr = q->op == TFS_TR_WRITE, seq = tfs_model_seq(m, q->fid, q->off, q->len);
+	bool hit = tfs_model_apply(m, q->fid, q->off, q->len, wr, seq, now);
+
+	if (r && tfs_mrc_watches(r, q->fid, q->off, q->len, (uint32_t)o->extent)) {
+		tfs_mrc_request(r, q->fid, q->off, q->len, wr, seq, now);
+		if (autot && tfs_mrc_promote(r)) {
+			tfs_model_set_promote(m, tfs_mrc_promote(r));
+			tfs_mrc_set_promote(r, tfs_mrc_promote(r));
+		}
+	}
+	return hit;
+}
+
+/* The trace through a model of a tier of cap slots; accesses are the
+ * model's pieces (one per extent a request touches, as o->ids), the
+ * first o->warmup of them not counted. */
+static struct result model_run(const struct opts *o, enum tfs_policy_kind kind, uint32_t thr,
+			       uint32_t cap)
+{
+	uint64_t warm = (uint64_t)(o->warmup * o->n), seen = 0;
+	struct tfs_model *m = new_model(o, kind, thr ? thr : 2, cap ? cap : 1);
+	struct tfs_mrc *tuner = NULL;
+	const struct tfs_model_stats *st;
+	struct result r = { 0 };
+
+	if (!thr) {	/* auto: the tier's tuner, as the daemon runs it */
+		struct tfs_model_cfg cfg = o->mcfg;
+
+		cfg.nslots = cap ? cap : 1;
+		cfg.extent = (uint32_t)o->extent;
+		cfg.policy = kind;
+		cfg.promote = 2;
+		tuner = tfs_mrc_new(&cfg, TFS_MRC_BUDGET, true);
+		if (!tuner) {
+			fprintf(stderr, "cache_sim: no memory for the tuner\n");
+			exit(1);
+		}
+	}
+
+	for (size_t i = 0; i < o->nrecs; i++) {
+		const struct tfs_trace_rec *q = &o->recs[i];
+
+		if (seen <= warm && seen + (q->off + q->len - 1) / o->extent - q->off / o->extent + 1 >
+					    warm)
+			tfs_model_reset_stats(m);	/* counting starts with this request */
+		seen += (q->off + q->len - 1) / o->extent - q->off / o->extent + 1;
+		feed(o, m, tuner, true, q);
+	}
+	tfs_mrc_free(tuner);
+	st = tfs_model_stats(m);
+	if (getenv("CACHE_SIM_DEBUG"))
+		fprintf(stderr,
+			"model %s T=%u cap=%u: reads %llu hits %llu writes %llu hits %llu promotions "
+			"%llu fills %llu allocations %llu evictions %llu flushed %llu bypass seq %llu "
+			"dirty_high %llu no_slot %llu, dirty at end %u\n",
+			tfs_policy_name(kind), thr, cap, (unsigned long long)st->reads,
+			(unsigned long long)st->read_hits, (unsigned long long)st->writes,
+			(unsigned long long)st->write_hits, (unsigned long long)st->promotions,
+			(unsigned long long)st->fills, (unsigned long long)st->allocations,
+			(unsigned long long)st->evictions, (unsigned long long)st->flushed_extents,
+			(unsigned long long)st->bypass_seq, (unsigned long long)st->bypass_dirty_high,
+			(unsigned long long)st->bypass_no_slot, tfs_model_dirty(m));
+	r.counted = st->reads + st->writes;
+	r.hits = st->read_hits + st->write_hits;
+	r.admitted = st->promotions + st->allocations;
+	r.bytes = st->read_bytes + st->write_bytes;
+	r.hit_bytes = st->read_hit_bytes + st->write_hit_bytes;
+	r.reads = st->reads;
+	r.read_hits = st->read_hits;
+	r.ssd_bytes = st->ssd_write_bytes;
+	tfs_model_free(m);
+	return r;
+}
+
+/* The trace through models of cap slots, every request, beside the
+ * trace's own hit flags (TFS_TR_HIT: the daemon served it whole): how
+ * often the model and the daemon that recorded it agree. */
+static void agree(const struct opts *o, uint32_t cap)
+{
+	printf("policy,threshold,slots,requests,trace_hits,model_hits,agree\n");
+	for (int k = 0; k < 2; k++)
+		for (uint32_t ti = 0; ti < o->nthr; ti++) {
+			struct tfs_model *m = new_model(o, (enum tfs_policy_kind)k, o->thr[ti], cap);
+			uint64_t th = 0, mh = 0, same = 0;
+
+			for (size_t i = 0; i < o->nrecs; i++) {
+				const struct tfs_trace_rec *q = &o->recs[i];
+				bool hit = tfs_model_request(m, q->fid, q->off, q->len,
+							     q->op == TFS_TR_WRITE,
+							     (uint32_t)(q->t_ns / (1000000000 / 16)));
+				bool was = q->flags & TFS_TR_HIT;
+
+				th += was;
+				mh += hit;
+				same += hit == was;
+			}
+			printf("tierfs_%s,%u,%u,%zu,%llu,%llu,%.4f\n",
+			       tfs_policy_name((enum tfs_policy_kind)k), o->thr[ti], cap, o->nrecs, (unsigned long long)th,
+			       (unsigned long long)mh, o->nrecs ? (double)same / (double)o->nrecs : 0);
+			tfs_model_free(m);
+		}
+}
+
+/* The miss-ratio curve a tier of cap slots would show (its miniatures,
+ * mrc.c) beside the model run at each of the curve's sizes. */
+static void mrc_check(const struct opts *o, uint32_t cap)
+{
+	printf("policy,threshold,scale,slots,model_read_hit_ratio,estimate,difference\n");
+	for (int k = 0; k < 2; k++)
+		for (uint32_t ti = 0; ti < o->nthr; ti++) {
+			unsigned thr = o->thr[ti] ? o->thr[ti] : 2;
+			struct tfs_model *full[TFS_MRC_SIZES];
+			struct tfs_model_cfg cfg = o->mcfg;
+			double est[TFS_MRC_SIZES];
+			struct tfs_mrc *r;
+
+			cfg.nslots = cap;
+			cfg.extent = (uint32_t)o->extent;
+			cfg.policy = (enum tfs_policy_kind)k;
+			cfg.promote = thr;
+			r = tfs_mrc_new(&cfg, TFS_MRC_BUDGET, false);
+			for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
+				full[i] = new_model(o, cfg.policy, thr,
+						    (uint32_t)(cap * tfs_mrc_scale[i] + 0.5) ?
+						    (uint32_t)(cap * tfs_mrc_scale[i] + 0.5) : 1);
+			if (!r) {
+				fprintf(stderr, "cache_sim: no memory for the curve\n");
+				exit(1);
+			}
+			for (size_t j = 0; j < o->nrecs; j++) {
+				feed(o, full[2], r, false, &o->recs[j]);
+				for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
+					if (i != 2)
+						tfs_model_request(full[i], o->recs[j].fid,
+								  o->recs[j].off, o->recs[j].len,
+								  o->recs[j].op == TFS_TR_WRITE,
+								  (uint32_t)(o->recs[j].t_ns /
+									     (1000000000 / 16)));
+			}
+			tfs_mrc_curve(r, est);
+			for (unsigned i = 0; i < TFS_MRC_SIZES; i++) {
+				const struct tfs_model_stats *st = tfs_model_stats(full[i]);
+				double got = st->reads ? (double)st->read_hits / (double)st->reads : 0;
+
+				printf("tierfs_%s,%u,%g,%u,%.4f,%.4f,%+.4f\n", tfs_policy_name(cfg.policy),
+				       thr, tfs_mrc_scale[i], tfs_model_slots(full[i]), got, est[i],
+				       est[i] - got);
+				tfs_model_free(full[i]);
+			}
+			tfs_mrc_free(r);
+		}
+}
+
+static void print_row(const struct opts *o, int w, const char *policy, uint32_t thr, uint32_t pct,
+		      const struct result *r)
+{
+	printf("%s,%s,%u,%u,%llu,%llu,%.4f", wname[w], policy, thr, pct,
+	       (unsigned long long)r->hits, (unsigned long long)r->counted,
+	       r->counted ? (double)r->hits / (double)r->counted : 0.0);
+	if (o->admissions)
+		printf(",%llu", (unsigned long long)r->admitted);
+	if (w == W_TRACE)
+		printf(",%.4f,%.4f,%llu", r->reads ? (double)r->read_hits / (double)r->reads : 0.0,
+		       r->bytes ? (double)r->hit_bytes / (double)r->bytes : 0.0,
+		       (unsigned long long)r->ssd_bytes);
+	putchar('\n');
+	fflush(stdout);
 }
 
 /* ------------------------------------------------------------------ */
@@ -631,7 +898,8 @@ static void usage(void)
 		"usage: cache_sim [-z EXTENTS] [-n ACCESSES] [--threshold LIST] [--sizes PCTS]\n"
 		"                 [--zones PCT:ACC,...] [--scan-every N] [--zipf-s S]\n"
 		"                 [--halve H] [--warmup FRACTION] [--seed S] [--workloads LIST]\n"
-		"                 [--admissions] [--trace FILE [--extent BYTES]]\n");
+		"                 [--admissions] [--trace FILE [--extent BYTES] [--mode MODE]\n"
+		"                 [--seq-cutoff BYTES] [--halflife SECONDS] [--agree SLOTS]]\n");
 	exit(2);
 }
 
@@ -643,6 +911,7 @@ int main(int argc, char **argv)
 		.zpct = { 5, 15, 80 }, .zacc = { 60, 30, 10 }, .nzones = 3,
 		.scan_every = 4, .zipf_s = 0.9, .warmup = 0.2, .halve = 0, .seed = 1,
 		.work = { true, true, true, true },
+		.mcfg = TFS_MODEL_CFG_DEFAULT(1),
 	};
 
 	for (int i = 1; i < argc; i++) {
@@ -661,7 +930,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "-n"))
 			o.n = strtoull(v, NULL, 10);
 		else if (!strcmp(a, "--threshold"))
-			rc = parse_list(v, o.thr, &o.nthr, 1, 65535);
+			rc = parse_list(v, o.thr, &o.nthr, 0, 65535);
 		else if (!strcmp(a, "--sizes"))
 			rc = parse_list(v, o.sizes, &o.nsizes, 1, 100);
 		else if (!strcmp(a, "--zones"))
@@ -682,6 +951,16 @@ int main(int argc, char **argv)
 			o.trace_path = v;
 		else if (!strcmp(a, "--extent"))
 			o.extent = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--mrc"))
+			o.mrc_slots = (uint32_t)strtoul(v, NULL, 10);
+		else if (!strcmp(a, "--agree"))
+			o.agree_slots = (uint32_t)strtoul(v, NULL, 10);
+		else if (!strcmp(a, "--mode"))
+			rc = tfs_cache_mode_parse(v, &o.mcfg.mode);
+		else if (!strcmp(a, "--seq-cutoff"))
+			o.mcfg.seq_cutoff = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--halflife"))
+			o.mcfg.halflife = (uint32_t)(strtod(v, NULL) * 16);
 		else
 			usage();
 		if (rc)
@@ -694,13 +973,26 @@ int main(int argc, char **argv)
 		memset(o.work, 0, sizeof(o.work));
 		o.work[W_TRACE] = true;
 	}
+	if (o.mrc_slots) {
+		if (!o.trace_path)
+			usage();
+		mrc_check(&o, o.mrc_slots);
+		return 0;
+	}
+	if (o.agree_slots) {
+		if (!o.trace_path)
+			usage();
+		agree(&o, o.agree_slots);
+		return 0;
+	}
 	if (o.z < 2 || o.scan_every < 1 || o.warmup < 0 || o.warmup >= 1 || !o.nzones)
 		usage();
 	if (!o.n)
 		o.n = 20ull * o.z;
 
-	printf("workload,policy,threshold,cache_pct,hits,accesses,hit_ratio%s\n",
-	       o.admissions ? ",admissions" : "");
+	printf("workload,policy,threshold,cache_pct,hits,accesses,hit_ratio%s%s\n",
+	       o.admissions ? ",admissions" : "",
+	       o.trace_path ? ",read_hit_ratio,byte_hit_ratio,ssd_write_bytes" : "");
 	for (int w = 0; w < W_COUNT; w++) {
 		if (!o.work[w])
 			continue;
@@ -711,30 +1003,31 @@ int main(int argc, char **argv)
 					struct result r = simulate(&o, w, (enum tfs_policy_kind)k,
 								   o.thr[ti], cap);
 
-					printf("%s,%s,%u,%u,%llu,%llu,%.4f", wname[w],
-					       tfs_policy_name((enum tfs_policy_kind)k), o.thr[ti],
-					       o.sizes[si], (unsigned long long)r.hits,
-					       (unsigned long long)r.counted,
-					       r.counted ? (double)r.hits / (double)r.counted : 0.0);
-					if (o.admissions)
-						printf(",%llu", (unsigned long long)r.admitted);
-					putchar('\n');
-					fflush(stdout);
+					print_row(&o, w, tfs_policy_name((enum tfs_policy_kind)k),
+						  o.thr[ti], o.sizes[si], &r);
 				}
-		/* a recorded trace: the optimum too, with and without bypass */
-		for (int b = 0; w == W_TRACE && b < 2; b++)
+		if (w != W_TRACE)
+			continue;
+		/* the tier's own rules (tfs_model), as it runs */
+		for (int k = 0; k < 2; k++)
+			for (uint32_t ti = 0; ti < o.nthr; ti++)
+				for (uint32_t si = 0; si < o.nsizes; si++) {
+					uint32_t cap = (uint32_t)((uint64_t)o.z * o.sizes[si] / 100);
+					struct result r = model_run(&o, (enum tfs_policy_kind)k,
+								    o.thr[ti], cap);
+					char name[32];
+
+					snprintf(name, sizeof(name), "tierfs_%s",
+						 tfs_policy_name((enum tfs_policy_kind)k));
+					print_row(&o, w, name, o.thr[ti], o.sizes[si], &r);
+				}
+		/* the optimum too, with and without bypass */
+		for (int b = 0; b < 2; b++)
 			for (uint32_t si = 0; si < o.nsizes; si++) {
 				uint32_t cap = (uint32_t)((uint64_t)o.z * o.sizes[si] / 100);
 				struct result r = belady(&o, cap, b);
 
-				printf("%s,%s,0,%u,%llu,%llu,%.4f", wname[w],
-				       b ? "belady_bypass" : "belady", o.sizes[si],
-				       (unsigned long long)r.hits, (unsigned long long)r.counted,
-				       r.counted ? (double)r.hits / (double)r.counted : 0.0);
-				if (o.admissions)
-					printf(",%llu", (unsigned long long)r.admitted);
-				putchar('\n');
-				fflush(stdout);
+				print_row(&o, w, b ? "belady_bypass" : "belady", 0, o.sizes[si], &r);
 			}
 	}
 	return 0;

@@ -18,16 +18,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "tierfs/rules.h"
+
 struct tfs_fs;
 struct tfs_inode;
 struct tfs_cache;
 
-enum tfs_cache_mode {
-	TFS_CACHE_WRITEBACK,	/* writes land on the SSD; the flusher destages them */
-	TFS_CACHE_WRITETHROUGH,	/* writes go to both tiers before they are acknowledged */
-	TFS_CACHE_WRITEAROUND,	/* writes go to the RAID and invalidate the SSD copy */
-	TFS_CACHE_OFF,		/* the SSD is not used (dirty data still drains) */
-};
 
 /* Mount options (-o cache=DIR,...), their values already checked against
  * their ranges (tierfs.c); start from TFS_CACHE_OPTS_DEFAULT. */
@@ -205,17 +201,9 @@ int tfs_cache_ctl(struct tfs_fs *fs, const char *cmd, const char *arg, char *err
 /* The cache.* lines of user.tierfs.status into buf (paths: the cache
  * directory shown, else "-").  Returns their length, cut at len - 1. */
 int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths);
-/* Why a request went around the tier, for a file's last bypass
- * (tfs_inode.tier.bypass, fs.h). */
-enum tfs_bypass {
-	TFS_BYPASS_NONE,
-	TFS_BYPASS_SEQ,		/* a sequential stream past cache_seq_cutoff */
-	TFS_BYPASS_DIRTY_HIGH,	/* write-back at cache_dirty_high wanting a fresh slot */
-	TFS_BYPASS_MODE,	/* the mode keeps no new writes (not write-back, read-only) */
-	TFS_BYPASS_NO_SLOT,	/* every slot dirty or in use */
-};
-/* Returns the reason's name ("none", "sequential", "dirty_high", "mode",
- * "no_slot"). */
+/* Returns the name of why a request went around the tier (enum
+ * tfs_bypass, rules.h; a file's last bypass, tfs_inode.tier.bypass,
+ * fs.h): "none", "sequential", "dirty_high", "mode", "no_slot". */
 const char *tfs_bypass_name(enum tfs_bypass b);
 
 /* What the tier holds of a file now (its user.tierfs.* attributes). */
@@ -267,9 +255,5 @@ int tfs_cache_trace_state(struct tfs_fs *fs, char *buf, size_t len);
  * totals kept across remounts and the windows. */
 void tfs_cache_stats_reset(struct tfs_fs *fs);
 
-/* Returns the mode's name ("?" for a value that is not a mode). */
-const char *tfs_cache_mode_name(enum tfs_cache_mode m);
-/* Returns 0 with *m the mode named s, or -EINVAL (not a mode's name). */
-int tfs_cache_mode_parse(const char *s, enum tfs_cache_mode *m);
 
 #endif

@@ -485,7 +485,7 @@ int tfs_cache_start(struct tfs_fs *fs)
 	c->freel = malloc((size_t)c->nslots * sizeof(*c->freel));
 	c->fmask = pow2_at_least(c->nslots / 4 + 1) - 1;
 	c->ftab = calloc((size_t)c->fmask + 1, sizeof(*c->ftab));
-	c->umask = pow2_at_least((uint64_t)c->nslots * 4 > 65536 ? (uint64_t)c->nslots * 4 : 65536) - 1;
+	c->umask = tfs_heat_entries(c->nslots) - 1;
 	c->uheat = calloc((size_t)c->umask + 1, sizeof(*c->uheat));
 	c->pol = tfs_policy_new(c->policy_kind, c->nslots);
 	if (!c->e || !c->htab || !c->freel || !c->ftab || !c->uheat || !c->pol)

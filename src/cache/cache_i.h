@@ -42,6 +42,7 @@
 #include "tierfs/cstore.h"
 #include "tierfs/hash.h"
 #include "tierfs/policy.h"
+#include "tierfs/rules.h"
 #include "tierfs/trace.h"
 
 #define C_SECTOR 4096u
@@ -50,7 +51,6 @@
 #define C_GUARDS 4096		/* hashed in-flight counters of RAID writes */
 #define C_PROMOTE_QUEUE 1024
 #define C_PROMOTERS 4		/* promotions in flight (each one RAID read) */
-#define C_UHEAT_WAYS 4		/* entries of a set of the heat table (index.c inv. 6) */
 
 /* One slot of the data file and the extent it holds. */
 struct cext {
@@ -167,9 +167,9 @@ struct tfs_cache {
 	uint32_t nused, ndirty;		/* extents cached, extents dirty */
 	uint64_t dirty_sectors;
 	uint32_t guard[C_GUARDS];	/* RAID writes in flight, by extent hash */
-	/* heat of extents not cached: sets of C_UHEAT_WAYS entries by key
-	 * (index.c invariant 6); queued: a promotion of it is waiting */
-	struct uheat { uint64_t key; uint32_t t; uint16_t heat; bool queued; } *uheat;
+	/* heat of extents not cached: sets of TFS_HEAT_WAYS entries by key
+	 * (rules.h, index.c invariant 6); queued: a promotion of it is waiting */
+	struct tfs_heat_ent *uheat;
 	uint32_t umask;
 	struct cstats st;
 	struct chist hist;
@@ -322,7 +322,10 @@ void c_wait_idle(struct tfs_cache *c, struct cext *x);
 void c_release_busy(struct tfs_cache *c, uint32_t s);
 /* Returns the heat entry of key: its own, or one of its set taken over
  * (index.c invariant 6).  Under c->lock. */
-struct uheat *c_uheat(struct tfs_cache *c, uint64_t key, uint32_t now);
+static inline struct tfs_heat_ent *c_uheat(struct tfs_cache *c, uint64_t key, uint32_t now)
+{
+	return tfs_heat_find(c->uheat, c->umask, c->halflife, key, now);
+}
 
 /* request.c: a request's pieces and the file's snapshot */
 
@@ -502,7 +505,7 @@ static inline uint32_t c_now(void)
  * the guards and the heat of extents not cached. */
 static inline uint64_t c_ekey(uint64_t fid, uint64_t idx)
 {
-	return tfs_mix64(fid * TFS_GOLDEN64 ^ tfs_mix64(idx + 1));
+	return tfs_ext_key(fid, idx);
 }
 
 /* Returns where slot s starts in the data file. */
@@ -525,9 +528,7 @@ static inline void c_unpin(struct tfs_cache *c, uint32_t s)
 /* Returns heat h as of time t, decayed to now (halved every halflife). */
 static inline unsigned c_heat_now(const struct tfs_cache *c, uint16_t h, uint32_t t, uint32_t now)
 {
-	uint32_t halves = (now - t) / c->halflife;
-
-	return halves >= 16 ? 0 : h >> halves;
+	return tfs_heat_now(c->halflife, h, t, now);
 }
 
 /* The data file's fd for a transfer: the O_DIRECT one when asked and
@@ -553,13 +554,7 @@ static inline void c_piece_sectors(const struct tfs_cache *c, const struct piece
  * (saturating at UINT16_MAX). */
 static inline unsigned c_heat_bump(struct tfs_cache *c, uint16_t *h, uint32_t *t, uint32_t now)
 {
-	unsigned v = c_heat_now(c, *h, *t, now);
-
-	if (v < UINT16_MAX)
-		v++;
-	*h = (uint16_t)v;
-	*t = now;
-	return v;
+	return tfs_heat_bump(c->halflife, h, t, now);
 }
 
 /* Sector bitmaps of an extent (TFS_CEXT_WORDS words).  Sets sectors

@@ -22,7 +22,7 @@
  *  4. The flusher's pace follows the dirty level: below dirty_low it only
  *     works when the array is idle or asked to; between the watermarks it
  *     paces itself, faster as dirt grows, and skips extents written in
- *     the last WRITE_AGE (they absorb overwrites); above dirty_high it
+ *     the last TFS_FLUSH_WRITE_AGE (they absorb overwrites); above dirty_high it
  *     runs flat out, writes that would take a fresh slot go to the RAID
  *     and those that would dirty a clean extent wait for it (write.c
  *     invariant 9, throttle).
@@ -105,12 +105,12 @@
 #include "tierfs/uring.h"
 #include "cache_i.h"
 
-#define FLUSH_BATCH	64		/* extents per flush_file call */
+#define FLUSH_BATCH	TFS_FLUSH_BATCH	/* extents per flush_file call */
 #define FLUSH_SCAN	4096		/* extents looked at per flush_file call */
 #define C_WRITERS	4		/* RAID writes in flight per batch */
-#define FLUSH_FILES	TFS_SYNC_MANY	/* files per batch (invariant 12) */
-#define IDLE_TICKS	(5 * 16)	/* no requests for 5 s: flush all */
-#define WRITE_AGE	(5 * 16)	/* paced: only extents not written for 5 s */
+#define FLUSH_FILES	TFS_FLUSH_FILES	/* files per batch (invariant 12) */
+_Static_assert(TFS_FLUSH_FILES == TFS_SYNC_MANY, "a batch's files are synced together");
+#define IDLE_TICKS	TFS_FLUSH_IDLE_TICKS	/* no requests for 5 s: flush all */
 #define SYNC_TICKS	(5 * 16)	/* invariant 7 */
 #define RESOLVE_MAX	(64 * 16)	/* longest pause between walks for dirty files */
 
@@ -847,10 +847,10 @@ static void *flusher(void *arg)
 	c->resolve_at = c_now();	/* dirty files to find: at once */
 	while (!c->stop) {
 		uint32_t now = c_now();
-		unsigned pct = (unsigned)((uint64_t)c->ndirty * 100 / c->nslots);
 		bool all = c->flush_req != c->flush_done;
 		bool idle = c->ndirty && now - c->last_io > IDLE_TICKS;
-		unsigned nfiles, nf;
+		unsigned nfiles, nf, pause;
+		struct tfs_flush_step step;
 		struct cfile *files[FLUSH_FILES];
 		int64_t r;
 
@@ -905,7 +905,8 @@ static void *flusher(void *arg)
 			pthread_cond_broadcast(&c->cond);
 			continue;
 		}
-		if (backoff || (!all && !idle && pct < c->dirty_low) || c->ndirty == 0) {
+		step = tfs_flush_plan(c->ndirty, c->nslots, c->dirty_low, c->dirty_high, idle, all);
+		if (backoff || !step.run) {
 			if (touched && c->ndirty == 0) {
 				/* nothing left to destage: give the pages back
 				 * (invariant 11), outside c->lock, which hits and
@@ -934,8 +935,7 @@ static void *flusher(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&c->lock);
-		r = flush_batch(c, files, nf, buf, jobs,
-				all || idle || pct >= c->dirty_high ? 0 : WRITE_AGE, &nfiles);
+		r = flush_batch(c, files, nf, buf, jobs, step.min_age, &nfiles);
 		touched = true;
 		tfs_scratch_trim();
 		pthread_mutex_lock(&c->lock);
@@ -953,11 +953,10 @@ static void *flusher(void *arg)
 		/* between the watermarks: pace, faster as dirt grows, a pause
 		 * per file the batch destaged (one if it found nothing old
 		 * enough: the next look waits as long) */
-		pct = (unsigned)((uint64_t)c->ndirty * 100 / c->nslots);
-		if (!all && !idle && pct < c->dirty_high && pct >= c->dirty_low)
-			wait_ticks(c, &c->fcond, (nfiles ? nfiles : 1) *
-						 (1 + 100 * (c->dirty_high - pct) /
-						  (c->dirty_high - c->dirty_low)));
+		pause = tfs_flush_pause_ms(c->ndirty, c->nslots, c->dirty_low, c->dirty_high, idle,
+					   all, nfiles);
+		if (pause)
+			wait_ticks(c, &c->fcond, pause);
 	}
 	pthread_mutex_unlock(&c->lock);
 	munmap(buf, blen);

@@ -48,7 +48,7 @@
  *     written, which a start drops, and which only a lost cache would
  *     report (as possibly lost).
  *  5. (A pinned file's slots are never chosen for eviction: pin.c.)
- *  6. The heat of extents not cached lives in sets of C_UHEAT_WAYS
+ *  6. The heat of extents not cached lives in sets of TFS_HEAT_WAYS
  *     entries chosen by the extent's key: a key keeps its entry until three
  *     others of its set are hotter, or as hot and more recent (an entry a
  *     promotion waits for gives way last).  The table was direct-mapped:
@@ -337,10 +337,12 @@ void c_file_dirtied(struct tfs_cache *c, struct cfile *f, struct cext *x, struct
 {
 	f->ndirty++;
 	c->ndirty++;
-	/* crossing the low watermark wakes the flusher from its long sleep;
-	 * a signal per write would wake it from its paced pauses too */
-	if ((uint64_t)c->ndirty * 100 >= (uint64_t)c->dirty_low * c->nslots &&
-	    (uint64_t)(c->ndirty - 1) * 100 < (uint64_t)c->dirty_low * c->nslots)
+	/* crossing the low watermark wakes the flusher from its long sleep,
+	 * crossing the high one from a paced pause (it runs flat out there,
+	 * and writes wanting fresh slots go around the tier until it does);
+	 * a signal per write would wake it from every paced pause */
+	if (tfs_dirty_crossed(c->ndirty, c->nslots, c->dirty_low) ||
+	    tfs_dirty_crossed(c->ndirty, c->nslots, c->dirty_high))
 		pthread_cond_signal(&c->fcond);
 	x->depoch = c->flush_req;
 	c_file_attach(c, f, in);
@@ -595,13 +597,13 @@ static bool evictable(void *arg, uint32_t s)
  * from the store before any of them can be reused (invariant 1). */
 static void evict_some(struct tfs_cache *c)
 {
-	struct tfs_cstore_op ops[32];
-	uint32_t vict[32];
-	unsigned n = 0, batch = c->nslots / 8 ? c->nslots / 8 : 1;
+	struct tfs_cstore_op ops[TFS_EVICT_BATCH];
+	uint32_t vict[TFS_EVICT_BATCH];
+	unsigned n = 0, batch = tfs_evict_batch(c->nslots);
 
 	/* a batch amortises the commit; an eighth of the cache at most, so a
 	 * small cache does not lose its hot set to one allocation */
-	while (n < 32 && n < batch && c->nused > c->ndirty) {
+	while (n < batch && c->nused > c->ndirty) {
 		/* S3-FIFO may pass over main a few times lowering frequencies:
 		 * NONE from an unbounded look means nothing is evictable */
 		uint32_t s = tfs_policy_victim(c->pol, evictable, c, 4 * c->nslots + 64);
@@ -692,33 +694,6 @@ void c_release_busy(struct tfs_cache *c, uint32_t s)
 {
 	c->e[s].busy = false;
 	pthread_cond_broadcast(&c->cond);
-}
-
-/* ------------------------------------------------------------------ */
-/* Heat                                                                */
-/* ------------------------------------------------------------------ */
-
-struct uheat *c_uheat(struct tfs_cache *c, uint64_t key, uint32_t now)
-{
-	struct uheat *set = &c->uheat[key & c->umask & ~(uint32_t)(C_UHEAT_WAYS - 1)], *v = NULL;
-	unsigned vh = 0;
-
-	/* set-associative (invariant 6): the key's own entry, else the coolest
-	 * of the set that no promotion waits for gives way */
-	for (unsigned i = 0; i < C_UHEAT_WAYS; i++) {
-		struct uheat *g = &set[i];
-		unsigned h = c_heat_now(c, g->heat, g->t, now);
-
-		if (g->key == key)
-			return g;
-		if (!v || (v->queued && !g->queued) ||
-		    (v->queued == g->queued && (h < vh || (h == vh && g->t < v->t)))) {
-			v = g;
-			vh = h;
-		}
-	}
-	*v = (struct uheat){ .key = key, .t = now };
-	return v;
 }
 
 /* ------------------------------------------------------------------ */

@@ -2,8 +2,7 @@
  *
  * Owns: turning the -o cache_* options into the cache's geometry and
  * tunables (c_config), the check of them that runs before anything is
- * touched (tfs_cache_opts_check), and the names of the modes (mount
- * option, tierctl cache_mode, the status).
+ * touched (tfs_cache_opts_check).  The modes' names are rules.c's.
  *
  * Invariants:
  *  1. tfs_cache_opts_check runs the same c_config as tfs_cache_setup, on
@@ -25,28 +24,6 @@
 
 #define DEF_SIZE	(1ull << 30)
 #define DEF_EXTENT	(256u << 10)
-
-static const char *const mode_names[] = {
-	[TFS_CACHE_WRITEBACK] = "writeback",
-	[TFS_CACHE_WRITETHROUGH] = "writethrough",
-	[TFS_CACHE_WRITEAROUND] = "writearound",
-	[TFS_CACHE_OFF] = "off",
-};
-
-const char *tfs_cache_mode_name(enum tfs_cache_mode m)
-{
-	return m <= TFS_CACHE_OFF ? mode_names[m] : "?";
-}
-
-int tfs_cache_mode_parse(const char *s, enum tfs_cache_mode *m)
-{
-	for (unsigned i = 0; i <= TFS_CACHE_OFF; i++)
-		if (strcmp(s, mode_names[i]) == 0) {
-			*m = (enum tfs_cache_mode)i;
-			return 0;
-		}
-	return -EINVAL;
-}
 
 /* Options into c (the ranges of the numbers were checked by tierfs.c);
  * returns 0 or -EINVAL with err set. */

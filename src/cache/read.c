@@ -57,7 +57,10 @@ static bool file_peek(struct tfs_inode *in, uint64_t *fid, uint64_t *size)
  * the mode reads the cache (off still serves dirty extents). */
 static bool serves(const struct cext *x, enum tfs_cache_mode mode, unsigned s0, unsigned s1)
 {
-	return bm_all(x->valid, s0, s1) && (mode != TFS_CACHE_OFF || bm_any(x->dirty));
+	struct tfs_rd_in r = { .mode = mode, .cached = true, .full = bm_all(x->valid, s0, s1),
+			       .dirty = bm_any(x->dirty) };
+
+	return tfs_rule_read(&r) == TFS_RD_HIT;
 }
 
 /* Copy the valid sector runs of p from its slot over buf (which holds
@@ -216,46 +219,53 @@ ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, voi
 	for (unsigned i = 0; i < np; i++) {
 		uint32_t s = c_lookup(c, fid, p[i].idx);
 		struct cext *x = s == C_NONE ? NULL : &c->e[s];
-		struct uheat *g = NULL;
-		unsigned s0, s1, heat;
+		struct tfs_heat_ent *g = NULL;
+		struct tfs_rd_in r = { .mode = mode, .readonly = c->readonly, .seq = seq,
+				       .promote = c->promote, .cached = x != NULL };
+		unsigned s0, s1;
 
 		c_piece_sectors(c, &p[i], &s0, &s1);
 		if (x) {
 			x->pins++;
 			p[i].slot = s;
 			memcpy(p[i].valid, x->valid, sizeof(p[i].valid));
-			p[i].full = bm_all(x->valid, s0, s1);
-			heat = c_heat_bump(c, &x->heat, &x->heat_t, now);
-			if (p[i].full)
+			r.full = bm_all(x->valid, s0, s1);
+			r.dirty = bm_any(x->dirty);
+			r.heat = c_heat_bump(c, &x->heat, &x->heat_t, now);
+			r.blocked = x->fillq || x->busy;
+			if (r.full)
 				tfs_policy_hit(c->pol, s);
 		} else {
 			g = c_uheat(c, c_ekey(fid, p[i].idx), now);
-			heat = c_heat_bump(c, &g->heat, &g->t, now);
+			r.heat = c_heat_bump(c, &g->heat, &g->t, now);
+			r.blocked = g->queued || c->guard[c_ekey(fid, p[i].idx) % C_GUARDS];
 		}
-		if (p[i].full && (mode != TFS_CACHE_OFF || bm_any(x->dirty))) {
+		switch (tfs_rule_read(&r)) {
+		case TFS_RD_HIT:
+			p[i].full = true;
 			c->st.read_hits++;
 			c->st.read_hit_bytes += p[i].b - p[i].a;
 			continue;
+		case TFS_RD_SEQ:
+			c->st.seq_bypass++;
+			break;
+		case TFS_RD_MISS:
+			break;
+		case TFS_RD_FILL:
+			/* cached, but not the sectors read: filled as a
+			 * promotion would (flush.c invariant 14) */
+			p[i].fill = true;
+			/* fall through */
+		case TFS_RD_PROMOTE:
+			p[i].promote = true;
+			npromote++;
+			break;
 		}
-		p[i].full = false;
 		c->st.read_misses++;
 		c->st.read_miss_bytes += p[i].b - p[i].a;
 		if (miss_a == UINT64_MAX)
 			miss_a = p[i].a;
 		miss_b = p[i].b;
-		if (seq)
-			c->st.seq_bypass++;
-		else if (!x && mode != TFS_CACHE_OFF && !c->readonly && heat >= c->promote &&
-			 !g->queued && c->guard[c_ekey(fid, p[i].idx) % C_GUARDS] == 0) {
-			p[i].promote = true;
-			npromote++;
-		} else if (x && mode != TFS_CACHE_OFF && !c->readonly && heat >= c->promote &&
-			   !x->fillq && !x->busy) {
-			/* cached, but not the sectors read: filled as a promotion
-			 * would (flush.c invariant 14) */
-			p[i].promote = p[i].fill = true;
-			npromote++;
-		}
 	}
 	if (miss_a == UINT64_MAX)
 		c->st.read_req_hits++;

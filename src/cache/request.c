@@ -60,11 +60,9 @@ struct piece *c_pieces_of(struct tfs_cache *c, uint64_t off, uint64_t len, unsig
  * in->lock. */
 bool c_seq_note(const struct tfs_cache *c, struct tfs_inode *in, uint64_t off, uint64_t len)
 {
-	in->seq_len = in->seq_next == off ? in->seq_len + len : len;
-	in->seq_next = off + len;
 	uint64_t cutoff = __atomic_load_n(&c->seq_cutoff, __ATOMIC_RELAXED);	/* status.c inv. 3 */
 
-	return cutoff && in->seq_len >= cutoff;
+	return tfs_seq_note(&in->seq_next, &in->seq_len, off, len, cutoff);
 }
 
 /* fid and logical size of an open file, and whether the request [off,

@@ -148,7 +148,7 @@ static bool any_busy(struct tfs_cache *c, uint64_t fid, const struct piece *p, u
 /* The dirty level is at or above dirty_high.  Under c->lock. */
 static bool over_high(const struct tfs_cache *c)
 {
-	return (uint64_t)c->ndirty * 100 >= (uint64_t)c->dirty_high * c->nslots;
+	return tfs_dirty_over(c->ndirty, c->nslots, c->dirty_high);
 }
 
 /* Decide what each piece does and take what it needs (busy slots,
@@ -158,13 +158,14 @@ static bool plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 		       bool seq, uint64_t fid, struct piece *p, unsigned np)
 {
 	uint32_t now = c_now();
-	bool admit = mode == TFS_CACHE_WRITEBACK && !seq && !c->readonly;
-	bool full = admit && over_high(c);	/* invariant 9 */
+	struct tfs_wr_in w = { .mode = mode, .readonly = c->readonly, .seq = seq,
+			       .over_high = over_high(c) };	/* invariant 9 */
 	enum tfs_bypass why = TFS_BYPASS_NONE;
 	bool hit = true;
 
 	for (unsigned i = 0; i < np; i++) {
 		uint32_t s = c_lookup(c, fid, p[i].idx);
+		enum tfs_bypass pwhy;
 		struct cext *x;
 
 		if (s != C_NONE) {
@@ -181,26 +182,35 @@ static bool plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 			tfs_policy_hit(c->pol, s);
 			p[i].slot = s;
 			memcpy(p[i].valid, x->valid, sizeof(p[i].valid));
-			if (mode == TFS_CACHE_WRITEBACK || bm_any(x->dirty) || x->flushing)
-				p[i].act = A_CACHE;
-			else
-				p[i].act = mode == TFS_CACHE_WRITETHROUGH ? A_THROUGH : A_AROUND;
-			if (p[i].act == A_CACHE || p[i].act == A_THROUGH) {
+			w.cached = true;
+			w.dirty = bm_any(x->dirty) || x->flushing;
+			switch (tfs_rule_write(&w, &pwhy)) {
+			case TFS_WR_THROUGH:
+				p[i].act = A_THROUGH;
 				c->st.write_hits++;	/* a cached extent written */
-			} else if (p[i].act == A_AROUND) {
+				break;
+			case TFS_WR_AROUND:
+				p[i].act = A_AROUND;
 				c->st.write_around++;
 				hit = false;
-				why = TFS_BYPASS_MODE;
+				why = pwhy;
+				break;
+			default:
+				p[i].act = A_CACHE;
+				c->st.write_hits++;
+				break;
 			}
 			continue;
 		}
 		{
-			struct uheat *g = c_uheat(c, c_ekey(fid, p[i].idx), now);
+			struct tfs_heat_ent *g = c_uheat(c, c_ekey(fid, p[i].idx), now);
 
 			c_heat_bump(c, &g->heat, &g->t, now);
 		}
+		w.cached = w.dirty = false;
 		p[i].act = A_RAW;
-		if (admit && !full) {
+		hit = false;
+		if (tfs_rule_write(&w, &pwhy) == TFS_WR_ALLOC) {
 			s = c_alloc_slot(c, fid, p[i].idx);
 			if (s != C_NONE) {
 				p[i].slot = s;
@@ -208,21 +218,17 @@ static bool plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 				p[i].act = A_CACHE;
 				p[i].fresh = true;
 				c->st.write_misses++;
-				hit = false;
 				continue;
 			}
+			pwhy = TFS_BYPASS_NO_SLOT;
 		}
-		hit = false;
-		if (seq) {
+		if (pwhy == TFS_BYPASS_SEQ)
 			c->st.seq_bypass++;
-			why = TFS_BYPASS_SEQ;
-		} else if (full) {
+		else if (pwhy == TFS_BYPASS_DIRTY_HIGH)
 			c->st.full_bypass++;
-			why = TFS_BYPASS_DIRTY_HIGH;
-		} else {
+		else
 			c->st.write_around++;
-			why = admit ? TFS_BYPASS_NO_SLOT : TFS_BYPASS_MODE;
-		}
+		why = pwhy;
 		c->guard[c_ekey(fid, p[i].idx) % C_GUARDS]++;
 	}
 	if (hit)

@@ -1,0 +1,109 @@
+/* The SSD tier as a model: one thread, instant I/O, no data, built of the
+ * daemon's own rules (rules.h) and eviction policy (policy.h).
+ *
+ * It keeps what the daemon keeps of each slot (the extent it holds, its
+ * valid and dirty sectors, its heat, its last write) and of each file
+ * (the sequential-stream detector), and runs each request as the daemon's
+ * read and write paths do: cut at extent boundaries, each piece decided
+ * by tfs_rule_read / tfs_rule_write, heat in the daemon's heat table,
+ * promotions and fills done at once (the daemon queues them to the
+ * promoter), slots evicted in the daemon's batches, and the flusher
+ * destaging by tfs_flush_plan and tfs_flush_pause_ms in the requests'
+ * own time.  What it does not have: files' sizes (a promotion takes the
+ * whole extent), the promoter's queue (never full, never late), pins,
+ * busy slots and RAID writes in flight (nothing is ever blocked), and
+ * truncates and punches (not in a trace).
+ *
+ * Sampling: with cfg.sample below UINT64_MAX, only the extents whose key
+ * (tfs_ext_key) is below it are modelled, the others passed over (the
+ * sequential detector still sees every request): a tier of nslots slots
+ * on a sample of rate sample / 2^64 is a miniature of a tier of
+ * nslots * 2^64 / sample slots (Waldspurger et al., "Cache Modeling and
+ * Optimization using Miniature Simulations", ATC 2017).  The live
+ * miss-ratio curve and the admission tuner run such miniatures.
+ *
+ * Used by contrib/bench/cache_sim.c and by the daemon (src/cache/mrc.c).
+ * Not thread-safe: the caller serialises every call on one model.
+ */
+#ifndef TIERFS_MODEL_H
+#define TIERFS_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tierfs/policy.h"
+#include "tierfs/rules.h"
+
+struct tfs_model_cfg {
+	uint32_t extent;		/* bytes: sectors of 4 KiB, at most 256 of them */
+	uint32_t nslots;		/* at least 1 */
+	enum tfs_policy_kind policy;
+	enum tfs_cache_mode mode;
+	unsigned promote;		/* heat that promotes, at least 1 */
+	uint32_t halflife;		/* ticks (1/16 s) in which heat halves, at least 1 */
+	uint64_t seq_cutoff;		/* bytes; 0: no cutoff */
+	unsigned dirty_low, dirty_high;	/* percent, low < high */
+	uint64_t sample;		/* extents whose key is below it; UINT64_MAX: all */
+	uint32_t heat_entries;		/* heat table (a power of two, at least
+					 * TFS_HEAT_WAYS); 0: as the daemon sizes it */
+};
+
+/* The model's defaults: the daemon's (cache.h TFS_CACHE_OPTS_DEFAULT). */
+#define TFS_MODEL_CFG_DEFAULT(slots)                                                       \
+	((struct tfs_model_cfg){ .extent = 256 * 1024, .nslots = (slots),                  \
+				 .policy = TFS_POLICY_S3FIFO, .mode = TFS_CACHE_WRITEBACK, \
+				 .promote = 2, .halflife = 60 * 16, .seq_cutoff = 4 << 20, \
+				 .dirty_low = 20, .dirty_high = 70, .sample = UINT64_MAX })
+
+/* Counts of the modelled pieces (one per extent a request touches). */
+struct tfs_model_stats {
+	uint64_t reads, read_hits;		/* pieces; served whole by the tier */
+	uint64_t read_bytes, read_hit_bytes;
+	uint64_t writes, write_hits;		/* pieces; into an extent the tier holds */
+	uint64_t write_bytes, write_hit_bytes;
+	uint64_t ssd_write_bytes;		/* promotions, fills, writes into slots */
+	uint64_t raid_write_bytes;		/* destaged, and writes that went to the RAID */
+	uint64_t promotions, fills, allocations, evictions, flushed_extents;
+	uint64_t bypass_seq, bypass_dirty_high, bypass_no_slot;
+};
+
+struct tfs_model;
+
+/* A model of an empty tier; NULL if cfg is out of range or no memory. */
+struct tfs_model *tfs_model_new(const struct tfs_model_cfg *cfg);
+/* Frees m (NULL is nothing). */
+void tfs_model_free(struct tfs_model *m);
+/* One read (write false) or write of [off, off+len) of file fid at tick
+ * now (ticks never go back; a request of length 0 is nothing).  Returns
+ * true if the tier served it whole, as the daemon's trace flags a request
+ * TFS_TR_HIT: a read from valid sectors only, a write into extents the
+ * tier holds (write-back or write-through); pieces outside the sample
+ * count as served. */
+bool tfs_model_request(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write,
+		       uint32_t now);
+/* tfs_model_request with the sequential cutoff's verdict given (seq),
+ * not the model's own detector's: a miniature (see Sampling) that sees
+ * only the requests touching its sample takes the tier's verdict.
+ * Returns what tfs_model_request returns. */
+bool tfs_model_apply(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write,
+		     bool seq, uint32_t now);
+/* The model's own detector, which tfs_model_request asks: returns true if
+ * [off, off+len) of fid continues a stream past the cutoff (the request
+ * noted). */
+bool tfs_model_seq(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len);
+/* Returns the counts so far. */
+const struct tfs_model_stats *tfs_model_stats(const struct tfs_model *m);
+/* The counts back to zero (the tier's contents stay). */
+void tfs_model_reset_stats(struct tfs_model *m);
+/* The promotion threshold from now on (at least 1). */
+void tfs_model_set_promote(struct tfs_model *m, unsigned promote);
+/* Returns the model's slots. */
+uint32_t tfs_model_slots(const struct tfs_model *m);
+/* Returns the slots in use. */
+uint32_t tfs_model_used(const struct tfs_model *m);
+/* Returns the slots with dirty sectors. */
+uint32_t tfs_model_dirty(const struct tfs_model *m);
+/* Returns the bytes of memory the model holds. */
+uint64_t tfs_model_bytes(const struct tfs_model *m);
+
+#endif

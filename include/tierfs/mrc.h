@@ -1,0 +1,72 @@
+/* The tier's miss-ratio curve and its admission tuner, from miniature
+ * models (model.h) on a spatial sample of the extents.
+ *
+ * A tier of N slots is watched by miniatures of it at 0.25, 0.5, 1, 2, 4
+ * and 8 times its size, each a model of N x scale x R slots that sees only
+ * the extents whose key falls in the sample R (Waldspurger et al., "Cache
+ * Modeling and Optimization using Miniature Simulations", ATC 2017): the
+ * read hit ratio each one reaches is the curve.  Three more miniatures at
+ * 1x run the promotion thresholds 1, 2 and 4: over each window the tuner
+ * takes the threshold whose miniature hit best, a higher one when it hit
+ * as well (within TFS_TUNE_EPS) for fewer bytes written to the SSD.
+ *
+ * Pure (no locks, no clock, no I/O): the daemon (src/cache/status.c and
+ * the request paths) serialises calls under its own lock and passes the
+ * time; cache_sim runs it on traces.
+ */
+#ifndef TIERFS_MRC_H
+#define TIERFS_MRC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tierfs/model.h"
+
+#define TFS_MRC_SIZES 6			/* 0.25x, 0.5x, 1x, 2x, 4x, 8x */
+#define TFS_MRC_BUDGET 8192		/* slots of the largest miniature, at most */
+#define TFS_TUNE_CHOICES 3		/* thresholds the tuner tries: 1, 2, 4 */
+#define TFS_TUNE_WINDOW 4096		/* sampled read pieces a tuning window */
+#define TFS_TUNE_EPS 0.005		/* hit ratios this close are a tie */
+
+/* The sizes of the curve, times the tier's. */
+extern const double tfs_mrc_scale[TFS_MRC_SIZES];
+/* The thresholds the tuner tries. */
+extern const unsigned tfs_tune_promote[TFS_TUNE_CHOICES];
+
+struct tfs_mrc;
+
+/* The curve of a tier set as tier (its nslots, extent, policy, mode,
+ * threshold, halflife, watermarks), sampled at a rate that gives the 8x
+ * miniature at most budget slots, and at most 1/4 (so watching costs a
+ * hash and a compare for three pieces in four); tune: run the tuner's
+ * miniatures too.  NULL: no memory, or settings a model refuses. */
+struct tfs_mrc *tfs_mrc_new(const struct tfs_model_cfg *tier, uint32_t budget, bool tune);
+/* Frees r (NULL is nothing). */
+void tfs_mrc_free(struct tfs_mrc *r);
+/* Returns the sample bound: extents whose key (tfs_ext_key) is below it
+ * are watched.  A request none of whose extents is below it may be left
+ * out of tfs_mrc_request (it would change nothing). */
+uint64_t tfs_mrc_sample(const struct tfs_mrc *r);
+/* Returns true if an extent of [off, off+len) of fid (extents of extent
+ * bytes) is in the sample. */
+bool tfs_mrc_watches(const struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len,
+		     uint32_t extent);
+/* One request, as the tier saw it (seq: its verdict of the sequential
+ * cutoff) at tick now. */
+void tfs_mrc_request(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len, bool write,
+		     bool seq, uint32_t now);
+/* The read hit ratio (of pieces) each size reached since the start or
+ * the last reset, in out[TFS_MRC_SIZES] (-1: no read yet); returns the
+ * sampled read pieces behind them. */
+uint64_t tfs_mrc_curve(const struct tfs_mrc *r, double *out);
+/* The counts back to zero (the miniatures keep their contents). */
+void tfs_mrc_reset(struct tfs_mrc *r);
+/* Returns the threshold the tuner chose in its last window (0: none
+ * yet, or no tuner). */
+unsigned tfs_mrc_promote(const struct tfs_mrc *r);
+/* The tier's threshold changed (the curve's miniatures follow it). */
+void tfs_mrc_set_promote(struct tfs_mrc *r, unsigned promote);
+/* Returns the bytes of memory r holds. */
+uint64_t tfs_mrc_bytes(const struct tfs_mrc *r);
+
+#endif

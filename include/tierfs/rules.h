@@ -1,0 +1,205 @@
+/* The SSD tier's decisions, pure: what a request's piece does (hit, miss,
+ * promote, fill; write back, through, around, allocate, bypass), heat and
+ * its table, the sequential cutoff, the eviction batch and the flusher's
+ * pace.  No I/O, no locks, no clock: the caller passes the state and the
+ * time (1/16 s ticks), and serialises calls on one table.
+ *
+ * The daemon's request paths (src/cache: read.c, write.c, index.c,
+ * request.c, flush.c) decide through these functions, and so does the
+ * tier's model (model.h: cache_sim, the live miss-ratio curve and the
+ * admission tuner), so a rule changed here changes both.
+ */
+#ifndef TIERFS_RULES_H
+#define TIERFS_RULES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tierfs/hash.h"
+
+/* The tier's modes (mount option cache_mode=, tierctl cache_mode). */
+enum tfs_cache_mode {
+	TFS_CACHE_WRITEBACK,	/* writes land on the SSD; the flusher destages them */
+	TFS_CACHE_WRITETHROUGH,	/* writes go to both tiers before they are acknowledged */
+	TFS_CACHE_WRITEAROUND,	/* writes go to the RAID and invalidate the SSD copy */
+	TFS_CACHE_OFF,		/* the SSD is not used (dirty data still drains) */
+};
+
+/* Returns the mode's name ("?" for a value that is not a mode). */
+const char *tfs_cache_mode_name(enum tfs_cache_mode m);
+/* Returns 0 with *m the mode named s, or -EINVAL (not a mode's name). */
+int tfs_cache_mode_parse(const char *s, enum tfs_cache_mode *m);
+
+/* Why a request went around the tier (a file's last_bypass). */
+enum tfs_bypass {
+	TFS_BYPASS_NONE,
+	TFS_BYPASS_SEQ,		/* a sequential stream past cache_seq_cutoff */
+	TFS_BYPASS_DIRTY_HIGH,	/* write-back at cache_dirty_high wanting a fresh slot */
+	TFS_BYPASS_MODE,	/* the mode keeps no new writes (not write-back, read-only) */
+	TFS_BYPASS_NO_SLOT,	/* every slot dirty or in use */
+};
+
+#define TFS_SECTOR 4096u
+#define TFS_HEAT_WAYS 4			/* entries of a set of the heat table */
+#define TFS_FLUSH_IDLE_TICKS (5 * 16)	/* no requests for 5 s: flush everything */
+#define TFS_FLUSH_WRITE_AGE (5 * 16)	/* paced: extents not written for 5 s */
+#define TFS_EVICT_BATCH 32		/* clean slots freed by one eviction */
+#define TFS_FLUSH_FILES 16		/* files a flusher batch destages (= TFS_SYNC_MANY) */
+#define TFS_FLUSH_BATCH 64		/* extents of a file a batch destages */
+
+/* Returns the key of extent (fid, idx): the hash the index, the policy,
+ * the guards, the heat table and the model's sampling use. */
+static inline uint64_t tfs_ext_key(uint64_t fid, uint64_t idx)
+{
+	return tfs_mix64(fid * TFS_GOLDEN64 ^ tfs_mix64(idx + 1));
+}
+
+/* ---- heat: accesses, halved every halflife ticks ---- */
+
+/* Returns heat h as of tick t, decayed to now. */
+static inline unsigned tfs_heat_now(uint32_t halflife, uint16_t h, uint32_t t, uint32_t now)
+{
+	uint32_t halves = (now - t) / halflife;
+
+	return halves >= 16 ? 0 : h >> halves;
+}
+
+/* One more access to heat (*h, *t) at now.  Returns the new heat
+ * (saturating at UINT16_MAX). */
+static inline unsigned tfs_heat_bump(uint32_t halflife, uint16_t *h, uint32_t *t, uint32_t now)
+{
+	unsigned v = tfs_heat_now(halflife, *h, *t, now);
+
+	if (v < UINT16_MAX)
+		v++;
+	*h = (uint16_t)v;
+	*t = now;
+	return v;
+}
+
+/* The heat of extents not cached, in sets of TFS_HEAT_WAYS entries chosen
+ * by key: a key keeps its entry until TFS_HEAT_WAYS - 1 others of its set
+ * are hotter, or as hot and more recent; an entry a promotion waits for
+ * (queued) gives way last. */
+struct tfs_heat_ent {
+	uint64_t key;
+	uint32_t t;
+	uint16_t heat;
+	bool queued;
+};
+
+/* Returns the entries of the heat table (a power of two, at least 65536)
+ * for a tier of nslots slots. */
+uint32_t tfs_heat_entries(uint32_t nslots);
+/* Returns key's entry of tab (entries = mask + 1): its own, or the one of
+ * its set it takes over (zeroed, t = now). */
+struct tfs_heat_ent *tfs_heat_find(struct tfs_heat_ent *tab, uint32_t mask, uint32_t halflife,
+				   uint64_t key, uint32_t now);
+
+/* ---- the sequential cutoff (bcache's, per file) ---- */
+
+/* The request [off, off+len) enters a file's stream detector (*next: where
+ * the last request ended; *run: bytes of the run so far).  Returns true if
+ * it continues a run that reached cutoff (0: never). */
+static inline bool tfs_seq_note(uint64_t *next, uint64_t *run, uint64_t off, uint64_t len,
+				uint64_t cutoff)
+{
+	*run = *next == off ? *run + len : len;
+	*next = off + len;
+	return cutoff && *run >= cutoff;
+}
+
+/* ---- a read's piece ---- */
+
+enum tfs_rd_act {
+	TFS_RD_HIT,		/* served from the slot */
+	TFS_RD_MISS,		/* from the RAID */
+	TFS_RD_SEQ,		/* from the RAID: a sequential stream past the cutoff */
+	TFS_RD_PROMOTE,		/* from the RAID, and the extent is promoted */
+	TFS_RD_FILL,		/* from the RAID, and the slot's missing sectors filled */
+};
+
+/* What the tier knows when a read reaches one extent. */
+struct tfs_rd_in {
+	enum tfs_cache_mode mode;
+	bool readonly;		/* the mount */
+	bool seq;		/* the request continues a stream past the cutoff */
+	unsigned promote;	/* the promotion threshold (heat) */
+	bool cached;		/* a slot holds the extent */
+	bool full;		/* ... with every sector the piece reads valid */
+	bool dirty;		/* ... with dirty sectors */
+	bool blocked;		/* a promotion or fill of it is queued, its slot is owned
+				 * (busy), or a RAID write of it is in flight */
+	unsigned heat;		/* the extent's heat, this access counted */
+};
+
+/* Returns what the piece does. */
+enum tfs_rd_act tfs_rule_read(const struct tfs_rd_in *r);
+
+/* ---- a write's piece ---- */
+
+enum tfs_wr_act {
+	TFS_WR_CACHE,		/* write-back into its slot */
+	TFS_WR_THROUGH,		/* the RAID, then the slot's whole sectors */
+	TFS_WR_AROUND,		/* the slot's sectors invalidated, then the RAID */
+	TFS_WR_ALLOC,		/* a fresh slot, written back (none free: TFS_WR_RAW,
+				 * TFS_BYPASS_NO_SLOT) */
+	TFS_WR_RAW,		/* the RAID only: the extent is not cached */
+};
+
+struct tfs_wr_in {
+	enum tfs_cache_mode mode;
+	bool readonly;
+	bool seq;
+	bool over_high;		/* dirty extents at or above dirty_high */
+	bool cached;
+	bool dirty;		/* ... dirty, or being flushed */
+};
+
+/* Returns what the piece does, and in *why the reason it goes around the
+ * tier (TFS_BYPASS_NONE if it does not). */
+enum tfs_wr_act tfs_rule_write(const struct tfs_wr_in *w, enum tfs_bypass *why);
+
+/* ---- eviction and the flusher ---- */
+
+/* Returns true if ndirty of nslots extents is at or above pct percent. */
+static inline bool tfs_dirty_over(uint32_t ndirty, uint32_t nslots, unsigned pct)
+{
+	return (uint64_t)ndirty * 100 >= (uint64_t)pct * nslots;
+}
+
+/* Returns true if ndirty, one more than before, just reached pct percent
+ * of nslots. */
+static inline bool tfs_dirty_crossed(uint32_t ndirty, uint32_t nslots, unsigned pct)
+{
+	return tfs_dirty_over(ndirty, nslots, pct) && !tfs_dirty_over(ndirty - 1, nslots, pct);
+}
+
+/* Returns the clean slots one eviction frees: up to TFS_EVICT_BATCH, an
+ * eighth of the tier at most (a small tier keeps its hot set). */
+static inline unsigned tfs_evict_batch(uint32_t nslots)
+{
+	unsigned b = nslots / 8 ? nslots / 8 : 1;
+
+	return b < TFS_EVICT_BATCH ? b : TFS_EVICT_BATCH;
+}
+
+/* The flusher's next step. */
+struct tfs_flush_step {
+	bool run;		/* destage a batch now */
+	uint32_t min_age;	/* only extents not written for this many ticks */
+};
+
+/* Returns what the flusher does at a dirty level of ndirty of nslots extents:
+ * below dirty_low it works only when the array is idle or asked to (all);
+ * between the watermarks, paced, on extents older than
+ * TFS_FLUSH_WRITE_AGE; at dirty_high and above, flat out. */
+struct tfs_flush_step tfs_flush_plan(uint32_t ndirty, uint32_t nslots, unsigned low,
+				     unsigned high, bool idle, bool all);
+/* Returns the pause in ms after a batch that destaged nfiles files (0: none), at
+ * the dirty level after it: between the watermarks, longer the lower the
+ * level; none at dirty_high or when idle or asked to. */
+unsigned tfs_flush_pause_ms(uint32_t ndirty, uint32_t nslots, unsigned low, unsigned high,
+			    bool idle, bool all, unsigned nfiles);
+
+#endif

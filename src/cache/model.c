@@ -1,0 +1,538 @@
+/* model.c - the SSD tier as a model (include/tierfs/model.h): one
+ * thread, instant I/O, built of the daemon's rules (rules.c) and policy
+ * (policy.c).
+ *
+ * Owns: a model's slots (extent, valid and dirty sectors, heat, last
+ * write), its index, free list, heat table, per-file stream detectors,
+ * the flusher's clock, and its counts.
+ *
+ * Invariants:
+ *  1. Every decision the daemon makes by a rule is made here by the same
+ *     rule with the same inputs, in the same order within a request:
+ *     heat is bumped, the piece decided, then counted; promotions and fills
+ *     follow the request (the daemon queues them after its RAID read).
+ *  2. Dirty sectors are valid, and only clean slots are evicted, in
+ *     batches of tfs_evict_batch, victims chosen by the policy.
+ *  3. The flusher runs before each request, in the request's time: it
+ *     destages batches while tfs_flush_plan says so and its clock (the
+ *     end of its last pause) is not past now; an idle gap
+ *     (TFS_FLUSH_IDLE_TICKS without a request) lets it destage everything.
+ *  4. A piece of an extent outside the sample changes nothing and is not
+ *     counted; the stream detector sees every request.
+ *  5. Memory is allocated at tfs_model_new only.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tierfs/cstore.h"
+#include "tierfs/model.h"
+#include "tierfs/rules.h"
+
+#define NONE UINT32_MAX
+#define SEQ_FILES 4096		/* stream detectors, by fid (a collision resets one) */
+
+struct mslot {
+	uint64_t fid, idx;
+	uint64_t valid[TFS_CEXT_WORDS], dirty[TFS_CEXT_WORDS];
+	uint32_t hnext, wtime, heat_t;
+	uint16_t heat;
+	bool used;
+};
+
+struct mseq {
+	uint64_t fid, next, run;
+};
+
+struct tfs_model {
+	struct tfs_model_cfg cfg;
+	unsigned spe;			/* sectors per extent */
+	struct mslot *e;
+	uint32_t *htab, hmask;
+	uint32_t *freel, nfree;
+	uint32_t nused, ndirty;
+	struct tfs_policy *pol;
+	struct tfs_heat_ent *heat;
+	uint32_t heat_mask;
+	struct mseq *seq;
+	uint32_t last_io, flush_at;	/* invariant 3 */
+	uint32_t fcur;			/* the flusher's next slot */
+	bool any_io;
+	struct tfs_model_stats st;
+};
+
+/* ---- sector bitmaps ---- */
+
+static void bm_set(uint64_t *m, unsigned a, unsigned b)
+{
+	for (unsigned i = a; i < b; i++)
+		m[i / 64] |= 1ull << (i % 64);
+}
+
+static void bm_clear(uint64_t *m, unsigned a, unsigned b)
+{
+	for (unsigned i = a; i < b; i++)
+		m[i / 64] &= ~(1ull << (i % 64));
+}
+
+static bool bm_all(const uint64_t *m, unsigned a, unsigned b)
+{
+	for (unsigned i = a; i < b; i++)
+		if (!(m[i / 64] >> (i % 64) & 1))
+			return false;
+	return true;
+}
+
+static bool bm_any(const uint64_t *m)
+{
+	for (unsigned w = 0; w < TFS_CEXT_WORDS; w++)
+		if (m[w])
+			return true;
+	return false;
+}
+
+static unsigned bm_count(const uint64_t *m)
+{
+	unsigned n = 0;
+
+	for (unsigned w = 0; w < TFS_CEXT_WORDS; w++)
+		n += (unsigned)__builtin_popcountll(m[w]);
+	return n;
+}
+
+/* ---- life ---- */
+
+static uint32_t pow2_at_least(uint64_t n)
+{
+	uint64_t p = 1;
+
+	while (p < n)
+		p <<= 1;
+	return (uint32_t)p;
+}
+
+struct tfs_model *tfs_model_new(const struct tfs_model_cfg *cfg)
+{
+	struct tfs_model *m;
+	uint32_t hn;
+
+	if (!cfg->nslots || !cfg->extent || cfg->extent % TFS_SECTOR ||
+	    cfg->extent / TFS_SECTOR > TFS_CEXT_WORDS * 64 || !cfg->promote || !cfg->halflife ||
+	    cfg->dirty_low >= cfg->dirty_high || cfg->dirty_high > 100 ||
+	    (cfg->heat_entries && (cfg->heat_entries & (cfg->heat_entries - 1) ||
+				   cfg->heat_entries < TFS_HEAT_WAYS)))
+		return NULL;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->cfg = *cfg;
+	m->spe = cfg->extent / TFS_SECTOR;
+	hn = cfg->heat_entries ? cfg->heat_entries : tfs_heat_entries(cfg->nslots);
+	m->heat_mask = hn - 1;
+	m->hmask = pow2_at_least(cfg->nslots) - 1;
+	m->e = calloc(cfg->nslots, sizeof(*m->e));
+	m->htab = malloc(((size_t)m->hmask + 1) * sizeof(*m->htab));
+	m->freel = malloc((size_t)cfg->nslots * sizeof(*m->freel));
+	m->heat = calloc(hn, sizeof(*m->heat));
+	m->seq = calloc(SEQ_FILES, sizeof(*m->seq));
+	m->pol = tfs_policy_new(cfg->policy, cfg->nslots);
+	if (!m->e || !m->htab || !m->freel || !m->heat || !m->seq || !m->pol) {
+		tfs_model_free(m);
+		return NULL;
+	}
+	memset(m->htab, 0xff, ((size_t)m->hmask + 1) * sizeof(*m->htab));
+	for (uint32_t s = 0; s < cfg->nslots; s++)	/* slot 0 handed out first */
+		m->freel[s] = cfg->nslots - 1 - s;
+	m->nfree = cfg->nslots;
+	return m;
+}
+
+void tfs_model_free(struct tfs_model *m)
+{
+	if (!m)
+		return;
+	free(m->e);
+	free(m->htab);
+	free(m->freel);
+	free(m->heat);
+	free(m->seq);
+	tfs_policy_free(m->pol);
+	free(m);
+}
+
+uint64_t tfs_model_bytes(const struct tfs_model *m)
+{
+	return sizeof(*m) + (uint64_t)m->cfg.nslots * (sizeof(*m->e) + sizeof(*m->freel) + 24) +
+	       ((uint64_t)m->hmask + 1) * sizeof(*m->htab) +
+	       ((uint64_t)m->heat_mask + 1) * sizeof(*m->heat) + SEQ_FILES * sizeof(*m->seq);
+}
+
+const struct tfs_model_stats *tfs_model_stats(const struct tfs_model *m)
+{
+	return &m->st;
+}
+
+void tfs_model_reset_stats(struct tfs_model *m)
+{
+	memset(&m->st, 0, sizeof(m->st));
+}
+
+void tfs_model_set_promote(struct tfs_model *m, unsigned promote)
+{
+	m->cfg.promote = promote ? promote : 1;
+}
+
+uint32_t tfs_model_slots(const struct tfs_model *m)
+{
+	return m->cfg.nslots;
+}
+
+uint32_t tfs_model_used(const struct tfs_model *m)
+{
+	return m->nused;
+}
+
+uint32_t tfs_model_dirty(const struct tfs_model *m)
+{
+	return m->ndirty;
+}
+
+/* ---- the index ---- */
+
+static uint32_t lookup(const struct tfs_model *m, uint64_t key, uint64_t fid, uint64_t idx)
+{
+	for (uint32_t s = m->htab[key & m->hmask]; s != NONE; s = m->e[s].hnext)
+		if (m->e[s].fid == fid && m->e[s].idx == idx)
+			return s;
+	return NONE;
+}
+
+static void unlink_slot(struct tfs_model *m, uint32_t s)
+{
+	struct mslot *x = &m->e[s];
+	uint32_t *pp = &m->htab[tfs_ext_key(x->fid, x->idx) & m->hmask];
+
+	while (*pp != s)
+		pp = &m->e[*pp].hnext;
+	*pp = x->hnext;
+	x->used = false;
+	m->nused--;
+	m->freel[m->nfree++] = s;
+}
+
+static bool evictable(void *arg, uint32_t s)
+{
+	const struct mslot *x = &((struct tfs_model *)arg)->e[s];
+
+	return x->used && !bm_any(x->dirty);
+}
+
+/* A free slot for (fid, idx), linked, empty, heat 0 as of now (index.c
+ * c_alloc_slot, evict_some); NONE: every slot dirty. */
+static uint32_t alloc_slot(struct tfs_model *m, uint64_t key, uint64_t fid, uint64_t idx,
+			   uint32_t now)
+{
+	struct mslot *x;
+	uint32_t s;
+
+	if (!m->nfree) {
+		unsigned batch = tfs_evict_batch(m->cfg.nslots);
+
+		for (unsigned n = 0; n < batch && m->nused > m->ndirty; n++) {
+			uint32_t v = tfs_policy_victim(m->pol, evictable, m,
+						       4 * m->cfg.nslots + 64);
+
+			if (v == TFS_POLICY_NONE)
+				break;
+			unlink_slot(m, v);
+			m->st.evictions++;
+		}
+	}
+	if (!m->nfree)
+		return NONE;
+	s = m->freel[--m->nfree];
+	x = &m->e[s];
+	memset(x, 0, sizeof(*x));
+	x->fid = fid;
+	x->idx = idx;
+	x->used = true;
+	x->heat_t = now;
+	x->hnext = m->htab[key & m->hmask];
+	m->htab[key & m->hmask] = s;
+	m->nused++;
+	tfs_policy_insert(m->pol, s, key);
+	return s;
+}
+
+/* Sectors [s0, s1) of x become dirty (and valid) at now. */
+static void dirty_sectors(struct tfs_model *m, struct mslot *x, unsigned s0, unsigned s1,
+			  uint32_t now)
+{
+	if (!bm_any(x->dirty))
+		m->ndirty++;
+	bm_set(x->valid, s0, s1);
+	bm_set(x->dirty, s0, s1);
+	x->wtime = now;
+}
+
+/* ---- the flusher (invariant 3) ---- */
+
+/* Destages one batch: up to TFS_FLUSH_FILES files' worth of dirty slots
+ * not written for min_age ticks, TFS_FLUSH_BATCH of a file at most,
+ * looking at every slot once from the cursor on.  Returns the files. */
+static unsigned flush_batch(struct tfs_model *m, uint32_t min_age, uint32_t now)
+{
+	uint64_t fids[TFS_FLUSH_FILES];
+	unsigned per[TFS_FLUSH_FILES], nf = 0;
+
+	for (uint32_t k = 0; k < m->cfg.nslots; k++) {
+		uint32_t s = (m->fcur + k) % m->cfg.nslots;
+		struct mslot *x = &m->e[s];
+		unsigned f;
+
+		if (!x->used || !bm_any(x->dirty) || now - x->wtime < min_age)
+			continue;
+		for (f = 0; f < nf && fids[f] != x->fid; f++)
+			;
+		if (f == nf) {
+			if (nf == TFS_FLUSH_FILES) {
+				m->fcur = s;
+				return nf;
+			}
+			fids[nf] = x->fid;
+			per[nf++] = 0;
+		}
+		if (per[f] == TFS_FLUSH_BATCH)
+			continue;
+		per[f]++;
+		m->st.raid_write_bytes += (uint64_t)bm_count(x->dirty) * TFS_SECTOR;
+		m->st.flushed_extents++;
+		memset(x->dirty, 0, sizeof(x->dirty));
+		m->ndirty--;
+	}
+	m->fcur = (m->fcur + 1) % m->cfg.nslots;
+	return nf;
+}
+
+static void flusher(struct tfs_model *m, uint32_t now)
+{
+	bool idle = m->any_io && m->ndirty && now - m->last_io > TFS_FLUSH_IDLE_TICKS;
+	const struct tfs_model_cfg *c = &m->cfg;
+
+	if (idle)	/* the gap was long enough to destage everything */
+		while (m->ndirty && flush_batch(m, 0, now))
+			;
+	/* reaching dirty_high wakes it from a paced pause (index.c
+	 * c_file_dirtied) */
+	while ((int32_t)(now - m->flush_at) >= 0 ||
+	       tfs_dirty_over(m->ndirty, c->nslots, c->dirty_high)) {
+		struct tfs_flush_step st = tfs_flush_plan(m->ndirty, c->nslots, c->dirty_low,
+							  c->dirty_high, false, false);
+		unsigned nf, pause;
+
+		if (!st.run)
+			break;
+		nf = flush_batch(m, st.min_age, now);
+		pause = tfs_flush_pause_ms(m->ndirty, c->nslots, c->dirty_low, c->dirty_high,
+					   false, false, nf);
+		if (!pause && !nf)
+			pause = 1000;	/* nothing old enough: the daemon waits too */
+		if (pause)
+			m->flush_at = now + (pause * 16 + 999) / 1000;
+	}
+}
+
+/* ---- requests ---- */
+
+bool tfs_model_seq(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len)
+{
+	struct mseq *q = &m->seq[tfs_mix64(fid) % SEQ_FILES];
+
+	if (q->fid != fid)
+		*q = (struct mseq){ .fid = fid };
+	return tfs_seq_note(&q->next, &q->run, off, len, m->cfg.seq_cutoff);
+}
+
+/* One piece of a request: extent idx's part [a, b) of it, its sectors
+ * [s0, s1), and its slot (x NULL: not cached). */
+struct mpiece {
+	uint64_t idx, key, a, b;
+	unsigned s0, s1;
+	uint32_t s;
+	struct mslot *x;
+};
+
+/* Piece idx of [off, off+len) of fid, counted in *n and *bytes; false if
+ * its extent is outside the sample (invariant 4). */
+static bool piece(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, uint64_t idx,
+		  struct mpiece *p, uint64_t *n, uint64_t *bytes)
+{
+	uint64_t base = idx * m->cfg.extent, end = base + m->cfg.extent;
+
+	p->key = tfs_ext_key(fid, idx);
+	if (p->key >= m->cfg.sample)
+		return false;
+	p->idx = idx;
+	p->a = off > base ? off : base;
+	p->b = off + len < end ? off + len : end;
+	p->s0 = (unsigned)((p->a - base) / TFS_SECTOR);
+	p->s1 = (unsigned)((p->b - base + TFS_SECTOR - 1) / TFS_SECTOR);
+	p->s = lookup(m, p->key, fid, idx);
+	p->x = p->s == NONE ? NULL : &m->e[p->s];
+	(*n)++;
+	*bytes += p->b - p->a;
+	return true;
+}
+
+/* One more access to p's extent at now, in its slot or in the heat
+ * table (as read.c and write.c).  Returns its heat. */
+static unsigned heat_bump(struct tfs_model *m, const struct mpiece *p, uint32_t now)
+{
+	uint32_t hl = m->cfg.halflife;
+	struct tfs_heat_ent *g;
+
+	if (p->x)
+		return tfs_heat_bump(hl, &p->x->heat, &p->x->heat_t, now);
+	g = tfs_heat_find(m->heat, m->heat_mask, hl, p->key, now);
+	return tfs_heat_bump(hl, &g->heat, &g->t, now);
+}
+
+static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool seq,
+		    uint32_t now)
+{
+	const struct tfs_model_cfg *c = &m->cfg;
+	bool whole = true;
+
+	for (uint64_t idx = off / c->extent; idx <= (off + len - 1) / c->extent; idx++) {
+		struct tfs_rd_in r = { .mode = c->mode, .seq = seq, .promote = c->promote };
+		enum tfs_rd_act act;
+		struct mpiece p;
+		uint32_t s;
+
+		if (!piece(m, fid, off, len, idx, &p, &m->st.reads, &m->st.read_bytes))
+			continue;
+		r.heat = heat_bump(m, &p, now);
+		if (p.x) {
+			r.cached = true;
+			r.full = bm_all(p.x->valid, p.s0, p.s1);
+			r.dirty = bm_any(p.x->dirty);
+			if (r.full)
+				tfs_policy_hit(m->pol, p.s);
+		}
+		act = tfs_rule_read(&r);
+		whole &= act == TFS_RD_HIT;
+		switch (act) {
+		case TFS_RD_HIT:
+			m->st.read_hits++;
+			m->st.read_hit_bytes += p.b - p.a;
+			break;
+		case TFS_RD_SEQ:
+			m->st.bypass_seq++;
+			break;
+		case TFS_RD_MISS:
+			break;
+		case TFS_RD_FILL:	/* the promoter fills what is missing */
+			m->st.ssd_write_bytes +=
+				(uint64_t)(m->spe - bm_count(p.x->valid)) * TFS_SECTOR;
+			bm_set(p.x->valid, 0, m->spe);
+			m->st.fills++;
+			break;
+		case TFS_RD_PROMOTE:	/* ... or reads the extent into a fresh slot */
+			s = alloc_slot(m, p.key, fid, idx, now);
+			if (s == NONE)
+				break;	/* every slot dirty: the promoter gives up */
+			bm_set(m->e[s].valid, 0, m->spe);
+			m->st.ssd_write_bytes += c->extent;
+			m->st.promotions++;
+			break;
+		}
+	}
+	return whole;
+}
+
+static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool seq,
+		     uint32_t now)
+{
+	const struct tfs_model_cfg *c = &m->cfg;
+	struct tfs_wr_in w = { .mode = c->mode, .seq = seq,
+			       .over_high = tfs_dirty_over(m->ndirty, c->nslots, c->dirty_high) };
+	bool whole = true;
+
+	for (uint64_t idx = off / c->extent; idx <= (off + len - 1) / c->extent; idx++) {
+		uint64_t base = idx * c->extent;
+		enum tfs_bypass why;
+		enum tfs_wr_act act;
+		struct mpiece p;
+		unsigned w0, w1;
+		uint32_t s;
+
+		if (!piece(m, fid, off, len, idx, &p, &m->st.writes, &m->st.write_bytes))
+			continue;
+		/* sectors written whole: write-through makes only those valid */
+		w0 = (unsigned)((p.a - base + TFS_SECTOR - 1) / TFS_SECTOR);
+		w1 = (unsigned)((p.b - base) / TFS_SECTOR);
+		heat_bump(m, &p, now);
+		if (p.x)
+			tfs_policy_hit(m->pol, p.s);
+		w.cached = p.x != NULL;
+		w.dirty = p.x && bm_any(p.x->dirty);
+		act = tfs_rule_write(&w, &why);
+		whole &= act == TFS_WR_CACHE || act == TFS_WR_THROUGH;
+		switch (act) {
+		case TFS_WR_CACHE:
+			m->st.write_hits++;
+			m->st.write_hit_bytes += p.b - p.a;
+			dirty_sectors(m, p.x, p.s0, p.s1, now);
+			m->st.ssd_write_bytes += (uint64_t)(p.s1 - p.s0) * TFS_SECTOR;
+			break;
+		case TFS_WR_THROUGH:
+			m->st.write_hits++;
+			m->st.write_hit_bytes += p.b - p.a;
+			bm_clear(p.x->valid, p.s0, p.s1);
+			if (w1 > w0)
+				bm_set(p.x->valid, w0, w1);
+			m->st.ssd_write_bytes += (uint64_t)(w1 > w0 ? w1 - w0 : 0) * TFS_SECTOR;
+			m->st.raid_write_bytes += p.b - p.a;
+			break;
+		case TFS_WR_AROUND:
+			bm_clear(p.x->valid, p.s0, p.s1);
+			m->st.raid_write_bytes += p.b - p.a;
+			break;
+		case TFS_WR_ALLOC:
+			s = alloc_slot(m, p.key, fid, idx, now);
+			if (s != NONE) {
+				m->st.allocations++;
+				dirty_sectors(m, &m->e[s], p.s0, p.s1, now);
+				m->st.ssd_write_bytes += (uint64_t)(p.s1 - p.s0) * TFS_SECTOR;
+				break;
+			}
+			why = TFS_BYPASS_NO_SLOT;
+			/* fall through */
+		case TFS_WR_RAW:
+			m->st.raid_write_bytes += p.b - p.a;
+			m->st.bypass_seq += why == TFS_BYPASS_SEQ;
+			m->st.bypass_dirty_high += why == TFS_BYPASS_DIRTY_HIGH;
+			m->st.bypass_no_slot += why == TFS_BYPASS_NO_SLOT;
+			break;
+		}
+	}
+	return whole;
+}
+
+bool tfs_model_apply(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write,
+		     bool seq, uint32_t now)
+{
+	if (!len)
+		return true;
+	flusher(m, now);
+	m->last_io = now;
+	m->any_io = true;
+	return write ? do_write(m, fid, off, len, seq, now) : do_read(m, fid, off, len, seq, now);
+}
+
+bool tfs_model_request(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write,
+		       uint32_t now)
+{
+	return len ? tfs_model_apply(m, fid, off, len, write, tfs_model_seq(m, fid, off, len), now)
+		   : true;
+}

@@ -1,0 +1,187 @@
+/* mrc.c - the tier's miss-ratio curve and admission tuner from miniature
+ * models (include/tierfs/mrc.h).
+ *
+ * Owns: the miniatures (model.c) of the curve and of the tuner, the
+ * sample bound, the tuner's windows and its choice.
+ *
+ * Invariants:
+ *  1. Every miniature sees the same requests with the same sequential
+ *     verdict and time, and keeps only the extents of the one sample; a
+ *     miniature of scale s has round(N x s x R) slots (at least 1), and a
+ *     heat table R times the daemon's (at least 64 entries), so what fits
+ *     in it and how heat collides are the full tier's, scaled.
+ *  2. The curve's miniatures run the tier's threshold (set_promote
+ *     follows the tier's changes); the tuner's run theirs, fixed.
+ *  3. The tuner decides at the end of a window of TFS_TUNE_WINDOW read
+ *     pieces sampled, on that window's counts alone (a change of load
+ *     shows within a window), and its choice is the threshold whose
+ *     miniature hit most, or the highest threshold within TFS_TUNE_EPS of
+ *     it that wrote no more to the SSD.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tierfs/mrc.h"
+#include "tierfs/rules.h"
+
+const double tfs_mrc_scale[TFS_MRC_SIZES] = { 0.25, 0.5, 1, 2, 4, 8 };
+const unsigned tfs_tune_promote[TFS_TUNE_CHOICES] = { 1, 2, 4 };
+
+struct tfs_mrc {
+	uint64_t sample;
+	double rate;
+	struct tfs_model *curve[TFS_MRC_SIZES];
+	struct tfs_model *tune[TFS_TUNE_CHOICES];
+	/* the tuner's counts when its window began */
+	uint64_t w_reads, w_hits[TFS_TUNE_CHOICES], w_ssd[TFS_TUNE_CHOICES];
+	unsigned chosen;
+};
+
+static uint32_t pow2_at_least(uint64_t n)
+{
+	uint64_t p = 1;
+
+	while (p < n)
+		p <<= 1;
+	return (uint32_t)p;
+}
+
+static struct tfs_model *mini(const struct tfs_model_cfg *tier, const struct tfs_mrc *r,
+			      double scale, unsigned promote)
+{
+	struct tfs_model_cfg cfg = *tier;
+	double slots = floor((double)tier->nslots * scale * r->rate + 0.5);
+
+	cfg.nslots = slots < 1 ? 1 : (uint32_t)slots;
+	cfg.sample = r->sample;
+	cfg.promote = promote;
+	cfg.heat_entries = pow2_at_least((uint64_t)ceil(tfs_heat_entries(tier->nslots) * r->rate));
+	if (cfg.heat_entries < 64)
+		cfg.heat_entries = 64;
+	return tfs_model_new(&cfg);
+}
+
+struct tfs_mrc *tfs_mrc_new(const struct tfs_model_cfg *tier, uint32_t budget, bool tune)
+{
+	struct tfs_mrc *r = calloc(1, sizeof(*r));
+	bool ok = r != NULL;
+
+	if (!r)
+		return NULL;
+	r->rate = (double)budget / (8.0 * (double)tier->nslots);
+	if (r->rate > 0.25)
+		r->rate = 0.25;
+	r->sample = (uint64_t)(r->rate * 18446744073709551616.0);
+	for (unsigned i = 0; i < TFS_MRC_SIZES && ok; i++)
+		ok = (r->curve[i] = mini(tier, r, tfs_mrc_scale[i], tier->promote)) != NULL;
+	for (unsigned i = 0; i < TFS_TUNE_CHOICES && ok && tune; i++)
+		ok = (r->tune[i] = mini(tier, r, 1, tfs_tune_promote[i])) != NULL;
+	if (!ok) {
+		tfs_mrc_free(r);
+		return NULL;
+	}
+	return r;
+}
+
+void tfs_mrc_free(struct tfs_mrc *r)
+{
+	if (!r)
+		return;
+	for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
+		tfs_model_free(r->curve[i]);
+	for (unsigned i = 0; i < TFS_TUNE_CHOICES; i++)
+		tfs_model_free(r->tune[i]);
+	free(r);
+}
+
+uint64_t tfs_mrc_sample(const struct tfs_mrc *r)
+{
+	return r->sample;
+}
+
+bool tfs_mrc_watches(const struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len,
+		     uint32_t extent)
+{
+	for (uint64_t idx = off / extent; len && idx <= (off + len - 1) / extent; idx++)
+		if (tfs_ext_key(fid, idx) < r->sample)
+			return true;
+	return false;
+}
+
+/* The end of a window: choose (invariant 3), and start the next. */
+static void tune_window(struct tfs_mrc *r)
+{
+	uint64_t hits[TFS_TUNE_CHOICES], ssd[TFS_TUNE_CHOICES], reads, best = 0;
+	unsigned pick = 0;
+
+	reads = tfs_model_stats(r->tune[0])->reads - r->w_reads;
+	for (unsigned i = 0; i < TFS_TUNE_CHOICES; i++) {
+		const struct tfs_model_stats *st = tfs_model_stats(r->tune[i]);
+
+		hits[i] = st->read_hits - r->w_hits[i];
+		ssd[i] = st->ssd_write_bytes - r->w_ssd[i];
+		if (hits[i] > hits[best])
+			best = i;
+		r->w_hits[i] = st->read_hits;
+		r->w_ssd[i] = st->ssd_write_bytes;
+	}
+	r->w_reads += reads;
+	pick = (unsigned)best;
+	for (unsigned i = 0; i < TFS_TUNE_CHOICES; i++)
+		if ((double)(hits[best] - hits[i]) <= TFS_TUNE_EPS * (double)reads &&
+		    ssd[i] <= ssd[pick] && i > pick)
+			pick = i;
+	r->chosen = tfs_tune_promote[pick];
+}
+
+void tfs_mrc_request(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len, bool write,
+		     bool seq, uint32_t now)
+{
+	for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
+		tfs_model_apply(r->curve[i], fid, off, len, write, seq, now);
+	if (!r->tune[0])
+		return;
+	for (unsigned i = 0; i < TFS_TUNE_CHOICES; i++)
+		tfs_model_apply(r->tune[i], fid, off, len, write, seq, now);
+	if (tfs_model_stats(r->tune[0])->reads - r->w_reads >= TFS_TUNE_WINDOW)
+		tune_window(r);
+}
+
+uint64_t tfs_mrc_curve(const struct tfs_mrc *r, double *out)
+{
+	for (unsigned i = 0; i < TFS_MRC_SIZES; i++) {
+		const struct tfs_model_stats *st = tfs_model_stats(r->curve[i]);
+
+		out[i] = st->reads ? (double)st->read_hits / (double)st->reads : -1;
+	}
+	return tfs_model_stats(r->curve[0])->reads;
+}
+
+void tfs_mrc_reset(struct tfs_mrc *r)
+{
+	for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
+		tfs_model_reset_stats(r->curve[i]);
+}
+
+unsigned tfs_mrc_promote(const struct tfs_mrc *r)
+{
+	return r->chosen;
+}
+
+void tfs_mrc_set_promote(struct tfs_mrc *r, unsigned promote)
+{
+	for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
+		tfs_model_set_promote(r->curve[i], promote);
+}
+
+uint64_t tfs_mrc_bytes(const struct tfs_mrc *r)
+{
+	uint64_t n = sizeof(*r);
+
+	for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
+		n += tfs_model_bytes(r->curve[i]);
+	for (unsigned i = 0; i < TFS_TUNE_CHOICES; i++)
+		n += r->tune[i] ? tfs_model_bytes(r->tune[i]) : 0;
+	return n;
+}

@@ -1,0 +1,303 @@
+/* test_rules: the SSD tier's rules (src/cache/rules.c) over every combination of their inputs against the invariants the request paths state (read.c 4, write.c 1 and 9, flush.c 4, index.c 6), and the tier's model (src/cache/model.c) on random requests against its own invariants and a few hand-worked cases (a write-back write then its read hits, write-around invalidates, the cutoff bypasses, an idle gap destages, a sample of half the extents counts about half). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tierfs/model.h"
+#include "tierfs/rules.h"
+#include "unit.h"
+
+enum { G_READ, G_WRITE, G_HEAT, G_FLUSH, G_MODEL_INV, G_MODEL_CASES, G_SAMPLE, G_COUNT };
+
+static struct unit_group groups[G_COUNT] = {
+	[G_READ] = { .name = "read rule: every input combination" },
+	[G_WRITE] = { .name = "write rule: every input combination" },
+	[G_HEAT] = { .name = "heat table: sets, decay, a hot key kept" },
+	[G_FLUSH] = { .name = "flusher plan and pause" },
+	[G_MODEL_INV] = { .name = "model: counts add up on random requests" },
+	[G_MODEL_CASES] = { .name = "model: hand-worked cases" },
+	[G_SAMPLE] = { .name = "model: a half sample counts half" },
+};
+
+static const enum tfs_cache_mode modes[] = { TFS_CACHE_WRITEBACK, TFS_CACHE_WRITETHROUGH,
+					     TFS_CACHE_WRITEAROUND, TFS_CACHE_OFF };
+
+static void read_rule(void)
+{
+	for (unsigned bits = 0; bits < 1u << 6; bits++)
+		for (unsigned mi = 0; mi < 4; mi++)
+			for (unsigned heat = 0; heat < 4; heat++) {
+				struct tfs_rd_in r = {
+					.mode = modes[mi], .readonly = bits & 1, .seq = bits & 2,
+					.promote = 2, .cached = bits & 4,
+					.full = (bits & 4) && (bits & 8),
+					.dirty = (bits & 4) && (bits & 16), .blocked = bits & 32,
+					.heat = heat,
+				};
+				enum tfs_rd_act a = tfs_rule_read(&r), want;
+				bool may = r.mode != TFS_CACHE_OFF && !r.readonly && heat >= 2 &&
+					   !r.blocked;
+
+				snprintf(ctx, sizeof(ctx), "bits %#x mode %u heat %u", bits, mi, heat);
+				if (r.full && (r.mode != TFS_CACHE_OFF || r.dirty))
+					want = TFS_RD_HIT;
+				else if (r.seq)
+					want = TFS_RD_SEQ;
+				else if (!may)
+					want = TFS_RD_MISS;
+				else
+					want = r.cached ? TFS_RD_FILL : TFS_RD_PROMOTE;
+				CHECK(G_READ, a == want, "got %d want %d", a, want);
+				/* never promotes what it holds, never fills what it does not */
+				CHECK(G_READ, !(a == TFS_RD_PROMOTE && r.cached) &&
+					      !(a == TFS_RD_FILL && !r.cached), "act %d", a);
+			}
+}
+
+static void write_rule(void)
+{
+	for (unsigned bits = 0; bits < 1u << 5; bits++)
+		for (unsigned mi = 0; mi < 4; mi++) {
+			struct tfs_wr_in w = { .mode = modes[mi], .readonly = bits & 1,
+					       .seq = bits & 2, .over_high = bits & 4,
+					       .cached = bits & 8, .dirty = (bits & 8) && (bits & 16) };
+			enum tfs_bypass why;
+			enum tfs_wr_act a = tfs_rule_write(&w, &why);
+
+			snprintf(ctx, sizeof(ctx), "bits %#x mode %u", bits, mi);
+			if (w.dirty)	/* write.c invariant 1 */
+				CHECK(G_WRITE, a == TFS_WR_CACHE, "dirty extent: act %d", a);
+			if (a == TFS_WR_ALLOC)	/* invariant 9 */
+				CHECK(G_WRITE, !w.cached && w.mode == TFS_CACHE_WRITEBACK && !w.seq &&
+					       !w.over_high && !w.readonly, "alloc");
+			if (!w.cached)
+				CHECK(G_WRITE, a == TFS_WR_ALLOC || a == TFS_WR_RAW, "uncached: %d", a);
+			if (w.cached && !w.dirty)
+				CHECK(G_WRITE, a == (w.mode == TFS_CACHE_WRITEBACK ? TFS_WR_CACHE :
+						     w.mode == TFS_CACHE_WRITETHROUGH ? TFS_WR_THROUGH :
+						     TFS_WR_AROUND), "cached clean: %d", a);
+			CHECK(G_WRITE, (why == TFS_BYPASS_NONE) ==
+				       (a == TFS_WR_CACHE || a == TFS_WR_THROUGH || a == TFS_WR_ALLOC),
+			      "why %d act %d", why, a);
+			if (a == TFS_WR_RAW)
+				CHECK(G_WRITE, why == (w.seq ? TFS_BYPASS_SEQ :
+						       w.mode == TFS_CACHE_WRITEBACK && !w.readonly ?
+						       TFS_BYPASS_DIRTY_HIGH : TFS_BYPASS_MODE),
+				      "raw why %d", why);
+		}
+}
+
+static void heat(void)
+{
+	uint32_t n = 64, hl = 16;
+	struct tfs_heat_ent *tab = calloc(n, sizeof(*tab));
+	uint64_t key = 12345, now = 1000;
+	struct tfs_heat_ent *g = tfs_heat_find(tab, n - 1, hl, key, (uint32_t)now);
+
+	snprintf(ctx, sizeof(ctx), "heat table of %u", n);
+	for (int i = 0; i < 5; i++)
+		tfs_heat_bump(hl, &g->heat, &g->t, (uint32_t)now);
+	CHECK(G_HEAT, g->heat == 5, "5 bumps: %u", g->heat);
+	CHECK(G_HEAT, tfs_heat_now(hl, g->heat, g->t, (uint32_t)now + hl) == 2, "halved");
+	CHECK(G_HEAT, tfs_heat_now(hl, g->heat, g->t, (uint32_t)now + 16 * hl) == 0, "gone");
+	/* three other keys of its set, cooler, do not take its entry */
+	for (uint64_t k = key + n, i = 0; i < 3 * n; k += n, i++) {
+		struct tfs_heat_ent *o = tfs_heat_find(tab, n - 1, hl, k, (uint32_t)now);
+
+		tfs_heat_bump(hl, &o->heat, &o->t, (uint32_t)now);
+	}
+	g = tfs_heat_find(tab, n - 1, hl, key, (uint32_t)now);
+	CHECK(G_HEAT, g->key == key && g->heat == 5, "hot key kept: key %llu heat %u",
+	      (unsigned long long)g->key, g->heat);
+	CHECK(G_HEAT, tfs_heat_entries(1) == 65536 && tfs_heat_entries(100000) == 524288,
+	      "sizing");
+	free(tab);
+}
+
+static void flush(void)
+{
+	snprintf(ctx, sizeof(ctx), "flush plan");
+	for (uint32_t nd = 0; nd <= 100; nd++)
+		for (int idle = 0; idle < 2; idle++)
+			for (int all = 0; all < 2; all++) {
+				struct tfs_flush_step s = tfs_flush_plan(nd, 100, 20, 70, idle, all);
+				unsigned p = tfs_flush_pause_ms(nd, 100, 20, 70, idle, all, 2);
+
+				CHECK(G_FLUSH, s.run == (nd && (idle || all || nd >= 20)),
+				      "nd %u idle %d all %d run %d", nd, idle, all, s.run);
+				CHECK(G_FLUSH, !s.run || s.min_age == (idle || all || nd >= 70 ? 0 :
+								       TFS_FLUSH_WRITE_AGE),
+				      "nd %u min_age %u", nd, s.min_age);
+				CHECK(G_FLUSH, (p > 0) == (!idle && !all && nd >= 20 && nd < 70),
+				      "nd %u pause %u", nd, p);
+				if (nd >= 20 && nd < 69 && !idle && !all)
+					CHECK(G_FLUSH, p >= tfs_flush_pause_ms(nd + 1, 100, 20, 70,
+									       false, false, 2),
+					      "pause shrinks as dirt grows at %u", nd);
+			}
+}
+
+static struct tfs_model *model(uint32_t slots, uint32_t extent, enum tfs_cache_mode mode,
+			       unsigned promote)
+{
+	struct tfs_model_cfg cfg = TFS_MODEL_CFG_DEFAULT(slots);
+
+	cfg.extent = extent;
+	cfg.mode = mode;
+	cfg.promote = promote;
+	return tfs_model_new(&cfg);
+}
+
+static void model_random(void)
+{
+	uint64_t rs = 7;
+
+	for (int run = 0; run < 40; run++) {
+		uint32_t slots = 4 + (uint32_t)(unit_rnd(&rs) % 200), extent = 65536, now = 0;
+		enum tfs_cache_mode mode = modes[run % 4];
+		struct tfs_model *m = model(slots, extent, mode, 1 + run % 3);
+		const struct tfs_model_stats *st;
+		uint64_t reads = 0, writes = 0;
+
+		snprintf(ctx, sizeof(ctx), "run %d slots %u mode %u", run, slots, mode);
+		for (int i = 0; i < 20000; i++) {
+			uint64_t fid = 1 + unit_rnd(&rs) % 5, off = unit_rnd(&rs) % (40u << 20);
+			uint64_t len = 1 + unit_rnd(&rs) % 200000;
+			bool wr = unit_rnd(&rs) % 3 == 0;
+
+			now += (uint32_t)(unit_rnd(&rs) % 3);
+			if (unit_rnd(&rs) % 5000 == 0)
+				now += 200;	/* an idle gap */
+			tfs_model_request(m, fid, off, len, wr, now);
+			*(wr ? &writes : &reads) += (off + len - 1) / extent - off / extent + 1;
+			CHECK(G_MODEL_INV, tfs_model_used(m) <= slots &&
+					   tfs_model_dirty(m) <= tfs_model_used(m),
+			      "used %u dirty %u", tfs_model_used(m), tfs_model_dirty(m));
+		}
+		st = tfs_model_stats(m);
+		CHECK(G_MODEL_INV, st->reads == reads && st->writes == writes,
+		      "pieces %llu/%llu, want %llu/%llu", (unsigned long long)st->reads,
+		      (unsigned long long)st->writes, (unsigned long long)reads,
+		      (unsigned long long)writes);
+		CHECK(G_MODEL_INV, st->read_hits <= st->reads && st->write_hits <= st->writes &&
+				   st->read_hit_bytes <= st->read_bytes,
+		      "hits over accesses");
+		if (mode != TFS_CACHE_WRITEBACK)
+			CHECK(G_MODEL_INV, st->allocations == 0 && st->flushed_extents == 0 &&
+					   tfs_model_dirty(m) == 0,
+			      "not write-back: nothing dirty");
+		if (mode == TFS_CACHE_OFF)
+			CHECK(G_MODEL_INV, st->read_hits == 0 && st->promotions == 0 &&
+					   st->ssd_write_bytes == 0, "off: tier unused");
+		CHECK(G_MODEL_INV, tfs_model_used(m) + st->evictions ==
+				   st->promotions + st->allocations,
+		      "slots: used %u + evicted %llu != promoted %llu + allocated %llu",
+		      tfs_model_used(m), (unsigned long long)st->evictions,
+		      (unsigned long long)st->promotions, (unsigned long long)st->allocations);
+		tfs_model_free(m);
+	}
+}
+
+static void model_cases(void)
+{
+	struct tfs_model *m = model(16, 65536, TFS_CACHE_WRITEBACK, 2);
+	const struct tfs_model_stats *st = tfs_model_stats(m);
+	struct tfs_model_cfg bad = TFS_MODEL_CFG_DEFAULT(16);
+
+	snprintf(ctx, sizeof(ctx), "write-back");
+	tfs_model_request(m, 1, 0, 8192, true, 0);	/* allocates, 2 sectors valid */
+	tfs_model_request(m, 1, 0, 8192, false, 0);
+	CHECK(G_MODEL_CASES, st->allocations == 1 && st->read_hits == 1, "write then read hits");
+	tfs_model_request(m, 1, 8192, 4096, false, 0);	/* not valid: a miss, heat 3 */
+	CHECK(G_MODEL_CASES, st->read_hits == 1 && st->fills == 1,
+	      "a miss in a partly valid extent at the threshold fills it: fills %llu",
+	      (unsigned long long)st->fills);
+	tfs_model_request(m, 1, 60000, 4000, false, 0);
+	CHECK(G_MODEL_CASES, st->read_hits == 2, "filled: hits");
+	tfs_model_request(m, 1, 65536, 4096, false, 0);	/* heat 1 < 2: no promotion */
+	tfs_model_request(m, 1, 65536, 4096, false, 0);	/* heat 2: promoted */
+	tfs_model_request(m, 1, 65536, 4096, false, 0);
+	CHECK(G_MODEL_CASES, st->promotions == 1 && st->read_hits == 3, "promoted at 2");
+	CHECK(G_MODEL_CASES, tfs_model_dirty(m) == 1, "one dirty extent: %u", tfs_model_dirty(m));
+	tfs_model_request(m, 2, 0, 4096, false, 200);	/* 12 s idle: destaged */
+	CHECK(G_MODEL_CASES, tfs_model_dirty(m) == 0 && st->flushed_extents == 1,
+	      "an idle gap destages: dirty %u", tfs_model_dirty(m));
+	tfs_model_free(m);
+
+	snprintf(ctx, sizeof(ctx), "write-around");
+	m = model(16, 65536, TFS_CACHE_WRITEAROUND, 1);
+	st = tfs_model_stats(m);
+	tfs_model_request(m, 1, 0, 4096, false, 0);	/* promoted at 1 */
+	tfs_model_request(m, 1, 0, 4096, true, 0);	/* invalidates */
+	tfs_model_request(m, 1, 0, 4096, false, 0);
+	CHECK(G_MODEL_CASES, st->promotions == 1 && st->read_hits == 0 && st->fills == 1,
+	      "write-around invalidated, the next read misses and fills");
+	tfs_model_free(m);
+
+	snprintf(ctx, sizeof(ctx), "sequential cutoff");
+	bad.seq_cutoff = 1 << 20;
+	bad.extent = 65536;
+	m = tfs_model_new(&bad);
+	st = tfs_model_stats(m);
+	for (uint64_t off = 0; off < (8u << 20); off += 65536)
+		tfs_model_request(m, 9, off, 65536, true, 0);
+	/* the 16th write makes the run 1M: it and those after go around */
+	CHECK(G_MODEL_CASES, st->bypass_seq == 128 - 15 && st->allocations == 15,
+	      "the first 1M less a write cached, the rest bypassed: %llu bypassed, %llu allocated",
+	      (unsigned long long)st->bypass_seq, (unsigned long long)st->allocations);
+	tfs_model_free(m);
+
+	snprintf(ctx, sizeof(ctx), "settings refused");
+	bad = TFS_MODEL_CFG_DEFAULT(0);
+	CHECK(G_MODEL_CASES, !tfs_model_new(&bad), "0 slots");
+	bad = TFS_MODEL_CFG_DEFAULT(4);
+	bad.extent = 3000;
+	CHECK(G_MODEL_CASES, !tfs_model_new(&bad), "extent not of sectors");
+	bad = TFS_MODEL_CFG_DEFAULT(4);
+	bad.dirty_low = 70;
+	CHECK(G_MODEL_CASES, !tfs_model_new(&bad), "low >= high");
+}
+
+static void sample(void)
+{
+	struct tfs_model_cfg cfg = TFS_MODEL_CFG_DEFAULT(64);
+	struct tfs_model *all, *half;
+	uint64_t rs = 3;
+
+	cfg.extent = 65536;
+	all = tfs_model_new(&cfg);
+	cfg.sample = UINT64_MAX / 2;
+	cfg.nslots = 32;
+	half = tfs_model_new(&cfg);
+	for (int i = 0; i < 200000; i++) {
+		uint64_t off = (unit_rnd(&rs) % 2048) * 65536;
+
+		tfs_model_request(all, 1, off, 4096, false, (uint32_t)(i / 100));
+		tfs_model_request(half, 1, off, 4096, false, (uint32_t)(i / 100));
+	}
+	snprintf(ctx, sizeof(ctx), "uniform over 2048 extents");
+	{
+		const struct tfs_model_stats *a = tfs_model_stats(all), *h = tfs_model_stats(half);
+		double ra = (double)a->read_hits / (double)a->reads;
+		double rh = (double)h->read_hits / (double)h->reads;
+
+		CHECK(G_SAMPLE, h->reads > 90000 && h->reads < 110000, "sampled %llu of 200000",
+		      (unsigned long long)h->reads);
+		CHECK(G_SAMPLE, rh > ra - 0.01 && rh < ra + 0.01, "hit ratio %.4f vs %.4f", rh, ra);
+	}
+	tfs_model_free(all);
+	tfs_model_free(half);
+}
+
+int main(void)
+{
+	read_rule();
+	write_rule();
+	heat();
+	flush();
+	model_random();
+	model_cases();
+	sample();
+	return unit_summary(groups, G_COUNT) ? 1 : 0;
+}

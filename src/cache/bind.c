@@ -445,15 +445,6 @@ static int journal_reconcile(struct tfs_cache *c)
 	return rc;
 }
 
-static uint32_t pow2_at_least(uint64_t n)
-{
-	uint32_t p = 1;
-
-	while (p < n && p < (1u << 30))
-		p <<= 1;
-	return p;
-}
-
 /* The store's barrier (cstore.c invariant 7): the slots' bytes first. */
 static int data_barrier(void *arg)
 {
@@ -480,10 +471,10 @@ int tfs_cache_start(struct tfs_fs *fs)
 	if (rc)
 		return rc;
 	c->e = calloc(c->nslots, sizeof(*c->e));
-	c->hmask = pow2_at_least(c->nslots) - 1;
+	c->hmask = tfs_pow2_at_least(c->nslots) - 1;
 	c->htab = malloc((size_t)(c->hmask + 1) * sizeof(*c->htab));
 	c->freel = malloc((size_t)c->nslots * sizeof(*c->freel));
-	c->fmask = pow2_at_least(c->nslots / 4 + 1) - 1;
+	c->fmask = tfs_pow2_at_least(c->nslots / 4 + 1) - 1;
 	c->ftab = calloc((size_t)c->fmask + 1, sizeof(*c->ftab));
 	c->umask = tfs_heat_entries(c->nslots) - 1;
 	c->uheat = calloc((size_t)c->umask + 1, sizeof(*c->uheat));

@@ -102,15 +102,6 @@ static unsigned bm_count(const uint64_t *m)
 
 /* ---- life ---- */
 
-static uint32_t pow2_at_least(uint64_t n)
-{
-	uint64_t p = 1;
-
-	while (p < n)
-		p <<= 1;
-	return (uint32_t)p;
-}
-
 struct tfs_model *tfs_model_new(const struct tfs_model_cfg *cfg)
 {
 	struct tfs_model *m;
@@ -129,7 +120,7 @@ struct tfs_model *tfs_model_new(const struct tfs_model_cfg *cfg)
 	m->spe = cfg->extent / TFS_SECTOR;
 	hn = cfg->heat_entries ? cfg->heat_entries : tfs_heat_entries(cfg->nslots);
 	m->heat_mask = hn - 1;
-	m->hmask = pow2_at_least(cfg->nslots) - 1;
+	m->hmask = tfs_pow2_at_least(cfg->nslots) - 1;
 	m->e = calloc(cfg->nslots, sizeof(*m->e));
 	m->htab = malloc(((size_t)m->hmask + 1) * sizeof(*m->htab));
 	m->freel = malloc((size_t)cfg->nslots * sizeof(*m->freel));

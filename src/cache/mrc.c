@@ -38,15 +38,6 @@ struct tfs_mrc {
 	unsigned chosen;
 };
 
-static uint32_t pow2_at_least(uint64_t n)
-{
-	uint64_t p = 1;
-
-	while (p < n)
-		p <<= 1;
-	return (uint32_t)p;
-}
-
 static struct tfs_model *mini(const struct tfs_model_cfg *tier, const struct tfs_mrc *r,
 			      double scale, unsigned promote)
 {
@@ -56,7 +47,7 @@ static struct tfs_model *mini(const struct tfs_model_cfg *tier, const struct tfs
 	cfg.nslots = slots < 1 ? 1 : (uint32_t)slots;
 	cfg.sample = r->sample;
 	cfg.promote = promote;
-	cfg.heat_entries = pow2_at_least((uint64_t)ceil(tfs_heat_entries(tier->nslots) * r->rate));
+	cfg.heat_entries = tfs_pow2_at_least((uint64_t)ceil(tfs_heat_entries(tier->nslots) * r->rate));
 	if (cfg.heat_entries < 64)
 		cfg.heat_entries = 64;
 	return tfs_model_new(&cfg);

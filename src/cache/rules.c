@@ -51,11 +51,7 @@ int tfs_cache_mode_parse(const char *s, enum tfs_cache_mode *m)
 
 uint32_t tfs_heat_entries(uint32_t nslots)
 {
-	uint64_t want = (uint64_t)nslots * 4 > 65536 ? (uint64_t)nslots * 4 : 65536, n = 1;
-
-	while (n < want)
-		n <<= 1;
-	return (uint32_t)n;
+	return tfs_pow2_at_least((uint64_t)nslots * 4 > 65536 ? (uint64_t)nslots * 4 : 65536);
 }
 
 struct tfs_heat_ent *tfs_heat_find(struct tfs_heat_ent *tab, uint32_t mask, uint32_t halflife,

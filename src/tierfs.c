@@ -123,7 +123,8 @@ static const struct numopt numopts[] = {
 	       false),
 	NUMOPT("cache_seq_cutoff", cache.seq_cutoff, TFS_NUM_SIZE, 0, (double)(1ull << 40),
 	       "0: off", NEED_CACHE, false),
-	NUMOPT("cache_promote", cache.promote, TFS_NUM_UINT, 1, 65535, NULL, NEED_CACHE, false),
+	NUMOPT("cache_promote", cache.promote, TFS_NUM_UINT, 0, 65535, "0: auto", NEED_CACHE,
+	       false),
 	NUMOPT("cache_halflife", cache.halflife, TFS_NUM_REAL, 1, 604800, NULL, NEED_CACHE, false),
 	NUMOPT("cache_dirty_low", cache.dirty_low, TFS_NUM_UINT, 0, 99, NULL, NEED_CACHE, false),
 	NUMOPT("cache_dirty_high", cache.dirty_high, TFS_NUM_UINT, 1, 100, NULL, NEED_CACHE, false),
@@ -280,8 +281,8 @@ static void usage(const char *prog)
 	       "       cache_size=64K to 2P (1G; at least 16 extents), cache_extent=4K to 1M\n"
 	       "       (256K, a power of two): both set when the cache is made\n"
 	       "       cache_mode=writeback|writethrough|writearound|off\n"
-	       "       cache_policy=s3fifo|lru, cache_promote=1 to 65535 (2: heat that\n"
-	       "       promotes), cache_halflife=1 to 604800 (60 s), cache_seq_cutoff=0 to 1T\n"
+	       "       cache_policy=s3fifo|lru, cache_promote=0 to 65535 (2: heat that\n"
+	       "       promotes; 0: the tuner's choice), cache_halflife=1 to 604800 (60 s), cache_seq_cutoff=0 to 1T\n"
 	       "       (4M; 0: off), cache_dirty_low=0 to 99 (20), cache_dirty_high=1 to 100\n"
 	       "       (70) (percent of the cache; low < high)\n"
 	       "       miss_threads=1 to 1024 (64): threads for the requests that wait for\n"

@@ -209,7 +209,7 @@ def test_tunables_set_and_refused(tiered):
     assert get(m, "cache_mode") == "writethrough" and cst(m)["mode"] == "writethrough"
     put(m, "cache_mode", "writeback")
     # bad values: EINVAL, the value unchanged, the reason in the status
-    for name, value in [("dirty_low", "95"), ("dirty_high", "20"), ("promote_threshold", "0"),
+    for name, value in [("dirty_low", "95"), ("dirty_high", "20"), ("promote_threshold", "65536"),
                         ("seq_cutoff", "2T"), ("dirty_low", "x"), ("cache_mode", "fast"),
                         ("dirty_low", "")]:
         assert errno_of(put, m, name, value) == "EINVAL", (name, value)

@@ -71,7 +71,7 @@ RANGES = [
     ("cache_size", "cache", "64K to 2P", ["1K", "0", "-1G", "3P", "1Q"]),
     ("cache_extent", "cache", "4K to 1M", ["2K", "2M", "-256K"]),
     ("cache_seq_cutoff", "cache", "0 to 1T", ["-1", "2T", "4MM"]),
-    ("cache_promote", "cache", "1 to 65535", ["-1", "0", "65536"]),
+    ("cache_promote", "cache", "0 to 65535", ["-1", "65536", "x"]),
     ("cache_halflife", "cache", "1 to 604800", ["-1", "0", "0.5", "604801"]),
     ("cache_dirty_low", "cache", "0 to 99", ["-1", "100"]),
     ("cache_dirty_high", "cache", "1 to 100", ["0", "101"]),

@@ -24,8 +24,8 @@
  *                  [--scan-every N] [--zipf-s S] [--halve H] [--warmup F]
  *                  [--seed S] [--workloads hwc,hwc+scan,uniform,zipf]
  *                  [--admissions] [--trace FILE [--extent BYTES]
- *                  [--mode MODE] [--seq-cutoff BYTES] [--halflife SECONDS]
- *                  [--agree SLOTS]]
+ *                  [--mode MODE] [--seq-cutoff BYTES] [--row BYTES]
+ *                  [--halflife SECONDS] [--agree SLOTS | --mrc SLOTS]]
  * --trace replays a trace the tier's recorder wrote (tierctl trace;
  * include/tierfs/trace.h), or a text trace (CSV TIME,OBJECT,SIZE[,OP]: an
  * object read or written whole, TIME in seconds; or SNIA/MSR-style
@@ -37,8 +37,9 @@
  * whatever the heat); the rows "tierfs_lru" and "tierfs_s3fifo" run the
  * trace through the tier's model (include/tierfs/model.h: the daemon's
  * own rules, policy, sectors, flusher and heat in the trace's time; its
- * mode, cutoff and halflife from --mode, --seq-cutoff, --halflife, the
- * daemon's defaults otherwise; the threshold from --threshold).  It also
+ * mode, cutoff, RAID row and halflife from --mode, --seq-cutoff, --row,
+ * --halflife, the daemon's defaults otherwise; the threshold from
+ * --threshold, 0 for the tuner's choice: mrc.h).  It also
  * prints Belady's MIN ("belady", threshold 0: every miss admitted, the
  * farthest-needed evicted) and MIN with bypass ("belady_bypass": an
  * extent needed later than every cached one is not admitted), the
@@ -47,6 +48,8 @@
  * how many of the trace's requests it serves whole beside the trace's own
  * hit flags, and the share of requests on which they agree (a trace the
  * daemon recorded, replayed with the mount's settings).
+ * --mrc SLOTS prints instead the miss-ratio curve a tier of SLOTS slots
+ * would show (its miniatures, mrc.h) beside the model at each size.
  * Prints CSV: workload,policy,threshold,cache_pct,hits,accesses,hit_ratio
  * and with --admissions one more column: extents admitted (written to the
  * SSD) in the counted accesses; for a trace, three more: the hit ratio of
@@ -664,7 +667,7 @@ static bool feed(const struct opts *o, struct tfs_model *m, struct tfs_mrc *r, b
 		 const struct tfs_trace_rec *q)
 {
 	uint32_t now = (uint32_t)(q->t_ns / (1000000000 / 16));
-	bool wr = q->op == TFS_TR_WRITE, seq = tfs_model_seq(m, q->fid, q->off, q->len);
+	bool wr = q->op == TFS_TR_WRITE, seq = tfs_model_seq(m, q->fid, q->off, q->len, wr);
 	bool hit = tfs_model_apply(m, q->fid, q->off, q->len, wr, seq, now);
 
 	if (r && tfs_mrc_watches(r, q->fid, q->off, q->len, (uint32_t)o->extent)) {
@@ -716,11 +719,12 @@ static struct result model_run(const struct opts *o, enum tfs_policy_kind kind, 
 	st = tfs_model_stats(m);
 	if (getenv("CACHE_SIM_DEBUG"))
 		fprintf(stderr,
-			"model %s T=%u cap=%u: reads %llu hits %llu writes %llu hits %llu promotions "
+			"model %s T=%u cap=%u: reads %llu hits %llu partial %llu writes %llu hits %llu promotions "
 			"%llu fills %llu allocations %llu evictions %llu flushed %llu bypass seq %llu "
 			"dirty_high %llu no_slot %llu, dirty at end %u\n",
 			tfs_policy_name(kind), thr, cap, (unsigned long long)st->reads,
-			(unsigned long long)st->read_hits, (unsigned long long)st->writes,
+			(unsigned long long)st->read_hits, (unsigned long long)st->read_partial,
+			(unsigned long long)st->writes,
 			(unsigned long long)st->write_hits, (unsigned long long)st->promotions,
 			(unsigned long long)st->fills, (unsigned long long)st->allocations,
 			(unsigned long long)st->evictions, (unsigned long long)st->flushed_extents,
@@ -899,7 +903,8 @@ static void usage(void)
 		"                 [--zones PCT:ACC,...] [--scan-every N] [--zipf-s S]\n"
 		"                 [--halve H] [--warmup FRACTION] [--seed S] [--workloads LIST]\n"
 		"                 [--admissions] [--trace FILE [--extent BYTES] [--mode MODE]\n"
-		"                 [--seq-cutoff BYTES] [--halflife SECONDS] [--agree SLOTS]]\n");
+		"                 [--seq-cutoff BYTES] [--row BYTES] [--halflife SECONDS]\n"
+		"                 [--agree SLOTS | --mrc SLOTS]]\n");
 	exit(2);
 }
 
@@ -959,6 +964,8 @@ int main(int argc, char **argv)
 			rc = tfs_cache_mode_parse(v, &o.mcfg.mode);
 		else if (!strcmp(a, "--seq-cutoff"))
 			o.mcfg.seq_cutoff = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--row"))
+			o.mcfg.row_bytes = strtoull(v, NULL, 10);
 		else if (!strcmp(a, "--halflife"))
 			o.mcfg.halflife = (uint32_t)(strtod(v, NULL) * 16);
 		else

@@ -42,6 +42,7 @@ struct tfs_model_cfg {
 	unsigned promote;		/* heat that promotes, at least 1 */
 	uint32_t halflife;		/* ticks (1/16 s) in which heat halves, at least 1 */
 	uint64_t seq_cutoff;		/* bytes; 0: no cutoff */
+	uint64_t row_bytes;		/* the RAID's full row (tfs_seq_write); 0: any */
 	unsigned dirty_low, dirty_high;	/* percent, low < high */
 	uint64_t sample;		/* extents whose key is below it; UINT64_MAX: all */
 	uint32_t heat_entries;		/* heat table (a power of two, at least
@@ -58,6 +59,7 @@ struct tfs_model_cfg {
 /* Counts of the modelled pieces (one per extent a request touches). */
 struct tfs_model_stats {
 	uint64_t reads, read_hits;		/* pieces; served whole by the tier */
+	uint64_t read_partial;			/* misses in an extent the tier holds in part */
 	uint64_t read_bytes, read_hit_bytes;
 	uint64_t writes, write_hits;		/* pieces; into an extent the tier holds */
 	uint64_t write_bytes, write_hit_bytes;
@@ -88,9 +90,10 @@ bool tfs_model_request(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t
 bool tfs_model_apply(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write,
 		     bool seq, uint32_t now);
 /* The model's own detector, which tfs_model_request asks: returns true if
- * [off, off+len) of fid continues a stream past the cutoff (the request
- * noted). */
-bool tfs_model_seq(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len);
+ * the read or write (write) of [off, off+len) of fid goes around the tier
+ * as part of a stream past the cutoff (the request noted; a write, only
+ * of row_bytes or more: tfs_seq_write). */
+bool tfs_model_seq(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write);
 /* Returns the counts so far. */
 const struct tfs_model_stats *tfs_model_stats(const struct tfs_model *m);
 /* The counts back to zero (the tier's contents stay). */

@@ -120,6 +120,15 @@ static inline bool tfs_seq_note(uint64_t *next, uint64_t *run, uint64_t off, uin
 	return cutoff && *run >= cutoff;
 }
 
+/* Returns the verdict of the cutoff for a write of len bytes in a stream
+ * past it (seq): it goes around the tier only in pieces the RAID takes
+ * whole (row: a full row's bytes on the parity levels); smaller ones are
+ * gathered in the tier and destaged as full stripes. */
+static inline bool tfs_seq_write(bool seq, uint64_t len, uint64_t row)
+{
+	return seq && len >= row;
+}
+
 /* ---- a read's piece ---- */
 
 enum tfs_rd_act {

@@ -7,8 +7,10 @@
  * range, unlink), flush.c (flusher, promoter), bind.c (binding, set-up,
  * start, stop, detach), store.c (the cache directory), opts.c (options),
  * status.c (status and control), history.c (counters across remounts),
- * pin.c (pinned files), trace.c (the trace recorder),
- * policy.c (eviction policies, pure).
+ * pin.c (pinned files), trace.c (the trace recorder), watch.c (the live
+ * miss-ratio curve and the admission tuner), policy.c (eviction
+ * policies, pure), rules.c (the decisions, pure), model.c and mrc.c (the
+ * tier as a model, and its miniatures, pure).
  *
  * Locking: one mutex (c->lock) guards the index, the per-file lists, the
  * free list, the policy, the heat table and the counters; it is held for
@@ -144,7 +146,8 @@ struct tfs_cache {
 	uint32_t extent, spe;		/* bytes, sectors per extent */
 	uint32_t nslots;
 	uint64_t seq_cutoff;
-	unsigned promote;
+	unsigned promote;		/* in force: atomic loads (c_promote), watch.c inv. 2 */
+	bool promote_auto;		/* the tuner sets promote (watch.c; atomic) */
 	uint32_t halflife;		/* 1/16 s */
 	unsigned dirty_low, dirty_high;	/* percent of slots */
 	enum tfs_policy_kind policy_kind;
@@ -211,6 +214,11 @@ struct tfs_cache {
 	uint64_t jputgen;		/* journal generation after the last put drained */
 	pthread_mutex_t jlock;
 	uint64_t last_io;		/* time of the last foreground request (1/16 s) */
+	/* the live miss-ratio curve and the tuner (watch.c): under mlock */
+	struct tfs_mrc *mrc;
+	uint64_t msample;		/* its sample bound (read without a lock) */
+	uint64_t promote_changes;	/* the tuner's changes of promote */
+	pthread_mutex_t mlock;
 	struct promote_job q[C_PROMOTE_QUEUE];
 	unsigned qhead, qlen;
 	pthread_cond_t pcond;
@@ -465,6 +473,31 @@ int c_trace_ctl(const char *cmd, char *err, size_t errlen);
 int c_trace_state(char *buf, size_t len);
 /* Stops a running trace (the tier's stop). */
 void c_trace_stop(void);
+
+/* watch.c: the live miss-ratio curve and the admission tuner */
+
+/* Makes the miniatures for c's geometry and settings.  Returns 0 or
+ * -ENOMEM.  At start, before the threads. */
+int c_watch_start(struct tfs_cache *c);
+/* One request as the tier decided it (seq: the cutoff's verdict), to the
+ * miniatures if it touches their sample; the tuner's choice becomes the
+ * threshold in auto.  Under c->lock or not. */
+void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool write, bool seq);
+/* The threshold set by hand (promote), or auto (the tuner's from its next
+ * window).  Under c->lock or not. */
+void c_watch_promote(struct tfs_cache *c, unsigned promote, bool autot);
+/* The curve's counts back to zero (tierctl reset). */
+void c_watch_reset(struct tfs_cache *c);
+/* The cache.promote_* and cache.mrc_* status lines into buf.  Returns
+ * their length.  Not under c->lock. */
+int c_watch_lines(struct tfs_cache *c, char *buf, size_t len);
+
+/* Returns the promotion threshold in force (the tuner may change it any
+ * time: watch.c invariant 2). */
+static inline unsigned c_promote(const struct tfs_cache *c)
+{
+	return __atomic_load_n(&c->promote, __ATOMIC_RELAXED);
+}
 
 /* opts.c */
 

@@ -335,13 +335,15 @@ static void flusher(struct tfs_model *m, uint32_t now)
 
 /* ---- requests ---- */
 
-bool tfs_model_seq(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len)
+bool tfs_model_seq(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write)
 {
 	struct mseq *q = &m->seq[tfs_mix64(fid) % SEQ_FILES];
+	bool seq;
 
 	if (q->fid != fid)
 		*q = (struct mseq){ .fid = fid };
-	return tfs_seq_note(&q->next, &q->run, off, len, m->cfg.seq_cutoff);
+	seq = tfs_seq_note(&q->next, &q->run, off, len, m->cfg.seq_cutoff);
+	return write ? tfs_seq_write(seq, len, m->cfg.row_bytes) : seq;
 }
 
 /* One piece of a request: extent idx's part [a, b) of it, its sectors
@@ -412,6 +414,7 @@ static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t le
 		}
 		act = tfs_rule_read(&r);
 		whole &= act == TFS_RD_HIT;
+		m->st.read_partial += p.x && act != TFS_RD_HIT;
 		switch (act) {
 		case TFS_RD_HIT:
 			m->st.read_hits++;
@@ -524,6 +527,6 @@ bool tfs_model_apply(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 bool tfs_model_request(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write,
 		       uint32_t now)
 {
-	return len ? tfs_model_apply(m, fid, off, len, write, tfs_model_seq(m, fid, off, len), now)
-		   : true;
+	return len ? tfs_model_apply(m, fid, off, len, write,
+				     tfs_model_seq(m, fid, off, len, write), now) : true;
 }

@@ -136,6 +136,7 @@ enum tfs_hit tfs_cache_hit_begin(struct tfs_fs *fs, struct tfs_inode *in, bool d
 	uint32_t now = c_now(), s;
 	struct cext *x;
 	unsigned s0, s1;
+	bool seq;
 
 	if (tfs_cache_detached(c))
 		return TFS_HIT_NO;
@@ -166,8 +167,9 @@ enum tfs_hit tfs_cache_hit_begin(struct tfs_fs *fs, struct tfs_inode *in, bool d
 	c_count_file(in, false, true, TFS_BYPASS_NONE);
 	c_trace(fid, off, len, TFS_TR_READ, TFS_TR_HIT | (direct ? TFS_TR_DIRECT : 0));
 	pthread_mutex_lock(&in->lock);
-	c_seq_note(c, in, off, len);
+	seq = c_seq_note(c, in, off, len);
 	pthread_mutex_unlock(&in->lock);
+	c_watch(c, fid, off, len, false, seq);
 	*hit = (struct tfs_cache_hit){ .slot = s, .len = len, .direct = direct,
 				       .off = c_slot_off(c, s) + (off - base) };
 	hit->fd = c_ssd_fd(c, direct, NULL, hit->len, hit->off);
@@ -221,7 +223,7 @@ ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, voi
 		struct cext *x = s == C_NONE ? NULL : &c->e[s];
 		struct tfs_heat_ent *g = NULL;
 		struct tfs_rd_in r = { .mode = mode, .readonly = c->readonly, .seq = seq,
-				       .promote = c->promote, .cached = x != NULL };
+				       .promote = c_promote(c), .cached = x != NULL };
 		unsigned s0, s1;
 
 		c_piece_sectors(c, &p[i], &s0, &s1);
@@ -276,6 +278,7 @@ ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, voi
 		     miss_a != UINT64_MAX && seq ? TFS_BYPASS_SEQ : TFS_BYPASS_NONE);
 	c_trace(fid, off, len, TFS_TR_READ,
 		(miss_a == UINT64_MAX ? TFS_TR_HIT : 0) | (direct ? TFS_TR_DIRECT : 0));
+	c_watch(c, fid, off, len, false, seq);
 
 	/* the RAID for everything not wholly in the cache, in one request;
 	 * then the cache's sectors over it (the pinned slots stay put) */

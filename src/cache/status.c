@@ -42,7 +42,9 @@
 /* The class of heat h: hot at twice the promotion threshold, warm at it. */
 static const char *heat_class(const struct tfs_cache *c, unsigned h)
 {
-	return h >= 2 * c->promote ? "hot" : h >= c->promote ? "warm" : "cold";
+	unsigned p = c_promote(c);
+
+	return h >= 2 * p ? "hot" : h >= p ? "warm" : "cold";
 }
 
 int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
@@ -86,7 +88,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 	flush_unresolved = c->flush_unresolved;
 	mode = c_mode(c);
 	c_history_lines(c, hist, sizeof(hist));
-	promote = c->promote;
+	promote = c_promote(c);
 	pin_files = c->pin_files;
 	pin_reserved = c->pin_reserved;
 	seq_cutoff = c->seq_cutoff;
@@ -142,6 +144,8 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     dirty_low, dirty_high, ferr);
 	if (l >= 0 && (size_t)l < len)
 		l += snprintf(buf + l, len - (size_t)l, "%s", hist);
+	if (l >= 0 && (size_t)l < len)
+		l += c_watch_lines(c, buf + l, len - (size_t)l);
 	return l < 0 ? 0 : (size_t)l >= len ? (int)len - 1 : l;
 }
 
@@ -386,7 +390,7 @@ int tfs_cache_file_ctl(struct tfs_fs *fs, struct tfs_inode *in, const char *cmd,
  * (tierfs.c; invariant 3). */
 static const struct tfs_num_spec tunables[] = {
 	{ "seq_cutoff", TFS_NUM_SIZE, 0, (double)(1ull << 40), "0: off" },
-	{ "promote_threshold", TFS_NUM_UINT, 1, 65535, NULL },
+	{ "promote_threshold", TFS_NUM_UINT, 0, 65535, "0: auto" },
 	{ "dirty_low", TFS_NUM_UINT, 0, 99, NULL },
 	{ "dirty_high", TFS_NUM_UINT, 1, 100, NULL },
 };
@@ -412,7 +416,7 @@ int tfs_cache_tunable_get(struct tfs_fs *fs, const char *name, char *buf, size_t
 	else if (strcmp(name, "seq_cutoff") == 0)
 		l = snprintf(buf, len, "%" PRIu64, c->seq_cutoff);
 	else if (strcmp(name, "promote_threshold") == 0)
-		l = snprintf(buf, len, "%u", c->promote);
+		l = snprintf(buf, len, "%u", c->promote_auto ? 0 : c_promote(c));
 	else if (strcmp(name, "dirty_low") == 0)
 		l = snprintf(buf, len, "%u", c->dirty_low);
 	else if (strcmp(name, "dirty_high") == 0)
@@ -455,7 +459,7 @@ int tfs_cache_tunable_set(struct tfs_fs *fs, const char *name, const char *val, 
 	} else if (sp->kind == TFS_NUM_SIZE) {
 		__atomic_store_n(&c->seq_cutoff, size, __ATOMIC_RELAXED);
 	} else if (strcmp(name, "promote_threshold") == 0) {
-		c->promote = u;
+		c_watch_promote(c, u, u == 0);	/* 0: auto */
 	} else if (strcmp(name, "dirty_low") == 0) {
 		c->dirty_low = u;
 	} else {
@@ -476,6 +480,7 @@ void tfs_cache_stats_reset(struct tfs_fs *fs)
 		return;
 	pthread_mutex_lock(&c->lock);
 	c_history_reset(c);
+	c_watch_reset(c);
 	pthread_mutex_unlock(&c->lock);
 }
 

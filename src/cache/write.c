@@ -523,10 +523,7 @@ ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direc
 	rc = c_file_snap(c, in, off, len, &fid, &size, &seq);
 	if (rc)
 		return rc;
-	/* a stream bypasses only in pieces the RAID takes whole (full rows
-	 * on the parity levels); smaller ones are gathered here and destaged
-	 * as full stripes */
-	seq = seq && len >= tfs_row_bytes(fs);
+	seq = tfs_seq_write(seq, len, tfs_row_bytes(fs));
 	p = c_pieces_of(c, off, len, &np, &ops);
 	if (!p)
 		return -ENOMEM;
@@ -553,6 +550,7 @@ ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direc
 		throttle(c, fid, p, np);
 	hit = plan_write(c, in, mode, seq, fid, p, np);
 	c_trace(fid, off, len, TFS_TR_WRITE, (hit ? TFS_TR_HIT : 0) | (direct ? TFS_TR_DIRECT : 0));
+	c_watch(c, fid, off, len, true, seq);
 	/* write-around and write-through: invalidate first (invariant 4; 1
 	 * keeps the flusher off); write-back over clean valid sectors: dirty
 	 * first (invariant 3) */

@@ -162,6 +162,35 @@ static void say_margin(const char *st)
 		printf(", can lose %llu member%s", tol, tol == 1 ? "" : "s");
 }
 
+/* The tier's miss-ratio curve (cache.mrc_*): the read hit ratio a tier of
+ * each size would have reached on the reads since mount, and the
+ * promotion threshold in force. */
+static void print_curve(const char *st)
+{
+	static const char *const key[] = { "x0_25", "x0_5", "x1", "x2", "x4", "x8" };
+	static const double scale[] = { 0.25, 0.5, 1, 2, 4, 8 };
+	unsigned long long size = num(st, "cache.size");
+	char k[64], v[64], b[32];
+
+	if (!*get(st, "cache.mrc_x1", v, sizeof(v)))
+		return;
+	printf("  if the tier were (read hits, from %s sampled reads):",
+	       get(st, "cache.mrc_reads", v, sizeof(v)));
+	for (unsigned i = 0; i < sizeof(key) / sizeof(key[0]); i++) {
+		snprintf(k, sizeof(k), "cache.mrc_%s", key[i]);
+		get(st, k, v, sizeof(v));
+		printf("%s %s ", i ? "," : "",
+		       human((unsigned long long)((double)size * scale[i]), b, sizeof(b)));
+		if (strcmp(v, "-"))
+			printf("%.1f%%", 100 * atof(v));
+		else
+			printf("-");
+	}
+	printf("\n  promotion threshold %s (%s)\n",
+	       get(st, "cache.promote_threshold", v, sizeof(v)),
+	       num(st, "cache.promote_auto") ? "tuned" : "fixed");
+}
+
 static void print_status(const char *st)
 {
 	char v[8][PATH_MAX + 64], b[4][32];
@@ -232,6 +261,7 @@ static void print_status(const char *st)
 		       get(st, "cache.hot_extents", v[1], sizeof(v[1])),
 		       get(st, "cache.warm_extents", v[2], sizeof(v[2])),
 		       get(st, "cache.cold_extents", v[3], sizeof(v[3])));
+		print_curve(st);
 	}
 	if (!strcmp(get(st, "fuse.transport", v[0], sizeof(v[0])), "io_uring"))
 		printf("requests: io_uring, %s queues of %s (fuse_uring=%s); %s requests, %s of "

@@ -1,0 +1,119 @@
+/* watch.c - the tier watching itself: the live miss-ratio curve and the
+ * admission tuner (mrc.c's miniatures, fed by the request paths).
+ *
+ * Owns: c->mrc (under c->mlock), the auto threshold (c->promote_auto),
+ * the status lines of the curve (cache.mrc_*) and of the tuner.
+ *
+ * Invariants:
+ *  1. A request reaches the miniatures as the tier decided it: the file's
+ *     identity, the range, read or write, the cutoff's verdict, in the
+ *     order of the request paths' c->lock sections (read.c and write.c
+ *     call c_watch once per request, after their decision); a request with
+ *     no extent in the sample costs a hash and a compare a piece, and no
+ *     lock.
+ *  2. c->mlock is a leaf: taken under c->lock or alone, and nothing is
+ *     taken under it.  So the tuner's choice reaches c->promote by an
+ *     atomic store (the paths load it atomically), not under c->lock.
+ *  3. With promote_auto the tier's threshold is the tuner's last choice
+ *     (from its first window on; until then the one it was given); a
+ *     threshold set by hand (cache_promote=N, tierctl set) ends auto.
+ *  4. Memory: the miniatures hold at most about TFS_MRC_BUDGET x 4 slots'
+ *     worth (a few MB, cache.mrc_bytes), made at start, never grown.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include <errno.h>
+
+#include "tierfs/fs.h"
+#include "tierfs/health.h"
+#include "tierfs/mrc.h"
+#include "cache_i.h"
+
+int c_watch_start(struct tfs_cache *c)
+{
+	struct tfs_model_cfg cfg = TFS_MODEL_CFG_DEFAULT(c->nslots);
+
+	pthread_mutex_init(&c->mlock, NULL);
+	cfg.extent = c->extent;
+	cfg.policy = c->policy_kind;
+	cfg.mode = c_mode(c);
+	cfg.promote = c_promote(c);
+	cfg.halflife = c->halflife;
+	cfg.seq_cutoff = c->seq_cutoff;
+	cfg.row_bytes = tfs_row_bytes(c->fs);
+	cfg.dirty_low = c->dirty_low;
+	cfg.dirty_high = c->dirty_high;
+	c->mrc = tfs_mrc_new(&cfg, TFS_MRC_BUDGET, true);
+	if (!c->mrc)
+		return -ENOMEM;
+	c->msample = tfs_mrc_sample(c->mrc);
+	return 0;
+}
+
+void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool write, bool seq)
+{
+	unsigned chosen;
+
+	if (!c->mrc || !tfs_mrc_watches(c->mrc, fid, off, len, c->extent))
+		return;
+	pthread_mutex_lock(&c->mlock);
+	tfs_mrc_request(c->mrc, fid, off, len, write, seq, c_now());
+	chosen = tfs_mrc_promote(c->mrc);
+	if (chosen && __atomic_load_n(&c->promote_auto, __ATOMIC_RELAXED) &&
+	    chosen != c_promote(c)) {
+		__atomic_store_n(&c->promote, chosen, __ATOMIC_RELAXED);
+		tfs_mrc_set_promote(c->mrc, chosen);
+		c->promote_changes++;
+	}
+	pthread_mutex_unlock(&c->mlock);
+}
+
+void c_watch_promote(struct tfs_cache *c, unsigned promote, bool autot)
+{
+	__atomic_store_n(&c->promote_auto, autot, __ATOMIC_RELAXED);
+	if (!autot)
+		__atomic_store_n(&c->promote, promote, __ATOMIC_RELAXED);
+	if (!c->mrc)
+		return;
+	pthread_mutex_lock(&c->mlock);
+	tfs_mrc_set_promote(c->mrc, c_promote(c));
+	pthread_mutex_unlock(&c->mlock);
+}
+
+void c_watch_reset(struct tfs_cache *c)
+{
+	if (!c->mrc)
+		return;
+	pthread_mutex_lock(&c->mlock);
+	tfs_mrc_reset(c->mrc);
+	pthread_mutex_unlock(&c->mlock);
+}
+
+int c_watch_lines(struct tfs_cache *c, char *buf, size_t len)
+{
+	static const char *const names[TFS_MRC_SIZES] = { "x0_25", "x0_5", "x1", "x2", "x4", "x8" };
+	double curve[TFS_MRC_SIZES];
+	uint64_t reads, bytes, changes;
+	unsigned chosen;
+	int l = 0;
+
+	if (!c->mrc)
+		return 0;
+	pthread_mutex_lock(&c->mlock);
+	reads = tfs_mrc_curve(c->mrc, curve);
+	chosen = tfs_mrc_promote(c->mrc);
+	bytes = tfs_mrc_bytes(c->mrc);
+	changes = c->promote_changes;
+	pthread_mutex_unlock(&c->mlock);
+	l = snprintf(buf, len, "cache.promote_auto=%d\ncache.promote_tuned=%u\n"
+		     "cache.promote_changes=%" PRIu64 "\ncache.mrc_sample=%.6f\n"
+		     "cache.mrc_reads=%" PRIu64 "\ncache.mrc_bytes=%" PRIu64 "\n",
+		     __atomic_load_n(&c->promote_auto, __ATOMIC_RELAXED), chosen, changes,
+		     (double)c->msample / 18446744073709551616.0, reads, bytes);
+	for (unsigned i = 0; i < TFS_MRC_SIZES && l >= 0 && (size_t)l < len; i++)
+		l += curve[i] < 0 ? snprintf(buf + l, len - (size_t)l, "cache.mrc_%s=-\n", names[i])
+				  : snprintf(buf + l, len - (size_t)l, "cache.mrc_%s=%.4f\n", names[i],
+					     curve[i]);
+	return l < 0 ? 0 : (size_t)l >= len ? (int)len - 1 : l;
+}

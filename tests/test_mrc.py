@@ -1,0 +1,114 @@
+"""Issue 16: the tier watching itself on a real mount -- the live
+miss-ratio curve (cache.mrc_*: the read hit ratio a tier of 0.25x to 8x its
+size would have reached, from miniature models of the tier on a sample of
+its extents; src/cache/watch.c, mrc.c) and the admission tuner
+(cache_promote=0: the promotion threshold its miniatures show best)."""
+import mmap
+import os
+import random
+import subprocess
+
+from conftest import BUILD
+from test_cache import K, copts, cst, pwrite
+from test_attrs import get, put
+
+E = 64 * K
+
+
+def reads(path, extents, rng, n):
+    """n 4K O_DIRECT reads of the given extents, chosen by rng."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    buf = mmap.mmap(-1, 4 * K)
+    try:
+        for _ in range(n):
+            e = extents(rng)
+            os.preadv(fd, [buf], e * E + rng.randrange(16) * 4 * K)
+    finally:
+        os.close(fd)
+
+
+def curve(mnt):
+    s = cst(mnt)
+    return {k: float(s[f"mrc_{k}"]) for k in ["x0_25", "x0_5", "x1", "x2", "x4", "x8"]}, s
+
+
+def test_the_curve_says_what_a_bigger_tier_would_hit(make_array, tmp_path):
+    """A working set of 600 extents read uniformly through a tier of 256:
+    the tier hits about 40% of reads; the curve says so at 1x, says a tier
+    of 2x (512 slots) would hit about 85% and one of 4x or 8x nearly all,
+    and is monotone; tierctl status prints it."""
+    a = make_array("raid5", 3, "64K")
+    p = a.mnt / "f"
+    m = a.mount()                                   # written without the tier
+    pwrite(p, 0, random.Random(1).randbytes(600 * E))
+    m.stop()
+    a.mount(opts=copts(tmp_path / "cache", size="16M", extent="64K", promote=1))
+    rng = random.Random(2)
+    reads(p, lambda r: r.randrange(600), rng, 20000)    # warm
+    put(a.mnt, "reset")
+    reads(p, lambda r: r.randrange(600), rng, 40000)
+    c, s = curve(a.mnt)
+    real = s["read_hits"] / (s["read_hits"] + s["read_misses"])
+    assert s["mrc_reads"] > 5000, s
+    assert abs(c["x1"] - real) < 0.06, (c, real)
+    assert 0.30 < c["x1"] < 0.55, c
+    assert c["x2"] > 0.75, c
+    assert c["x4"] > 0.97 and c["x8"] > 0.97, c
+    vals = list(c.values())
+    assert all(x <= y + 0.02 for x, y in zip(vals, vals[1:])), c
+    out = subprocess.run([str(BUILD / "tierctl"), "status", str(a.mnt)], capture_output=True,
+                         text=True)
+    assert "if the tier were" in out.stdout and "32 MiB" in out.stdout, out.stdout
+
+
+def test_the_tuner_lowers_the_threshold_when_extents_come_back_once(make_array, tmp_path):
+    """Extents read twice, 500 reads apart, then never again: at threshold
+    2 the second read only promotes (a miss), so the tier never hits; at 1
+    it hits every second read.  With cache_promote=0 the tuner's
+    miniatures see it and the tier runs at 1 from its first window on
+    (about 16,000 reads at a sample of 1/4); with the threshold fixed at 2
+    it stays there and misses.  (LRU: S3-FIFO's small queue, a tenth of the
+    tier, would drop most of a run of 500 before its second read, which the
+    miniatures see too, but which would blur the threshold's effect.)"""
+    a = make_array("raid5", 3, "64K")
+    p = a.mnt / "f"
+    n = 16000                                       # extents of 64K: 1000 MiB, sparse
+    m = a.mount()
+    fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+    os.ftruncate(fd, n * E)
+    os.close(fd)
+    m.stop()
+    results = {}
+    for promote in ["0", "2"]:
+        mm = a.mount(opts=copts(tmp_path / f"cache{promote}", size="64M", extent="64K",
+                                promote=promote, policy="lru"))
+        rng = random.Random(3)
+        order = list(range(n))
+        rng.shuffle(order)
+        for lo in range(0, n, 500):                 # runs of 500, each read twice
+            chunk = order[lo:lo + 500]
+            for _ in range(2):
+                it = iter(chunk)
+                reads(p, lambda r: next(it), rng, len(chunk))
+        s = cst(a.mnt)
+        results[promote] = s
+        mm.stop()
+    auto, fixed = results["0"], results["2"]
+    assert auto["promote_auto"] == 1 and auto["promote_threshold"] == 1, auto
+    assert auto["promote_changes"] >= 1, auto
+    assert fixed["promote_auto"] == 0 and fixed["promote_threshold"] == 2, fixed
+    hit = {k: s["read_hits"] / (s["read_hits"] + s["read_misses"]) for k, s in results.items()}
+    assert hit["2"] < 0.01 and hit["0"] > 0.15, hit
+
+
+def test_a_threshold_set_by_hand_ends_auto(make_array, tmp_path):
+    a = make_array("raid0", 2, "64K")
+    a.mount(opts=copts(tmp_path / "cache", promote="0"))
+    assert get(a.mnt, "promote_threshold") == "0"
+    assert cst(a.mnt)["promote_auto"] == 1
+    put(a.mnt, "promote_threshold", "3")
+    s = cst(a.mnt)
+    assert s["promote_auto"] == 0 and s["promote_threshold"] == 3, s
+    assert get(a.mnt, "promote_threshold") == "3"
+    put(a.mnt, "promote_threshold", "0")
+    assert cst(a.mnt)["promote_auto"] == 1

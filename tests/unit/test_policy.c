@@ -14,7 +14,7 @@
 /* ------------------------------------------------------------------ */
 
 enum { G_API, G_EDGE, G_VICTIM, G_LOOKED, G_COUNT_HOLDS, G_LRU_MRU, G_SCAN, G_GHOST,
-       G_SCALE, G_COUNT };
+       G_SCALE, G_WAITS, G_COUNT };
 
 static struct unit_group groups[G_COUNT] = {
 	[G_API] = { .name = "parse/name/new" },
@@ -26,6 +26,7 @@ static struct unit_group groups[G_COUNT] = {
 	[G_SCAN] = { .name = "scan: s3fifo keeps hit entries, lru does not" },
 	[G_GHOST] = { .name = "s3fifo ghost: small evictions only" },
 	[G_SCALE] = { .name = "large cap" },
+	[G_WAITS] = { .name = "s3fifo: an unused refused entry waits in small" },
 };
 
 static uint64_t rng_state;
@@ -50,8 +51,10 @@ static uint32_t rnd_below(uint32_t n)
 /* with a flag cleared when an insert finds the key.  Victim scan:     */
 /* small's oldest when small holds >= cap/10 (at least 1) or main is   */
 /* empty, or when main's whole length was refused in a row, else      */
-/* main's oldest.  Small: refused -> freq+1 (at most 3) and to main;   */
-/* freq > 0 -> to main; else evicted, key to ghost.  Main: refused ->  */
+/* main's oldest.  Small: refused with freq 0 -> back to small's      */
+/* newest end (after small's whole length refused so, main is taken    */
+/* as if small were empty); freq > 0 -> to main; else evicted, key to  */
+/* ghost.  Main: refused ->                                            */
 /* back to main's newest end; freq > 0 -> freq-1 and back; else        */
 /* evicted.  Stops after max looks, or when small is empty and main is */
 /* empty or all refused in a row.                                      */
@@ -180,20 +183,24 @@ static uint32_t ref_victim_lru(struct ref *r, const uint8_t *pin, uint32_t max,
 static uint32_t ref_victim_s3(struct ref *r, const uint8_t *pin, uint32_t max,
 			      uint32_t *looked, uint32_t *nlooked)
 {
-	uint32_t stuck = 0;
+	uint32_t stuck = 0, held = 0;
 
 	for (uint32_t i = 0; i < max; i++) {
+		int small_left = r->ns > 0 && held < r->ns;
 		uint32_t s;
 
-		if (r->ns == 0 && (r->nm == 0 || stuck >= r->nm))
+		if (!small_left && (r->nm == 0 || stuck >= r->nm))
 			break;
-		if (r->ns > 0 && (r->ns >= r->small_cap || r->nm == 0 || stuck >= r->nm)) {
+		if (small_left && (r->ns >= r->small_cap || r->nm == 0 || stuck >= r->nm)) {
 			s = r->sq[0];
 			looked[(*nlooked)++] = s;
 			arr_del(r->sq, &r->ns, 0);
-			if (pin[s] && r->freq[s] < 3)
-				r->freq[s]++;
-			if (pin[s] || r->freq[s] > 0) {
+			if (pin[s] && r->freq[s] == 0) {
+				r->sq[r->ns++] = s;	/* waits in small */
+				held++;
+				continue;
+			}
+			if (r->freq[s] > 0) {
 				r->mq[r->nm++] = s;
 				continue;
 			}
@@ -584,6 +591,37 @@ static void test_scale(enum tfs_policy_kind kind)
 	tfs_policy_free(p);
 }
 
+/* ok() refusing one slot (a dirty extent) */
+static bool ok_but(void *arg, uint32_t slot)
+{
+	return slot != *(uint32_t *)arg;
+}
+
+/* S3-FIFO, cap 10 (small holds 1): slot 0 never used and not evictable
+ * (dirty), slots 1-9 used once.  The first eviction takes a main entry and
+ * leaves 0 in small; once 0 may go, it is the next victim -- it never
+ * earned a place in main.  (It used to be moved to main as if used, and
+ * outlived the used entries.) */
+static void test_waits(void)
+{
+	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_S3FIFO, 10);
+	uint32_t dirty = 0, v;
+
+	snprintf(ctx, sizeof(ctx), "cap 10");
+	for (uint32_t s = 0; s < 10; s++)
+		tfs_policy_insert(p, s, 100 + s);
+	for (uint32_t s = 1; s < 10; s++)
+		tfs_policy_hit(p, s);
+	v = tfs_policy_victim(p, ok_but, &dirty, 100);
+	CHECK(G_WAITS, v != TFS_POLICY_NONE && v != 0, "first victim %u", v);
+	tfs_policy_insert(p, v, 200);
+	tfs_policy_hit(p, v);
+	dirty = UINT32_MAX;		/* 0 is clean now */
+	v = tfs_policy_victim(p, ok_but, &dirty, 100);
+	CHECK(G_WAITS, v == 0, "second victim %u, not the unused slot 0", v);
+	tfs_policy_free(p);
+}
+
 int main(void)
 {
 	static const uint32_t caps[] = { 1, 2, 3, 10, 100, 1000 };
@@ -605,6 +643,7 @@ int main(void)
 			test_ghost_cap(cap, n);
 	test_scale(TFS_POLICY_LRU);
 	test_scale(TFS_POLICY_S3FIFO);
+	test_waits();
 
 	total_fail += unit_summary(groups, G_COUNT);
 	printf("%s\n", total_fail ? "FAILED" : "OK");

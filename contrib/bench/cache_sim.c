@@ -42,7 +42,9 @@
  * prints Belady's MIN ("belady", threshold 0: every miss admitted, the
  * farthest-needed evicted) and MIN with bypass ("belady_bypass": an
  * extent needed later than every cached one is not admitted), the
- * bounds any policy can reach.
+ * bounds any policy can reach; and before them the reference policies of
+ * the literature (simpol.h: ref_lru, arc, lirs, 2q, ref_s3fifo, wtinylfu;
+ * threshold 0: every miss admitted, read or write).
  * --agree SLOTS prints instead, for the model of a tier of SLOTS slots,
  * how many of the trace's requests it serves whole beside the trace's own
  * hit flags, and the share of requests on which they agree (a trace the
@@ -66,6 +68,7 @@
 #include "tierfs/mrc.h"
 #include "tierfs/policy.h"
 #include "tierfs/trace.h"
+#include "simpol.h"
 
 #define MAXLIST 16
 #define MAXZONES 8
@@ -453,6 +456,32 @@ static struct result belady(const struct opts *o, uint32_t cap, bool bypass)
 	free(cur);
 	free(in);
 	free(h);
+	return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* The reference policies on a recorded trace (simpol.c)               */
+/* ------------------------------------------------------------------ */
+
+/* kind over o->ids with cap slots, reads and writes alike; warm-up as
+ * simulate's. */
+static struct result reference(const struct opts *o, enum simpol_kind kind, uint32_t cap)
+{
+	struct simpol *sp = simpol_new(kind, cap, o->z);
+	uint64_t warm = (uint64_t)(o->warmup * o->n);
+	struct result r = { 0 };
+
+	if (!sp) {
+		fprintf(stderr, "cache_sim: out of memory\n");
+		exit(1);
+	}
+	for (uint64_t t = 0; t < o->n; t++) {
+		bool admitted, hit = simpol_access(sp, o->ids[t] & ~WRITE_BIT, &admitted);
+
+		if (t >= warm)
+			tally(&r, o, t, hit, admitted);
+	}
+	simpol_free(sp);
 	return r;
 }
 
@@ -1021,13 +1050,18 @@ int main(int argc, char **argv)
 						 tfs_policy_name((enum tfs_policy_kind)k));
 					print_row(&o, w, name, o.thr[ti], o.sizes[si], &r);
 				}
-		/* the optimum too, with and without bypass */
-		for (int b = 0; b < 2; b++)
+		/* the reference policies, then the optimum, without and with
+		 * bypass (b - SIMPOL_COUNT) */
+		for (int b = 0; b < SIMPOL_COUNT + 2; b++)
 			for (uint32_t si = 0; si < o.nsizes; si++) {
 				uint32_t cap = (uint32_t)((uint64_t)o.z * o.sizes[si] / 100);
-				struct result r = belady(&o, cap, b);
+				struct result r = b < SIMPOL_COUNT
+					? reference(&o, (enum simpol_kind)b, cap)
+					: belady(&o, cap, b > SIMPOL_COUNT);
 
-				print_row(&o, w, b ? "belady_bypass" : "belady", 0, o.sizes[si], &r);
+				print_row(&o, w, b < SIMPOL_COUNT ? simpol_name((enum simpol_kind)b)
+					  : b > SIMPOL_COUNT ? "belady_bypass" : "belady",
+					  0, o.sizes[si], &r);
 			}
 	}
 	return 0;

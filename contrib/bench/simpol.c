@@ -6,13 +6,14 @@
  * No I/O, no clock; allocation only in simpol_new.
  *
  * Invariants:
- *  1. A key is on at most one queue, named by where[key] & Q_MASK (Q_NONE:
- *     unknown); the queue's n counts it.  Listed queues are doubly linked
- *     through prev/next, head the newest (MRU), tail the oldest (LRU).
+ *  1. A key is on at most one queue, named by nd[key].where & Q_MASK
+ *     (Q_NONE: unknown); the queue's n counts it.  Listed queues are doubly
+ *     linked through nd[].prev/next, head the newest (MRU), tail the
+ *     oldest (LRU).
  *     Q_LIR is a bag (counted, not linked): LIRS orders LIR keys only by
  *     its stack S.
- *  2. LIRS alone also links keys on its stack S through sprev/snext, and
- *     marks them with S_BIT in where[]; S's bottom (tail) is a LIR key
+ *  2. LIRS alone also links keys on its stack S, through snd[].prev/next,
+ *     and marks them with S_BIT in nd[].where; S's bottom (tail) is a LIR key
  *     after every access (stack pruning), and every LIR key is on S.
  *  3. simpol_used() = the sum of the resident queues' counts <= cap.
  *     Ghost queues (b1, b2, a1out, ghost, nonres) hold no data.
@@ -74,26 +75,28 @@ struct dlist {
 	uint32_t head, tail, n;
 };
 
-struct links {
-	uint32_t *prev, *next;
+/* A key's links, and (in the queue's array only) its state: one cache
+ * line touched per key, where separate arrays would cost one each. */
+struct node {
+	uint32_t prev, next;
+	uint8_t where;		/* inv. 1, 2 */
+	uint8_t freq;		/* S3-FIFO: hits, 0..3 */
 };
 
 struct simpol {
 	enum simpol_kind kind;
 	uint32_t cap, nkeys;
-	uint8_t *where;			/* inv. 1, 2 */
-	struct links a;			/* the queue a key is on */
+	struct node *nd;		/* the queue a key is on, and its state */
 	struct dlist q[Q_COUNT];
 	/* per policy */
 	uint32_t p;			/* ARC: target size of T1 */
 	uint32_t qcap[Q_COUNT];		/* a queue's target or limit, by policy */
-	struct links sl;		/* LIRS: stack S */
+	struct node *snd;		/* LIRS: links of stack S (only) */
 	struct dlist s;
-	uint8_t *freq;			/* S3-FIFO: hits, 0..3 */
 	/* W-TinyLFU: count-min sketch, 4 rows of width 4-bit counters,
-	 * 16 a word; a bloom filter of door_bits in front of it */
+	 * 16 a word; the doorkeeper, a blocked bloom filter, in front */
 	uint64_t *cms, *door;
-	uint32_t width_shift, door_shift;	/* 64 - log2(width or bits) */
+	uint32_t width_shift, door_shift;	/* 64 - log2(width, or door words) */
 	uint64_t samples, sample_max;
 };
 
@@ -101,28 +104,28 @@ struct simpol {
 /* Lists and queues                                                    */
 /* ------------------------------------------------------------------ */
 
-static void dl_push(struct dlist *l, struct links lk, uint32_t k)
+static void dl_push(struct dlist *l, struct node *nd, uint32_t k)
 {
-	lk.prev[k] = NIL;
-	lk.next[k] = l->head;
+	nd[k].prev = NIL;
+	nd[k].next = l->head;
 	if (l->head != NIL)
-		lk.prev[l->head] = k;
+		nd[l->head].prev = k;
 	else
 		l->tail = k;
 	l->head = k;
 	l->n++;
 }
 
-static void dl_unlink(struct dlist *l, struct links lk, uint32_t k)
+static void dl_unlink(struct dlist *l, struct node *nd, uint32_t k)
 {
-	uint32_t p = lk.prev[k], n = lk.next[k];
+	uint32_t p = nd[k].prev, n = nd[k].next;
 
 	if (p != NIL)
-		lk.next[p] = n;
+		nd[p].next = n;
 	else
 		l->head = n;
 	if (n != NIL)
-		lk.prev[n] = p;
+		nd[n].prev = p;
 	else
 		l->tail = p;
 	l->n--;
@@ -130,17 +133,17 @@ static void dl_unlink(struct dlist *l, struct links lk, uint32_t k)
 
 static unsigned qof(const struct simpol *sp, uint32_t k)
 {
-	return sp->where[k] & Q_MASK;
+	return sp->nd[k].where & Q_MASK;
 }
 
 /* k (on no queue) joins q as its newest; LIRS's S_BIT is kept. */
 static void q_push(struct simpol *sp, unsigned q, uint32_t k)
 {
-	sp->where[k] = (uint8_t)((sp->where[k] & S_BIT) | q);
+	sp->nd[k].where = (uint8_t)((sp->nd[k].where & S_BIT) | q);
 	if (qinfo[q].bag)
 		sp->q[q].n++;
 	else
-		dl_push(&sp->q[q], sp->a, k);
+		dl_push(&sp->q[q], sp->nd, k);
 }
 
 /* k leaves its queue (if any). */
@@ -153,8 +156,8 @@ static void q_unlink(struct simpol *sp, uint32_t k)
 	if (qinfo[q].bag)
 		sp->q[q].n--;
 	else
-		dl_unlink(&sp->q[q], sp->a, k);
-	sp->where[k] &= S_BIT;
+		dl_unlink(&sp->q[q], sp->nd, k);
+	sp->nd[k].where &= S_BIT;
 }
 
 /* k goes to the head of q, from wherever it was. */
@@ -299,17 +302,17 @@ static unsigned arc_access(struct simpol *sp, uint32_t x)
 /* k becomes S's top. */
 static void s_top(struct simpol *sp, uint32_t k)
 {
-	if (sp->where[k] & S_BIT)
-		dl_unlink(&sp->s, sp->sl, k);
-	dl_push(&sp->s, sp->sl, k);
-	sp->where[k] |= S_BIT;
+	if (sp->nd[k].where & S_BIT)
+		dl_unlink(&sp->s, sp->snd, k);
+	dl_push(&sp->s, sp->snd, k);
+	sp->nd[k].where |= S_BIT;
 }
 
 /* k leaves S; a non-resident key is then forgotten. */
 static void s_drop(struct simpol *sp, uint32_t k)
 {
-	dl_unlink(&sp->s, sp->sl, k);
-	sp->where[k] &= (uint8_t)~S_BIT;
+	dl_unlink(&sp->s, sp->snd, k);
+	sp->nd[k].where &= (uint8_t)~S_BIT;
 	if (qof(sp, k) == Q_NONRES)
 		q_unlink(sp, k);
 }
@@ -338,7 +341,7 @@ static void lirs_demote(struct simpol *sp)
 static unsigned lirs_access(struct simpol *sp, uint32_t x)
 {
 	unsigned st = qof(sp, x);
-	bool on_s = sp->where[x] & S_BIT;
+	bool on_s = sp->nd[x].where & S_BIT;
 
 	if (st == Q_LIR) {
 		s_top(sp, x);
@@ -358,7 +361,7 @@ static unsigned lirs_access(struct simpol *sp, uint32_t x)
 	if (n_of(sp, Q_LIR) + n_of(sp, Q_HIR) == sp->cap) {
 		uint32_t y = q_pop(sp, Q_HIR);	/* never empty: LIR < cap */
 
-		if (sp->where[y] & S_BIT)
+		if (sp->nd[y].where & S_BIT)
 			q_push(sp, Q_NONRES, y);
 	}
 	s_top(sp, x);
@@ -433,8 +436,8 @@ static void s3_evict(struct simpol *sp)
 
 		if (n_of(sp, Q_SMALL) >= sp->qcap[Q_SMALL] || !n_of(sp, Q_MAIN)) {
 			t = q_pop(sp, Q_SMALL);
-			if (sp->freq[t]) {
-				sp->freq[t] = 0;
+			if (sp->nd[t].freq) {
+				sp->nd[t].freq = 0;
 				q_push(sp, Q_MAIN, t);
 				continue;
 			}
@@ -444,9 +447,9 @@ static void s3_evict(struct simpol *sp)
 			return;
 		}
 		t = q_pop(sp, Q_MAIN);
-		if (!sp->freq[t])
+		if (!sp->nd[t].freq)
 			return;
-		sp->freq[t]--;
+		sp->nd[t].freq--;
 		q_push(sp, Q_MAIN, t);
 	}
 }
@@ -456,14 +459,14 @@ static unsigned s3_access(struct simpol *sp, uint32_t x)
 	unsigned st = qof(sp, x);
 
 	if (st == Q_SMALL || st == Q_MAIN) {
-		if (sp->freq[x] < 3)
-			sp->freq[x]++;
+		if (sp->nd[x].freq < 3)
+			sp->nd[x].freq++;
 		return SP_HIT;
 	}
 	q_unlink(sp, x);	/* out of G, before eviction trims it */
 	if (n_of(sp, Q_SMALL) + n_of(sp, Q_MAIN) == sp->cap)
 		s3_evict(sp);
-	sp->freq[x] = 0;
+	sp->nd[x].freq = 0;
 	q_push(sp, st == Q_GHOST ? Q_MAIN : Q_SMALL, x);
 	return SP_ADMIT;
 }
@@ -482,7 +485,7 @@ static unsigned s3_access(struct simpol *sp, uint32_t x)
 /* loser is evicted.                                                   */
 /*                                                                     */
 /* Frequency: every access is recorded.  The doorkeeper (a bloom       */
-/* filter, 3 hashes) absorbs a key's first occurrence in a sample;     */
+/* filter, 3 bits a key) absorbs a key's first occurrence in a sample; */
 /* later ones go to the count-min sketch (4 rows, 4-bit saturating     */
 /* counters, width the power of two >= cap).  estimate = the sketch's  */
 /* minimum + 1 if the doorkeeper has the key.  After sample_max = 10   */
@@ -491,7 +494,6 @@ static unsigned s3_access(struct simpol *sp, uint32_t x)
 /* ------------------------------------------------------------------ */
 
 #define CMS_ROWS 4
-#define DOOR_HASHES 3
 
 static uint64_t mix64(uint64_t z)
 {
@@ -510,53 +512,55 @@ static uint32_t log2_ceil(uint64_t x)
 	return b;
 }
 
-/* The i-th of a family of indices from two hashes (Kirsch & Mitzenmacher):
- * the top bits of h1 + i h2. */
-static uint64_t hash_index(uint64_t h1, uint64_t h2, uint32_t i, uint32_t shift)
+/* Where a key's frequency lives, from two hashes of it: a counter in each
+ * row of the sketch (row i: the top bits of h1 + i h2, Kirsch &
+ * Mitzenmacher's double hashing), and 3 doorkeeper bits, all in one 64-bit
+ * word (a blocked bloom filter: one cache line a look-up, for a slightly
+ * higher false positive rate than 3 bits anywhere).  Computed as needed,
+ * not into a struct: returning one costs more than the hashing. */
+struct tlfu_hash {
+	uint64_t h1, h2;
+};
+
+static struct tlfu_hash tlfu_hash(uint32_t k)
 {
-	return (h1 + i * h2) >> shift;
+	uint64_t h1 = mix64(k + 0x9e3779b97f4a7c15ull);
+
+	return (struct tlfu_hash){ h1, mix64(h1 ^ 0x5851f42d4c957f2dull) | 1 };
 }
 
-static uint32_t cms_get(const struct simpol *sp, uint64_t idx)
+/* the number of row i's counter */
+static uint64_t cms_cell(const struct simpol *sp, struct tlfu_hash h, uint32_t i)
 {
-	return (uint32_t)(sp->cms[idx >> 4] >> ((idx & 15) * 4)) & 15;
+	return ((uint64_t)i << (64 - sp->width_shift)) + ((h.h1 + i * h.h2) >> sp->width_shift);
 }
 
-static bool door_has(const struct simpol *sp, uint64_t h1, uint64_t h2)
+static uint32_t cms_get(const struct simpol *sp, uint64_t cell)
 {
-	for (uint32_t i = 0; i < DOOR_HASHES; i++) {
-		uint64_t b = hash_index(h2, h1, i, sp->door_shift);
-
-		if (!(sp->door[b >> 6] >> (b & 63) & 1))
-			return false;
-	}
-	return true;
+	return (uint32_t)(sp->cms[cell >> 4] >> ((cell & 15) * 4)) & 15;
 }
 
-/* the counter of row i for the key hashed to h1, h2 */
-static uint64_t cms_index(const struct simpol *sp, uint64_t h1, uint64_t h2, uint32_t i)
+static uint64_t *door_word(const struct simpol *sp, struct tlfu_hash h)
 {
-	return ((uint64_t)i << (64 - sp->width_shift)) + hash_index(h1, h2, i, sp->width_shift);
+	return &sp->door[h.h2 >> sp->door_shift];
 }
 
-static void key_hashes(uint32_t k, uint64_t *h1, uint64_t *h2)
+static uint64_t door_bits(struct tlfu_hash h)
 {
-	*h1 = mix64(k + 0x9e3779b97f4a7c15ull);
-	*h2 = mix64(*h1 ^ 0x5851f42d4c957f2dull) | 1;
+	return 1ull << (h.h1 & 63) | 1ull << (h.h1 >> 6 & 63) | 1ull << (h.h1 >> 12 & 63);
 }
 
 static uint32_t tlfu_estimate(const struct simpol *sp, uint32_t k)
 {
-	uint64_t h1, h2;
+	struct tlfu_hash h = tlfu_hash(k);
 	uint32_t m = 15;
 
-	key_hashes(k, &h1, &h2);
 	for (uint32_t i = 0; i < CMS_ROWS; i++) {
-		uint32_t c = cms_get(sp, cms_index(sp, h1, h2, i));
+		uint32_t c = cms_get(sp, cms_cell(sp, h, i));
 
 		m = c < m ? c : m;
 	}
-	return m + door_has(sp, h1, h2);
+	return m + ((*door_word(sp, h) & door_bits(h)) == door_bits(h));
 }
 
 static void tlfu_reset(struct simpol *sp)
@@ -565,27 +569,23 @@ static void tlfu_reset(struct simpol *sp)
 
 	for (size_t i = 0; i < words; i++)
 		sp->cms[i] = (sp->cms[i] >> 1) & 0x7777777777777777ull;
-	memset(sp->door, 0, ((size_t)1 << (64 - sp->door_shift)) / 8);
+	memset(sp->door, 0, sizeof(*sp->door) << (64 - sp->door_shift));
 	sp->samples /= 2;
 }
 
 static void tlfu_record(struct simpol *sp, uint32_t k)
 {
-	uint64_t h1, h2;
+	struct tlfu_hash h = tlfu_hash(k);
+	uint64_t *w = door_word(sp, h), bits = door_bits(h);
 
-	key_hashes(k, &h1, &h2);
-	if (!door_has(sp, h1, h2)) {
-		for (uint32_t i = 0; i < DOOR_HASHES; i++) {
-			uint64_t b = hash_index(h2, h1, i, sp->door_shift);
-
-			sp->door[b >> 6] |= 1ull << (b & 63);
-		}
+	if ((*w & bits) != bits) {
+		*w |= bits;
 	} else {
 		for (uint32_t i = 0; i < CMS_ROWS; i++) {
-			uint64_t idx = cms_index(sp, h1, h2, i);
+			uint64_t cell = cms_cell(sp, h, i);
 
-			if (cms_get(sp, idx) < 15)
-				sp->cms[idx >> 4] += 1ull << ((idx & 15) * 4);
+			if (cms_get(sp, cell) < 15)
+				sp->cms[cell >> 4] += 1ull << ((cell & 15) * 4);
 		}
 	}
 	if (++sp->samples >= sp->sample_max)
@@ -634,18 +634,18 @@ static unsigned tlfu_access(struct simpol *sp, uint32_t x)
 
 static int tlfu_init(struct simpol *sp)
 {
-	uint32_t wshift = log2_ceil(sp->cap < 64 ? 64 : sp->cap), dshift;
+	uint32_t wbits = log2_ceil(sp->cap < 64 ? 64 : sp->cap), dbits;
 
 	sp->qcap[Q_WINDOW] = max1(sp->cap / 100);
 	sp->qcap[Q_PROTECTED] = (uint32_t)((uint64_t)(sp->cap - sp->qcap[Q_WINDOW]) * 8 / 10);
 	sp->sample_max = 10ull * sp->cap;
-	/* 8 bits a sampled access: a few percent false positives even when
-	 * every access of a sample is a different key */
-	dshift = log2_ceil(8 * sp->sample_max < 64 ? 64 : 8 * sp->sample_max);
-	sp->width_shift = 64 - wshift;
-	sp->door_shift = 64 - dshift;
-	sp->cms = calloc(((size_t)CMS_ROWS << wshift) / 16, sizeof(*sp->cms));
-	sp->door = calloc(((size_t)1 << dshift) / 64, sizeof(*sp->door));
+	/* 8 doorkeeper bits a sampled access (words of 64): a few percent
+	 * false positives even when every access of a sample is a new key */
+	dbits = log2_ceil(sp->sample_max / 8 > 2 ? sp->sample_max / 8 : 2);	/* shift < 64 */
+	sp->width_shift = 64 - wbits;
+	sp->door_shift = 64 - dbits;
+	sp->cms = calloc(((size_t)CMS_ROWS << wbits) / 16, sizeof(*sp->cms));
+	sp->door = calloc((size_t)1 << dbits, sizeof(*sp->door));
 	return sp->cms && sp->door ? 0 : -ENOMEM;
 }
 
@@ -658,9 +658,8 @@ static int lirs_init(struct simpol *sp)
 	sp->qcap[Q_LIR] = sp->cap - max1(sp->cap / 100);
 	sp->qcap[Q_NONRES] = 2 * sp->cap;
 	sp->s = (struct dlist){ NIL, NIL, 0 };
-	sp->sl.prev = malloc(max1(sp->nkeys) * sizeof(uint32_t));
-	sp->sl.next = malloc(max1(sp->nkeys) * sizeof(uint32_t));
-	return sp->sl.prev && sp->sl.next ? 0 : -ENOMEM;
+	sp->snd = malloc(max1(sp->nkeys) * sizeof(*sp->snd));
+	return sp->snd ? 0 : -ENOMEM;
 }
 
 static int twoq_init(struct simpol *sp)
@@ -674,8 +673,7 @@ static int s3_init(struct simpol *sp)
 {
 	sp->qcap[Q_SMALL] = max1(sp->cap / 10);
 	sp->qcap[Q_GHOST] = sp->cap;
-	sp->freq = calloc(max1(sp->nkeys), 1);
-	return sp->freq ? 0 : -ENOMEM;
+	return 0;
 }
 
 static const struct simpol_ops {
@@ -708,12 +706,8 @@ void simpol_free(struct simpol *sp)
 {
 	if (!sp)
 		return;
-	free(sp->where);
-	free(sp->a.prev);
-	free(sp->a.next);
-	free(sp->sl.prev);
-	free(sp->sl.next);
-	free(sp->freq);
+	free(sp->nd);
+	free(sp->snd);
 	free(sp->cms);
 	free(sp->door);
 	free(sp);
@@ -734,10 +728,8 @@ struct simpol *simpol_new(enum simpol_kind kind, uint32_t cap, uint32_t nkeys)
 	sp->nkeys = nkeys;
 	for (int q = 0; q < Q_COUNT; q++)
 		sp->q[q] = (struct dlist){ NIL, NIL, 0 };
-	sp->where = calloc(nk, 1);
-	sp->a.prev = malloc(nk * sizeof(uint32_t));
-	sp->a.next = malloc(nk * sizeof(uint32_t));
-	if (!sp->where || !sp->a.prev || !sp->a.next ||
+	sp->nd = calloc(nk, sizeof(*sp->nd));
+	if (!sp->nd ||
 	    (cap && ops[kind].init && ops[kind].init(sp))) {
 		simpol_free(sp);
 		return NULL;

@@ -6,7 +6,8 @@ import pytest
 
 from conftest import BUILD
 
-UNIT = ["layout", "parity", "policy", "cstore", "journal", "parse", "assemble", "rules"]
+UNIT = ["layout", "parity", "policy", "cstore", "journal", "parse", "assemble", "rules",
+        "simpol"]
 
 
 @pytest.mark.parametrize("name", UNIT)

@@ -25,16 +25,19 @@
  *                  [--seed S] [--workloads hwc,hwc+scan,uniform,zipf]
  *                  [--admissions] [--trace FILE [--extent BYTES]
  *                  [--mode MODE] [--seq-cutoff BYTES] [--row BYTES]
- *                  [--halflife SECONDS] [--agree SLOTS | --mrc SLOTS]]
+ *                  [--halflife SECONDS] [--agree SLOTS | --mrc SLOTS]
+ *                  [--format auto|tierfs|csv|vscsi]]
  * --trace replays a trace the tier's recorder wrote (tierctl trace;
  * include/tierfs/trace.h), or a text trace (CSV TIME,OBJECT,SIZE[,OP]: an
  * object read or written whole, TIME in seconds; or SNIA/MSR-style
- * TIME,HOST,DISK,TYPE,OFFSET,SIZE,... with TIME in 100 ns) instead: each
- * read or write becomes accesses to the extents of --extent bytes
- * (default 256K) it touches, in time order; cache sizes are percent of
- * the extents the trace touches.  The rows "lru" and "s3fifo" run the
- * policy alone behind the admission filter above (a write takes a slot
- * whatever the heat); the rows "tierfs_lru" and "tierfs_s3fifo" run the
+ * TIME,HOST,DISK,TYPE,OFFSET,SIZE,... with TIME in 100 ns), or a
+ * VMware/CloudPhysics vscsi block trace (read_vscsi; --format says which,
+ * else it is told by the tierfs magic, vscsi's version bytes, or a first
+ * line of text) instead: each read or write becomes accesses to the
+ * extents of --extent bytes (default 256K) it touches, in time order;
+ * cache sizes are percent of the extents the trace touches.  The rows
+ * "lru" and "s3fifo" run the policy alone behind the admission filter
+ * above (a write takes a slot whatever the heat); the rows "tierfs_lru" and "tierfs_s3fifo" run the
  * trace through the tier's model (include/tierfs/model.h: the daemon's
  * own rules, policy, sectors, flusher and heat in the trace's time; its
  * mode, cutoff, RAID row and halflife from --mode, --seq-cutoff, --row,
@@ -43,7 +46,9 @@
  * prints Belady's MIN ("belady", threshold 0: every miss admitted, the
  * farthest-needed evicted) and MIN with bypass ("belady_bypass": an
  * extent needed later than every cached one is not admitted), the
- * bounds any policy can reach.
+ * bounds any policy can reach; and before them the reference policies of
+ * the literature (simpol.h: ref_lru, arc, lirs, 2q, ref_s3fifo, wtinylfu;
+ * threshold 0: every miss admitted, read or write).
  * --agree SLOTS prints instead, for the model of a tier of SLOTS slots,
  * how many of the trace's requests it serves whole beside the trace's own
  * hit flags, and the share of requests on which they agree (a trace the
@@ -69,6 +74,7 @@
 #include "tierfs/mrc.h"
 #include "tierfs/policy.h"
 #include "tierfs/trace.h"
+#include "simpol.h"
 
 #define MAXLIST 16
 #define MAXZONES 8
@@ -77,6 +83,9 @@ enum { W_HWC, W_HWC_SCAN, W_UNIFORM, W_ZIPF, W_TRACE, W_COUNT };
 static const char *const wname[W_COUNT] = { "hwc", "hwc+scan", "uniform", "zipf", "trace" };
 
 #define WRITE_BIT 0x80000000u	/* an access of a recorded trace that writes */
+
+enum { F_AUTO, F_TIERFS, F_CSV, F_VSCSI, F_COUNT };	/* --format */
+static const char *const fname[F_COUNT] = { "auto", "tierfs", "csv", "vscsi" };
 
 struct opts {
 	uint32_t z;
@@ -94,6 +103,7 @@ struct opts {
 	 * as accesses to extents of --extent bytes: ids numbered densely in
 	 * first-access order, WRITE_BIT set for writes */
 	const char *trace_path;
+	int format;		/* F_* */
 	uint64_t extent;
 	uint32_t *ids;
 	uint32_t *lens;			/* bytes of each access (a trace's) */
@@ -460,6 +470,32 @@ static struct result belady(const struct opts *o, uint32_t cap, bool bypass)
 }
 
 /* ------------------------------------------------------------------ */
+/* The reference policies on a recorded trace (simpol.c)               */
+/* ------------------------------------------------------------------ */
+
+/* kind over o->ids with cap slots, reads and writes alike; warm-up as
+ * simulate's. */
+static struct result reference(const struct opts *o, enum simpol_kind kind, uint32_t cap)
+{
+	struct simpol *sp = simpol_new(kind, cap, o->z);
+	uint64_t warm = (uint64_t)(o->warmup * o->n);
+	struct result r = { 0 };
+
+	if (!sp) {
+		fprintf(stderr, "cache_sim: out of memory\n");
+		exit(1);
+	}
+	for (uint64_t t = 0; t < o->n; t++) {
+		bool admitted, hit = simpol_access(sp, o->ids[t] & ~WRITE_BIT, &admitted);
+
+		if (t >= warm)
+			tally(&r, o, t, hit, admitted);
+	}
+	simpol_free(sp);
+	return r;
+}
+
+/* ------------------------------------------------------------------ */
 /* A recorded trace                                                    */
 /* ------------------------------------------------------------------ */
 
@@ -558,24 +594,155 @@ static struct tfs_trace_rec *read_csv(FILE *f, size_t *n, size_t *bad)
 	return r;
 }
 
-/* Reads o->trace_path (a tierfs trace, or a text trace: read_csv) into
+/* The VMware/CloudPhysics block traces ("vscsi", as PyMimircache and
+ * libCacheSim distribute them): headerless records, little endian, of one
+ * of two layouts, each with a 16-bit version field whose high byte is the
+ * layout's number:
+ *   vscsi1, 32 bytes: u32 sn, u32 len, u32 nSG, u16 cmd, u16 ver, u64 lbn,
+ *                     u64 ts
+ *   vscsi2, 40 bytes: u16 cmd, u16 ver, u32 sn, u32 len, u32 nSG, u64 lbn,
+ *                     u64 ts, u64 rt
+ * lbn counts 512-byte sectors, len bytes, ts microseconds; cmd is the SCSI
+ * opcode.  One trace is one disk (fid 1). */
+struct vscsi_layout {
+	int version;
+	size_t size, cmd_at, ver_at, len_at, lbn_at, ts_at;
+};
+
+static const struct vscsi_layout vscsi_layouts[] = {
+	/* vscsi1 first: a vscsi2 file cannot pass its test (its byte 15 is
+	 * the top byte of nSG, 0), while a vscsi1 file would pass vscsi2's
+	 * if its serial numbers' top byte were 2 */
+	{ .version = 1, .size = 32, .cmd_at = 12, .ver_at = 14, .len_at = 4, .lbn_at = 16,
+	  .ts_at = 24 },
+	{ .version = 2, .size = 40, .cmd_at = 0, .ver_at = 2, .len_at = 8, .lbn_at = 16,
+	  .ts_at = 24 },
+};
+
+#define VSCSI_PROBE 64		/* records whose version must agree */
+#define PROBE_BYTES (VSCSI_PROBE * 40)
+
+static uint64_t le_get(const uint8_t *p, int bytes)
+{
+	uint64_t v = 0;
+
+	while (bytes--)
+		v = v << 8 | p[bytes];
+	return v;
+}
+
+/* The layout every one of the first records (up to VSCSI_PROBE, at least
+ * 2) of b[0..len) agrees on, or NULL. */
+static const struct vscsi_layout *vscsi_detect(const uint8_t *b, size_t len)
+{
+	for (size_t l = 0; l < sizeof(vscsi_layouts) / sizeof(vscsi_layouts[0]); l++) {
+		const struct vscsi_layout *v = &vscsi_layouts[l];
+		size_t n = len / v->size, i;
+
+		n = n < VSCSI_PROBE ? n : VSCSI_PROBE;
+		for (i = 0; i < n && b[i * v->size + v->ver_at + 1] == v->version; i++)
+			;
+		if (n >= 2 && i == n)
+			return v;
+	}
+	return NULL;
+}
+
+/* SCSI READ(6/10/12/16) and WRITE(6/10/12/16); 0 for anything else */
+static uint8_t scsi_op(uint64_t cmd)
+{
+	switch (cmd) {
+	case 0x08: case 0x28: case 0xa8: case 0x88:
+		return TFS_TR_READ;
+	case 0x0a: case 0x2a: case 0xaa: case 0x8a:
+		return TFS_TR_WRITE;
+	default:
+		return 0;
+	}
+}
+
+/* The records of a vscsi trace; *n of them.  Records of one microsecond
+ * keep their file order, up to 1000 of them (t_ns counts them within it:
+ * qsort is not stable). */
+static struct tfs_trace_rec *read_vscsi(FILE *f, const char *path, size_t *n)
+{
+	uint8_t b[PROBE_BYTES];
+	const struct vscsi_layout *v = vscsi_detect(b, fread(b, 1, sizeof(b), f));
+	struct tfs_trace_rec *r = NULL;
+	uint64_t last_ts = UINT64_MAX, sub = 0;
+	size_t cap = 0;
+
+	if (!v) {
+		fprintf(stderr, "cache_sim: %s: not a vscsi trace\n", path);
+		exit(1);
+	}
+	rewind(f);
+	for (*n = 0; fread(b, v->size, 1, f) == 1; (*n)++) {
+		uint64_t ts = le_get(b + v->ts_at, 8);
+
+		if (*n == cap)
+			r = grow(r, &cap, sizeof(*r));
+		sub = ts != last_ts ? 0 : sub < 999 ? sub + 1 : 999;
+		last_ts = ts;
+		r[*n] = (struct tfs_trace_rec){
+			.t_ns = ts * 1000 + sub,
+			.fid = 1,
+			.off = le_get(b + v->lbn_at, 8) * 512,
+			.len = (uint32_t)le_get(b + v->len_at, 4),
+			.op = scsi_op(le_get(b + v->cmd_at, 2)),
+		};
+	}
+	return r;
+}
+
+/* --format auto: a tierfs trace by its magic, a vscsi trace by its
+ * version bytes, a text trace by a first line of text (no control
+ * characters but tab and CR); else nothing this reads. */
+static int detect_format(FILE *f, const char *path)
+{
+	uint8_t b[PROBE_BYTES];
+	size_t len = fread(b, 1, sizeof(b), f), i;
+	uint64_t magic = 0;
+
+	rewind(f);
+	if (len >= sizeof(magic))
+		memcpy(&magic, b, sizeof(magic));
+	if (magic == TFS_TRACE_MAGIC)
+		return F_TIERFS;
+	if (vscsi_detect(b, len))
+		return F_VSCSI;
+	for (i = 0; i < len && b[i] != '\n' && (b[i] >= 0x20 || b[i] == '\t' || b[i] == '\r'); i++)
+		;
+	if (i == len || b[i] == '\n')
+		return F_CSV;
+	fprintf(stderr, "cache_sim: %s: not a trace I can tell (--format tierfs|csv|vscsi)\n", path);
+	exit(1);
+}
+
+/* Reads o->trace_path (a tierfs, text or vscsi trace) into
  * o->ids (o->n accesses, o->z extents). */
 static void load_trace(struct opts *o)
 {
 	FILE *f = fopen(o->trace_path, "rb");
 	struct tfs_trace_rec *r;
 	size_t n = 0, na = 0, acap = 0, bad = 0;
-	uint64_t *hkey, hmask = (1u << 22) - 1, magic = 0;
+	uint64_t *hkey, hmask = (1u << 22) - 1;
 	uint32_t *hval;
 
 	if (!f) {
 		fprintf(stderr, "cache_sim: %s: %s\n", o->trace_path, strerror(errno));
 		exit(1);
 	}
-	if (fread(&magic, sizeof(magic), 1, f) != 1)
-		magic = 0;
-	rewind(f);
-	r = magic == TFS_TRACE_MAGIC ? read_tierfs(f, o->trace_path, &n) : read_csv(f, &n, &bad);
+	switch (o->format ? o->format : detect_format(f, o->trace_path)) {
+	case F_TIERFS:
+		r = read_tierfs(f, o->trace_path, &n);
+		break;
+	case F_VSCSI:
+		r = read_vscsi(f, o->trace_path, &n);
+		break;
+	default:
+		r = read_csv(f, &n, &bad);
+	}
 	fclose(f);
 	if (bad > 1)
 		fprintf(stderr, "cache_sim: %s: %zu lines skipped\n", o->trace_path, bad);
@@ -896,6 +1063,14 @@ static int parse_workloads(const char *s, struct opts *o)
 	return 0;
 }
 
+static int parse_format(const char *s, int *format)
+{
+	for (*format = 0; *format < F_COUNT; (*format)++)
+		if (!strcmp(s, fname[*format]))
+			return 0;
+	return -EINVAL;
+}
+
 static void usage(void)
 {
 	fprintf(stderr,
@@ -904,7 +1079,7 @@ static void usage(void)
 		"                 [--halve H] [--warmup FRACTION] [--seed S] [--workloads LIST]\n"
 		"                 [--admissions] [--trace FILE [--extent BYTES] [--mode MODE]\n"
 		"                 [--seq-cutoff BYTES] [--row BYTES] [--halflife SECONDS]\n"
-		"                 [--agree SLOTS | --mrc SLOTS]]\n");
+		"                 [--agree SLOTS | --mrc SLOTS] [--format auto|tierfs|csv|vscsi]]\n");
 	exit(2);
 }
 
@@ -968,6 +1143,8 @@ int main(int argc, char **argv)
 			o.mcfg.row_bytes = strtoull(v, NULL, 10);
 		else if (!strcmp(a, "--halflife"))
 			o.mcfg.halflife = (uint32_t)(strtod(v, NULL) * 16);
+		else if (!strcmp(a, "--format"))
+			rc = parse_format(v, &o.format);
 		else
 			usage();
 		if (rc)
@@ -1028,13 +1205,18 @@ int main(int argc, char **argv)
 						 tfs_policy_name((enum tfs_policy_kind)k));
 					print_row(&o, w, name, o.thr[ti], o.sizes[si], &r);
 				}
-		/* the optimum too, with and without bypass */
-		for (int b = 0; b < 2; b++)
+		/* the reference policies, then the optimum, without and with
+		 * bypass (b - SIMPOL_COUNT) */
+		for (int b = 0; b < SIMPOL_COUNT + 2; b++)
 			for (uint32_t si = 0; si < o.nsizes; si++) {
 				uint32_t cap = (uint32_t)((uint64_t)o.z * o.sizes[si] / 100);
-				struct result r = belady(&o, cap, b);
+				struct result r = b < SIMPOL_COUNT
+					? reference(&o, (enum simpol_kind)b, cap)
+					: belady(&o, cap, b > SIMPOL_COUNT);
 
-				print_row(&o, w, b ? "belady_bypass" : "belady", 0, o.sizes[si], &r);
+				print_row(&o, w, b < SIMPOL_COUNT ? simpol_name((enum simpol_kind)b)
+					  : b > SIMPOL_COUNT ? "belady_bypass" : "belady",
+					  0, o.sizes[si], &r);
 			}
 	}
 	return 0;

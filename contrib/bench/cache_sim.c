@@ -888,7 +888,7 @@ static struct result model_run(const struct opts *o, enum tfs_policy_kind kind, 
 		fprintf(stderr,
 			"model %s T=%u cap=%u: reads %llu hits %llu partial %llu writes %llu hits %llu promotions "
 			"%llu fills %llu allocations %llu evictions %llu flushed %llu bypass seq %llu "
-			"dirty_high %llu no_slot %llu, dirty at end %u\n",
+			"dirty_high %llu no_slot %llu, dirty at end %u, RAID reads %llu bytes\n",
 			tfs_policy_name(kind), thr, cap, (unsigned long long)st->reads,
 			(unsigned long long)st->read_hits, (unsigned long long)st->read_partial,
 			(unsigned long long)st->writes,
@@ -896,7 +896,8 @@ static struct result model_run(const struct opts *o, enum tfs_policy_kind kind, 
 			(unsigned long long)st->fills, (unsigned long long)st->allocations,
 			(unsigned long long)st->evictions, (unsigned long long)st->flushed_extents,
 			(unsigned long long)st->bypass_seq, (unsigned long long)st->bypass_dirty_high,
-			(unsigned long long)st->bypass_no_slot, tfs_model_dirty(m));
+			(unsigned long long)st->bypass_no_slot, tfs_model_dirty(m),
+			(unsigned long long)st->raid_read_bytes);
 	r.counted = st->reads + st->writes;
 	r.hits = st->read_hits + st->write_hits;
 	r.admitted = st->promotions + st->allocations;

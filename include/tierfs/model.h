@@ -65,6 +65,7 @@ struct tfs_model_stats {
 	uint64_t write_bytes, write_hit_bytes;
 	uint64_t ssd_write_bytes;		/* promotions, fills, writes into slots */
 	uint64_t raid_write_bytes;		/* destaged, and writes that went to the RAID */
+	uint64_t raid_read_bytes;		/* read misses, promotions, fills */
 	uint64_t promotions, fills, allocations, evictions, flushed_extents;
 	uint64_t bypass_seq, bypass_dirty_high, bypass_no_slot;
 };

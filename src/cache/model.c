@@ -390,6 +390,18 @@ static unsigned heat_bump(struct tfs_model *m, const struct mpiece *p, uint32_t 
 	return tfs_heat_bump(hl, &g->heat, &g->t, now);
 }
 
+/* The promoter fills x's missing sectors from the RAID (flush.c
+ * invariant 14). */
+static void fill(struct tfs_model *m, struct mslot *x)
+{
+	uint64_t bytes = (uint64_t)(m->spe - bm_count(x->valid)) * TFS_SECTOR;
+
+	m->st.ssd_write_bytes += bytes;
+	m->st.raid_read_bytes += bytes;
+	bm_set(x->valid, 0, m->spe);
+	m->st.fills++;
+}
+
 static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool seq,
 		    uint32_t now)
 {
@@ -420,16 +432,18 @@ static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t le
 			m->st.read_hits++;
 			m->st.read_hit_bytes += p.b - p.a;
 			break;
+		default:
+			m->st.raid_read_bytes += p.b - p.a;
+			break;
+		}
+		switch (act) {
 		case TFS_RD_SEQ:
 			m->st.bypass_seq++;
 			break;
 		case TFS_RD_MISS:
 			break;
 		case TFS_RD_FILL:	/* the promoter fills what is missing */
-			m->st.ssd_write_bytes +=
-				(uint64_t)(m->spe - bm_count(p.x->valid)) * TFS_SECTOR;
-			bm_set(p.x->valid, 0, m->spe);
-			m->st.fills++;
+			fill(m, p.x);
 			break;
 		case TFS_RD_PROMOTE:	/* ... or reads the extent into a fresh slot */
 			s = alloc_slot(m, p.key, fid, idx, now);
@@ -437,7 +451,10 @@ static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t le
 				break;	/* every slot dirty: the promoter gives up */
 			bm_set(m->e[s].valid, 0, m->spe);
 			m->st.ssd_write_bytes += c->extent;
+			m->st.raid_read_bytes += c->extent;
 			m->st.promotions++;
+			break;
+		default:
 			break;
 		}
 	}

@@ -25,7 +25,7 @@
  *                  [--seed S] [--workloads hwc,hwc+scan,uniform,zipf]
  *                  [--admissions] [--trace FILE [--extent BYTES]
  *                  [--mode MODE] [--seq-cutoff BYTES] [--row BYTES]
- *                  [--halflife SECONDS] [--agree SLOTS | --mrc SLOTS]
+ *                  [--halflife SECONDS] [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]
  *                  [--format auto|tierfs|csv|vscsi]]
  * --trace replays a trace the tier's recorder wrote (tierctl trace;
  * include/tierfs/trace.h), or a text trace (CSV TIME,OBJECT,SIZE[,OP]: an
@@ -54,7 +54,8 @@
  * hit flags, and the share of requests on which they agree (a trace the
  * daemon recorded, replayed with the mount's settings).
  * --mrc SLOTS prints instead the miss-ratio curve a tier of SLOTS slots
- * would show (its miniatures, mrc.h) beside the model at each size.
+ * would show (its miniatures, mrc.h, sampled at most at --mrc-rate, the
+ * daemon's 0.25 by default) beside the model at each size.
  * Prints CSV: workload,policy,threshold,cache_pct,hits,accesses,hit_ratio
  * and with --admissions one more column: extents admitted (written to the
  * SSD) in the counted accesses; for a trace, three more: the hit ratio of
@@ -113,6 +114,7 @@ struct opts {
 	struct tfs_model_cfg mcfg;
 	uint32_t agree_slots;		/* --agree SLOTS: model vs the trace's hit flags */
 	uint32_t mrc_slots;		/* --mrc SLOTS: the curve's estimate vs the model */
+	double mrc_rate;		/* --mrc-rate R: the largest sample rate (the daemon's) */
 };
 
 /* ------------------------------------------------------------------ */
@@ -866,7 +868,7 @@ static struct result model_run(const struct opts *o, enum tfs_policy_kind kind, 
 		cfg.extent = (uint32_t)o->extent;
 		cfg.policy = kind;
 		cfg.promote = 2;
-		tuner = tfs_mrc_new(&cfg, TFS_MRC_BUDGET, true);
+		tuner = tfs_mrc_new(&cfg, TFS_MRC_BUDGET, o->mrc_rate, true);
 		if (!tuner) {
 			fprintf(stderr, "cache_sim: no memory for the tuner\n");
 			exit(1);
@@ -956,7 +958,7 @@ static void mrc_check(const struct opts *o, uint32_t cap)
 			cfg.extent = (uint32_t)o->extent;
 			cfg.policy = (enum tfs_policy_kind)k;
 			cfg.promote = thr;
-			r = tfs_mrc_new(&cfg, TFS_MRC_BUDGET, false);
+			r = tfs_mrc_new(&cfg, TFS_MRC_BUDGET, o->mrc_rate, false);
 			for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
 				full[i] = new_model(o, cfg.policy, thr,
 						    (uint32_t)(cap * tfs_mrc_scale[i] + 0.5) ?
@@ -1080,7 +1082,8 @@ static void usage(void)
 		"                 [--halve H] [--warmup FRACTION] [--seed S] [--workloads LIST]\n"
 		"                 [--admissions] [--trace FILE [--extent BYTES] [--mode MODE]\n"
 		"                 [--seq-cutoff BYTES] [--row BYTES] [--halflife SECONDS]\n"
-		"                 [--agree SLOTS | --mrc SLOTS] [--format auto|tierfs|csv|vscsi]]\n");
+		"                 [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]\n"
+		"                 [--format auto|tierfs|csv|vscsi]]\n");
 	exit(2);
 }
 
@@ -1092,7 +1095,7 @@ int main(int argc, char **argv)
 		.zpct = { 5, 15, 80 }, .zacc = { 60, 30, 10 }, .nzones = 3,
 		.scan_every = 4, .zipf_s = 0.9, .warmup = 0.2, .halve = 0, .seed = 1,
 		.work = { true, true, true, true },
-		.mcfg = TFS_MODEL_CFG_DEFAULT(1),
+		.mcfg = TFS_MODEL_CFG_DEFAULT(1), .mrc_rate = TFS_MRC_RATE,
 	};
 
 	for (int i = 1; i < argc; i++) {
@@ -1132,6 +1135,8 @@ int main(int argc, char **argv)
 			o.trace_path = v;
 		else if (!strcmp(a, "--extent"))
 			o.extent = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--mrc-rate"))
+			o.mrc_rate = strtod(v, NULL);
 		else if (!strcmp(a, "--mrc"))
 			o.mrc_slots = (uint32_t)strtoul(v, NULL, 10);
 		else if (!strcmp(a, "--agree"))

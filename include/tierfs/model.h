@@ -47,6 +47,10 @@ struct tfs_model_cfg {
 	uint64_t sample;		/* extents whose key is below it; UINT64_MAX: all */
 	uint32_t heat_entries;		/* heat table (a power of two, at least
 					 * TFS_HEAT_WAYS); 0: as the daemon sizes it */
+	/* a miniature's share of the daemon's batches: slots one eviction
+	 * frees, and extents of a file one flusher batch destages; 0: the
+	 * daemon's for nslots (tfs_evict_batch, TFS_FLUSH_BATCH) */
+	uint32_t evict_batch, flush_batch;
 };
 
 /* The model's defaults: the daemon's (cache.h TFS_CACHE_OPTS_DEFAULT). */

@@ -24,6 +24,7 @@
 
 #define TFS_MRC_SIZES 6			/* 0.25x, 0.5x, 1x, 2x, 4x, 8x */
 #define TFS_MRC_BUDGET 8192		/* slots of the largest miniature, at most */
+#define TFS_MRC_RATE 0.25		/* the daemon's largest sample rate */
 #define TFS_TUNE_CHOICES 3		/* thresholds the tuner tries: 1, 2, 4 */
 #define TFS_TUNE_WINDOW 4096		/* sampled read pieces a tuning window */
 #define TFS_TUNE_EPS 0.005		/* hit ratios this close are a tie */
@@ -37,10 +38,12 @@ struct tfs_mrc;
 
 /* The curve of a tier set as tier (its nslots, extent, policy, mode,
  * threshold, halflife, watermarks), sampled at a rate that gives the 8x
- * miniature at most budget slots, and at most 1/4 (so watching costs a
- * hash and a compare for three pieces in four); tune: run the tuner's
- * miniatures too.  NULL: no memory, or settings a model refuses. */
-struct tfs_mrc *tfs_mrc_new(const struct tfs_model_cfg *tier, uint32_t budget, bool tune);
+ * miniature at most budget slots, and at most max_rate (the daemon's
+ * TFS_MRC_RATE: watching costs a hash and a compare for the pieces not
+ * sampled); tune: run the tuner's miniatures too.  NULL: no memory, or
+ * settings a model refuses. */
+struct tfs_mrc *tfs_mrc_new(const struct tfs_model_cfg *tier, uint32_t budget, double max_rate,
+			    bool tune);
 /* Frees r (NULL is nothing). */
 void tfs_mrc_free(struct tfs_mrc *r);
 /* Returns the sample bound: extents whose key (tfs_ext_key) is below it

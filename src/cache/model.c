@@ -117,6 +117,10 @@ struct tfs_model *tfs_model_new(const struct tfs_model_cfg *cfg)
 	if (!m)
 		return NULL;
 	m->cfg = *cfg;
+	if (!m->cfg.evict_batch)
+		m->cfg.evict_batch = tfs_evict_batch(cfg->nslots);
+	if (!m->cfg.flush_batch)
+		m->cfg.flush_batch = TFS_FLUSH_BATCH;
 	m->spe = cfg->extent / TFS_SECTOR;
 	hn = cfg->heat_entries ? cfg->heat_entries : tfs_heat_entries(cfg->nslots);
 	m->heat_mask = hn - 1;
@@ -227,9 +231,7 @@ static uint32_t alloc_slot(struct tfs_model *m, uint64_t key, uint64_t fid, uint
 	uint32_t s;
 
 	if (!m->nfree) {
-		unsigned batch = tfs_evict_batch(m->cfg.nslots);
-
-		for (unsigned n = 0; n < batch && m->nused > m->ndirty; n++) {
+		for (unsigned n = 0; n < m->cfg.evict_batch && m->nused > m->ndirty; n++) {
 			uint32_t v = tfs_policy_victim(m->pol, evictable, m,
 						       4 * m->cfg.nslots + 64);
 
@@ -293,7 +295,7 @@ static unsigned flush_batch(struct tfs_model *m, uint32_t min_age, uint32_t now)
 			fids[nf] = x->fid;
 			per[nf++] = 0;
 		}
-		if (per[f] == TFS_FLUSH_BATCH)
+		if (per[f] == m->cfg.flush_batch)
 			continue;
 		per[f]++;
 		m->st.raid_write_bytes += (uint64_t)bm_count(x->dirty) * TFS_SECTOR;

@@ -7,9 +7,12 @@
  * Invariants:
  *  1. Every miniature sees the same requests with the same sequential
  *     verdict and time, and keeps only the extents of the one sample; a
- *     miniature of scale s has round(N x s x R) slots (at least 1), and a
- *     heat table R times the daemon's (at least 64 entries), so what fits
- *     in it and how heat collides are the full tier's, scaled.
+ *     miniature of scale s has round(N x s x R) slots (at least 1), a
+ *     heat table R times the daemon's (at least 64 entries), and R times
+ *     the batches of a tier of N x s slots (an eviction's slots, a file's
+ *     extents a flusher batch destages; at least 1), so what fits in it,
+ *     how heat collides and how much goes at once are the full tier's,
+ *     scaled.
  *  2. The curve's miniatures run the tier's threshold (set_promote
  *     follows the tier's changes); the tuner's run theirs, fixed.
  *  3. The tuner decides at the end of a window of TFS_TUNE_WINDOW read
@@ -50,10 +53,19 @@ static struct tfs_model *mini(const struct tfs_model_cfg *tier, const struct tfs
 	cfg.heat_entries = tfs_pow2_at_least((uint64_t)ceil(tfs_heat_entries(tier->nslots) * r->rate));
 	if (cfg.heat_entries < 64)
 		cfg.heat_entries = 64;
+	/* the batches of a tier of its full size, scaled as its slots */
+	cfg.evict_batch = (uint32_t)floor(tfs_evict_batch((uint32_t)(tier->nslots * scale)) *
+					  r->rate + 0.5);
+	cfg.flush_batch = (uint32_t)floor(TFS_FLUSH_BATCH * r->rate + 0.5);
+	if (!cfg.evict_batch)
+		cfg.evict_batch = 1;
+	if (!cfg.flush_batch)
+		cfg.flush_batch = 1;
 	return tfs_model_new(&cfg);
 }
 
-struct tfs_mrc *tfs_mrc_new(const struct tfs_model_cfg *tier, uint32_t budget, bool tune)
+struct tfs_mrc *tfs_mrc_new(const struct tfs_model_cfg *tier, uint32_t budget, double max_rate,
+			    bool tune)
 {
 	struct tfs_mrc *r = calloc(1, sizeof(*r));
 	bool ok = r != NULL;
@@ -61,9 +73,9 @@ struct tfs_mrc *tfs_mrc_new(const struct tfs_model_cfg *tier, uint32_t budget, b
 	if (!r)
 		return NULL;
 	r->rate = (double)budget / (8.0 * (double)tier->nslots);
-	if (r->rate > 0.25)
-		r->rate = 0.25;
-	r->sample = (uint64_t)(r->rate * 18446744073709551616.0);
+	if (r->rate > max_rate)
+		r->rate = max_rate;
+	r->sample = r->rate >= 1 ? UINT64_MAX : (uint64_t)(r->rate * 18446744073709551616.0);
 	for (unsigned i = 0; i < TFS_MRC_SIZES && ok; i++)
 		ok = (r->curve[i] = mini(tier, r, tfs_mrc_scale[i], tier->promote)) != NULL;
 	for (unsigned i = 0; i < TFS_TUNE_CHOICES && ok && tune; i++)

@@ -25,7 +25,8 @@
  *                  [--seed S] [--workloads hwc,hwc+scan,uniform,zipf]
  *                  [--admissions] [--trace FILE [--extent BYTES]
  *                  [--mode MODE] [--seq-cutoff BYTES] [--row BYTES]
- *                  [--halflife SECONDS] [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]
+ *                  [--dirty LOW:HIGH] [--halflife SECONDS]
+ *                  [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]
  *                  [--format auto|tierfs|csv|vscsi]]
  * --trace replays a trace the tier's recorder wrote (tierctl trace;
  * include/tierfs/trace.h), or a text trace (CSV TIME,OBJECT,SIZE[,OP]: an
@@ -37,11 +38,12 @@
  * extents of --extent bytes (default 256K) it touches, in time order;
  * cache sizes are percent of the extents the trace touches.  The rows
  * "lru" and "s3fifo" run the policy alone behind the admission filter
- * above (a write takes a slot whatever the heat); the rows "tierfs_lru" and "tierfs_s3fifo" run the
- * trace through the tier's model (include/tierfs/model.h: the daemon's
+ * above (a write takes a slot whatever the heat); the rows "tierfs_lru"
+ * and "tierfs_s3fifo" run the trace through the tier's model (include/tierfs/model.h: the daemon's
  * own rules, policy, sectors, flusher and heat in the trace's time; its
- * mode, cutoff, RAID row and halflife from --mode, --seq-cutoff, --row,
- * --halflife, the daemon's defaults otherwise; the threshold from
+ * mode, cutoff, RAID row, watermarks and halflife from --mode,
+ * --seq-cutoff, --row, --dirty, --halflife, the daemon's defaults
+ * otherwise; the threshold from
  * --threshold, 0 for the tuner's choice: mrc.h).  It also
  * prints Belady's MIN ("belady", threshold 0: every miss admitted, the
  * farthest-needed evicted) and MIN with bypass ("belady_bypass": an
@@ -1081,7 +1083,8 @@ static void usage(void)
 		"                 [--zones PCT:ACC,...] [--scan-every N] [--zipf-s S]\n"
 		"                 [--halve H] [--warmup FRACTION] [--seed S] [--workloads LIST]\n"
 		"                 [--admissions] [--trace FILE [--extent BYTES] [--mode MODE]\n"
-		"                 [--seq-cutoff BYTES] [--row BYTES] [--halflife SECONDS]\n"
+		"                 [--seq-cutoff BYTES] [--row BYTES] [--dirty LOW:HIGH]\n"
+		"                 [--halflife SECONDS]\n"
 		"                 [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]\n"
 		"                 [--format auto|tierfs|csv|vscsi]]\n");
 	exit(2);
@@ -1145,6 +1148,8 @@ int main(int argc, char **argv)
 			rc = tfs_cache_mode_parse(v, &o.mcfg.mode);
 		else if (!strcmp(a, "--seq-cutoff"))
 			o.mcfg.seq_cutoff = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--dirty"))
+			rc = sscanf(v, "%u:%u", &o.mcfg.dirty_low, &o.mcfg.dirty_high) == 2 ? 0 : -EINVAL;
 		else if (!strcmp(a, "--row"))
 			o.mcfg.row_bytes = strtoull(v, NULL, 10);
 		else if (!strcmp(a, "--halflife"))

@@ -1,0 +1,92 @@
+#!/usr/bin/python3
+"""The policy comparison of docs/CACHE_POLICY.md (issue 16): runs
+build/cache_sim on each trace at 5, 10 and 20% of its working set and
+prints, per trace and size, the miss ratio of the tier as it runs (its
+model: tierfs_s3fifo at the threshold the daemon uses, and with the tuner,
+threshold 0), of plain LRU and of the simulator's reference policies, the
+best of those, Belady with bypass, and the SSD write bytes of the tier
+against LRU's, as a markdown table; and with --mrc, the live curve's
+largest error against the model at each trace's 10% tier.
+
+    contrib/bench/policy_table.py [--build build] [--extent 65536]
+        [--threshold 2] [--mrc] TRACE...
+
+Misses are of pieces (a request's part in one extent), reads and writes
+together, after the first 20% (cache_sim's warm-up)."""
+import argparse
+import pathlib
+import struct
+import subprocess
+import sys
+
+REFS = ["lru", "arc", "lirs", "2q", "ref_s3fifo", "wtinylfu"]
+
+
+def sim(build, trace, extent, thresholds, extra=()):
+    out = subprocess.run([str(pathlib.Path(build) / "cache_sim"), "--trace", str(trace),
+                          "--extent", str(extent), "--threshold", thresholds,
+                          "--sizes", "5,10,20", *extra],
+                         capture_output=True, text=True, check=True).stdout
+    rows = [l.split(",") for l in out.splitlines()[1:]]
+    return {(r[1], int(r[2]), int(r[3])): r for r in rows}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--extent", type=int, default=65536)
+    ap.add_argument("--threshold", type=int, default=2, help="the daemon's (cache_promote)")
+    ap.add_argument("--mrc", action="store_true")
+    ap.add_argument("traces", nargs="+")
+    a = ap.parse_args()
+    print("| trace | cache | tierfs T=%d | tierfs tuned | LRU | best other (which) | "
+          "Belady+bypass | gap to it | SSD writes vs LRU |" % a.threshold)
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for t in a.traces:
+        r = sim(a.build, t, a.extent, f"0,1,{a.threshold}")
+        name = pathlib.Path(t).stem
+        for pct in (5, 10, 20):
+            miss = lambda k, thr: 1 - float(r[(k, thr, pct)][6])
+            ssd = lambda k, thr: int(r[(k, thr, pct)][-1])
+            ours, tuned, lru = miss("tierfs_s3fifo", a.threshold), miss("tierfs_s3fifo", 0), \
+                miss("lru", 1)
+            best = min(REFS, key=lambda k: miss(k, 0) if k != "lru" else miss("lru", 1))
+            bm = miss(best, 0) if best != "lru" else lru
+            bel = miss("belady_bypass", 0)
+            print(f"| {name} | {pct}% | {ours:.4f} | {tuned:.4f} | {lru:.4f} | {bm:.4f} ({best}) "
+                  f"| {bel:.4f} | {min(ours, tuned) - bel:+.4f} | "
+                  f"{ssd('tierfs_s3fifo', 0) / max(1, ssd('lru', 1)):.2f}x |")
+        sys.stdout.flush()
+    if not a.mrc:
+        return
+    print()
+    print("| trace | tier (slots) | largest error of the curve (scale) | mean error |")
+    print("|---|---:|---:|---:|")
+    for t in a.traces:
+        slots = max(extents(t, a.extent) // 10, 16)
+        out = subprocess.run([str(pathlib.Path(a.build) / "cache_sim"), "--trace", str(t),
+                              "--extent", str(a.extent), "--mrc", str(slots),
+                              "--threshold", str(a.threshold)],
+                             capture_output=True, text=True, check=True).stdout
+        rows = [l.split(",") for l in out.splitlines()[1:] if l.startswith("tierfs_s3fifo")]
+        errs = [(abs(float(x[6])), x[2]) for x in rows]
+        worst = max(errs)
+        print(f"| {pathlib.Path(t).stem} | {slots} | {worst[0]:.4f} ({worst[1]}x) | "
+              f"{sum(e for e, _ in errs) / len(errs):.4f} |")
+        sys.stdout.flush()
+
+
+def extents(trace, extent):
+    """Extents a tierfs trace's reads and writes touch (its working set)."""
+    raw = pathlib.Path(trace).read_bytes()
+    seen = set()
+    for i in range(16, len(raw) - 31, 32):
+        _, fid, off, ln, op = struct.unpack_from("<QQQIB", raw, i)
+        if op in (ord("R"), ord("W")) and ln:
+            for x in range(off // extent, (off + ln - 1) // extent + 1):
+                seen.add((fid, x))
+    return len(seen)
+
+
+if __name__ == "__main__":
+    main()

@@ -842,10 +842,13 @@ static bool feed(const struct opts *o, struct tfs_model *m, struct tfs_mrc *r, b
 	bool hit = tfs_model_apply(m, q->fid, q->off, q->len, wr, seq, now);
 
 	if (r && tfs_mrc_watches(r, q->fid, q->off, q->len, (uint32_t)o->extent)) {
+		struct tfs_tune t;
+
 		tfs_mrc_request(r, q->fid, q->off, q->len, wr, seq, now);
-		if (autot && tfs_mrc_promote(r)) {
-			tfs_model_set_promote(m, tfs_mrc_promote(r));
-			tfs_mrc_set_promote(r, tfs_mrc_promote(r));
+		if (autot && tfs_mrc_tuned(r, &t)) {
+			tfs_model_set_promote(m, t.promote);
+			tfs_model_set_spare(m, t.spare_hot);
+			tfs_mrc_set(r, &t);
 		}
 	}
 	return hit;

@@ -34,14 +34,14 @@ struct tfs_cache_opts {
 	char *mode;		/* cache_mode= */
 	char *policy;		/* cache_policy=lru|s3fifo */
 	uint64_t seq_cutoff;	/* cache_seq_cutoff=SIZE (0: off) */
-	unsigned promote;	/* cache_promote=N: heat that promotes */
+	unsigned promote;	/* cache_promote=N: heat that promotes (0: the tuner) */
 	double halflife;	/* cache_halflife=SECONDS: heat halves */
 	unsigned dirty_low;	/* cache_dirty_low=PCT: the flusher starts */
 	unsigned dirty_high;	/* cache_dirty_high=PCT: writers are throttled */
 	int discard;		/* cache_discard: give up dirty data of a lost cache */
 };
 #define TFS_CACHE_OPTS_DEFAULT ((struct tfs_cache_opts){ .seq_cutoff = 4ull << 20, \
-	.promote = 2, .halflife = 60.0, .dirty_low = 20, .dirty_high = 70 })
+	.promote = 0, .halflife = 60.0, .dirty_low = 20, .dirty_high = 70 })
 
 /* The checks of the options that need no cache directory (geometry, mode,
  * policy, dirty levels).  Run before anything is touched; tfs_cache_setup

@@ -40,6 +40,7 @@ struct tfs_model_cfg {
 	enum tfs_policy_kind policy;
 	enum tfs_cache_mode mode;
 	unsigned promote;		/* heat that promotes, at least 1 */
+	bool spare_hot_only;		/* tfs_flush_spares: young extents spared only if hot */
 	uint32_t halflife;		/* ticks (1/16 s) in which heat halves, at least 1 */
 	uint64_t seq_cutoff;		/* bytes; 0: no cutoff */
 	uint64_t row_bytes;		/* the RAID's full row (tfs_seq_write); 0: any */
@@ -105,6 +106,8 @@ const struct tfs_model_stats *tfs_model_stats(const struct tfs_model *m);
 void tfs_model_reset_stats(struct tfs_model *m);
 /* The promotion threshold from now on (at least 1). */
 void tfs_model_set_promote(struct tfs_model *m, unsigned promote);
+/* Which young extents the flusher spares from now on (tfs_flush_spares). */
+void tfs_model_set_spare(struct tfs_model *m, bool hot_only);
 /* Returns the model's slots. */
 uint32_t tfs_model_slots(const struct tfs_model *m);
 /* Returns the slots in use. */

@@ -5,10 +5,12 @@
  * and 8 times its size, each a model of N x scale x R slots that sees only
  * the extents whose key falls in the sample R (Waldspurger et al., "Cache
  * Modeling and Optimization using Miniature Simulations", ATC 2017): the
- * read hit ratio each one reaches is the curve.  Three more miniatures at
- * 1x run the promotion thresholds 1, 2 and 4: over each window the tuner
- * takes the threshold whose miniature hit best, a higher one when it hit
- * as well (within TFS_TUNE_EPS) for fewer bytes written to the SSD.
+ * read hit ratio each one reaches is the curve.  Six more miniatures at
+ * 1x run the promotion thresholds 1, 2 and 4, each with the flusher
+ * sparing every young dirty extent or only the hot ones
+ * (tfs_flush_spares): over each window the tuner takes the choice whose
+ * miniature hit best, or, among those within TFS_TUNE_EPS of it, the one
+ * that wrote least to the SSD and the RAID together.
  *
  * Pure (no locks, no clock, no I/O): the daemon (src/cache/status.c and
  * the request paths) serialises calls under its own lock and passes the
@@ -25,14 +27,20 @@
 #define TFS_MRC_SIZES 6			/* 0.25x, 0.5x, 1x, 2x, 4x, 8x */
 #define TFS_MRC_BUDGET 8192		/* slots of the largest miniature, at most */
 #define TFS_MRC_RATE 0.25		/* the daemon's largest sample rate */
-#define TFS_TUNE_CHOICES 3		/* thresholds the tuner tries: 1, 2, 4 */
+#define TFS_TUNE_CHOICES 6		/* the settings the tuner tries (tfs_tune) */
 #define TFS_TUNE_WINDOW 4096		/* sampled read pieces a tuning window */
 #define TFS_TUNE_EPS 0.005		/* hit ratios this close are a tie */
 
 /* The sizes of the curve, times the tier's. */
 extern const double tfs_mrc_scale[TFS_MRC_SIZES];
-/* The thresholds the tuner tries. */
-extern const unsigned tfs_tune_promote[TFS_TUNE_CHOICES];
+/* A setting the tuner tries: the promotion threshold, and whether the
+ * flusher spares only hot young extents (rules.h tfs_flush_spares). */
+struct tfs_tune {
+	unsigned promote;
+	bool spare_hot;
+};
+/* The settings the tuner tries: thresholds 1, 2, 4, each both ways. */
+extern const struct tfs_tune tfs_tune[TFS_TUNE_CHOICES];
 
 struct tfs_mrc;
 
@@ -64,11 +72,11 @@ void tfs_mrc_request(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len
 uint64_t tfs_mrc_curve(const struct tfs_mrc *r, double *out);
 /* The counts back to zero (the miniatures keep their contents). */
 void tfs_mrc_reset(struct tfs_mrc *r);
-/* Returns the threshold the tuner chose in its last window (0: none
- * yet, or no tuner). */
-unsigned tfs_mrc_promote(const struct tfs_mrc *r);
-/* The tier's threshold changed (the curve's miniatures follow it). */
-void tfs_mrc_set_promote(struct tfs_mrc *r, unsigned promote);
+/* Returns true with the tuner's choice of its last window in *t; false
+ * before its first window ends, or with no tuner. */
+bool tfs_mrc_tuned(const struct tfs_mrc *r, struct tfs_tune *t);
+/* The tier's settings changed (the curve's miniatures follow them). */
+void tfs_mrc_set(struct tfs_mrc *r, const struct tfs_tune *t);
 /* Returns the bytes of memory r holds. */
 uint64_t tfs_mrc_bytes(const struct tfs_mrc *r);
 

@@ -216,6 +216,17 @@ struct tfs_flush_step {
  * TFS_FLUSH_WRITE_AGE; at dirty_high and above, flat out. */
 struct tfs_flush_step tfs_flush_plan(uint32_t ndirty, uint32_t nslots, unsigned low,
 				     unsigned high, bool idle, bool all);
+/* Returns true if the flusher leaves a dirty extent alone in a batch
+ * that takes only extents not written for min_age ticks: written since
+ * (wtime), and -- hot_only -- hot (heat >= 2: used again since it came,
+ * so likely to be written again); an extent written once and not touched
+ * since is destaged then (the tuner's choice, mrc.h). */
+static inline bool tfs_flush_spares(uint32_t now, uint32_t wtime, uint32_t min_age,
+				    unsigned heat, bool hot_only)
+{
+	return now - wtime < min_age && (!hot_only || heat >= 2);
+}
+
 /* Returns the pause in ms after a batch that destaged nfiles files (0: none), at
  * the dirty level after it: between the watermarks, longer the lower the
  * level; none at dirty_high or when idle or asked to. */

@@ -147,7 +147,9 @@ struct tfs_cache {
 	uint32_t nslots;
 	uint64_t seq_cutoff;
 	unsigned promote;		/* in force: atomic loads (c_promote), watch.c inv. 2 */
-	bool promote_auto;		/* the tuner sets promote (watch.c; atomic) */
+	bool promote_auto;		/* the tuner sets promote and spare_hot (watch.c; atomic) */
+	bool spare_hot;			/* the flusher spares only hot young extents
+					 * (rules.h tfs_flush_spares; atomic) */
 	uint32_t halflife;		/* 1/16 s */
 	unsigned dirty_low, dirty_high;	/* percent of slots */
 	enum tfs_policy_kind policy_kind;

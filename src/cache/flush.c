@@ -22,7 +22,9 @@
  *  4. The flusher's pace follows the dirty level: below dirty_low it only
  *     works when the array is idle or asked to; between the watermarks it
  *     paces itself, faster as dirt grows, and skips extents written in
- *     the last TFS_FLUSH_WRITE_AGE (they absorb overwrites); above dirty_high it
+ *     the last TFS_FLUSH_WRITE_AGE (they absorb overwrites; with the
+ *     tuner's spare_hot only those used again since they came, rules.h
+ *     tfs_flush_spares); above dirty_high it
  *     runs flat out, writes that would take a fresh slot go to the RAID
  *     and those that would dirty a clean extent wait for it (write.c
  *     invariant 9, throttle).
@@ -370,7 +372,9 @@ static bool flush_begin(struct tfs_cache *c, struct cfile *f, char *buf, uint32_
 		struct cext *x = &c->e[cur];
 
 		sc = x->fnext != C_NONE ? x->fnext : f->head;
-		if (!bm_any(x->dirty) || x->flushing || now - x->wtime < min_age)
+		if (!bm_any(x->dirty) || x->flushing ||
+		    tfs_flush_spares(now, x->wtime, min_age, c_heat_now(c, x->heat, x->heat_t, now),
+				     __atomic_load_n(&c->spare_hot, __ATOMIC_RELAXED)))
 			continue;
 		fl[n] = (struct fl){ .slot = cur, .idx = x->idx, .wseq = x->wseq };
 		memcpy(fl[n].dmask, x->dirty, sizeof(fl[n].dmask));

@@ -177,6 +177,11 @@ void tfs_model_set_promote(struct tfs_model *m, unsigned promote)
 	m->cfg.promote = promote ? promote : 1;
 }
 
+void tfs_model_set_spare(struct tfs_model *m, bool hot_only)
+{
+	m->cfg.spare_hot_only = hot_only;
+}
+
 uint32_t tfs_model_slots(const struct tfs_model *m)
 {
 	return m->cfg.nslots;
@@ -283,7 +288,10 @@ static unsigned flush_batch(struct tfs_model *m, uint32_t min_age, uint32_t now)
 		struct mslot *x = &m->e[s];
 		unsigned f;
 
-		if (!x->used || !bm_any(x->dirty) || now - x->wtime < min_age)
+		if (!x->used || !bm_any(x->dirty) ||
+		    tfs_flush_spares(now, x->wtime, min_age,
+				     tfs_heat_now(m->cfg.halflife, x->heat, x->heat_t, now),
+				     m->cfg.spare_hot_only))
 			continue;
 		for (f = 0; f < nf && fids[f] != x->fid; f++)
 			;

@@ -13,13 +13,14 @@
  *     extents a flusher batch destages; at least 1), so what fits in it,
  *     how heat collides and how much goes at once are the full tier's,
  *     scaled.
- *  2. The curve's miniatures run the tier's threshold (set_promote
- *     follows the tier's changes); the tuner's run theirs, fixed.
+ *  2. The curve's miniatures run the tier's settings (tfs_mrc_set follows
+ *     the tier's changes); the tuner's run theirs, fixed.
  *  3. The tuner decides at the end of a window of TFS_TUNE_WINDOW read
  *     pieces sampled, on that window's counts alone (a change of load
- *     shows within a window), and its choice is the threshold whose
- *     miniature hit most, or the highest threshold within TFS_TUNE_EPS of
- *     it that wrote no more to the SSD.
+ *     shows within a window), and its choice is the setting whose
+ *     miniature hit most, or among those within TFS_TUNE_EPS of it the
+ *     one that wrote least to the SSD and the RAID together (flash wear
+ *     and disk work; the first listed on a tie).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -29,7 +30,9 @@
 #include "tierfs/rules.h"
 
 const double tfs_mrc_scale[TFS_MRC_SIZES] = { 0.25, 0.5, 1, 2, 4, 8 };
-const unsigned tfs_tune_promote[TFS_TUNE_CHOICES] = { 1, 2, 4 };
+const struct tfs_tune tfs_tune[TFS_TUNE_CHOICES] = {
+	{ 1, false }, { 2, false }, { 4, false }, { 1, true }, { 2, true }, { 4, true },
+};
 
 struct tfs_mrc {
 	uint64_t sample;
@@ -37,12 +40,12 @@ struct tfs_mrc {
 	struct tfs_model *curve[TFS_MRC_SIZES];
 	struct tfs_model *tune[TFS_TUNE_CHOICES];
 	/* the tuner's counts when its window began */
-	uint64_t w_reads, w_hits[TFS_TUNE_CHOICES], w_ssd[TFS_TUNE_CHOICES];
-	unsigned chosen;
+	uint64_t w_reads, w_hits[TFS_TUNE_CHOICES], w_cost[TFS_TUNE_CHOICES];
+	int chosen;			/* index in tfs_tune, or -1 */
 };
 
 static struct tfs_model *mini(const struct tfs_model_cfg *tier, const struct tfs_mrc *r,
-			      double scale, unsigned promote)
+			      double scale, unsigned promote, bool spare_hot)
 {
 	struct tfs_model_cfg cfg = *tier;
 	double slots = floor((double)tier->nslots * scale * r->rate + 0.5);
@@ -50,6 +53,7 @@ static struct tfs_model *mini(const struct tfs_model_cfg *tier, const struct tfs
 	cfg.nslots = slots < 1 ? 1 : (uint32_t)slots;
 	cfg.sample = r->sample;
 	cfg.promote = promote;
+	cfg.spare_hot_only = spare_hot;
 	cfg.heat_entries = tfs_pow2_at_least((uint64_t)ceil(tfs_heat_entries(tier->nslots) * r->rate));
 	if (cfg.heat_entries < 64)
 		cfg.heat_entries = 64;
@@ -76,10 +80,13 @@ struct tfs_mrc *tfs_mrc_new(const struct tfs_model_cfg *tier, uint32_t budget, d
 	if (r->rate > max_rate)
 		r->rate = max_rate;
 	r->sample = r->rate >= 1 ? UINT64_MAX : (uint64_t)(r->rate * 18446744073709551616.0);
+	r->chosen = -1;
 	for (unsigned i = 0; i < TFS_MRC_SIZES && ok; i++)
-		ok = (r->curve[i] = mini(tier, r, tfs_mrc_scale[i], tier->promote)) != NULL;
+		ok = (r->curve[i] = mini(tier, r, tfs_mrc_scale[i], tier->promote,
+					 tier->spare_hot_only)) != NULL;
 	for (unsigned i = 0; i < TFS_TUNE_CHOICES && ok && tune; i++)
-		ok = (r->tune[i] = mini(tier, r, 1, tfs_tune_promote[i])) != NULL;
+		ok = (r->tune[i] = mini(tier, r, 1, tfs_tune[i].promote, tfs_tune[i].spare_hot)) !=
+		     NULL;
 	if (!ok) {
 		tfs_mrc_free(r);
 		return NULL;
@@ -115,27 +122,28 @@ bool tfs_mrc_watches(const struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64
 /* The end of a window: choose (invariant 3), and start the next. */
 static void tune_window(struct tfs_mrc *r)
 {
-	uint64_t hits[TFS_TUNE_CHOICES], ssd[TFS_TUNE_CHOICES], reads, best = 0;
-	unsigned pick = 0;
+	uint64_t hits[TFS_TUNE_CHOICES], cost[TFS_TUNE_CHOICES], reads;
+	unsigned best = 0, pick;
 
 	reads = tfs_model_stats(r->tune[0])->reads - r->w_reads;
 	for (unsigned i = 0; i < TFS_TUNE_CHOICES; i++) {
 		const struct tfs_model_stats *st = tfs_model_stats(r->tune[i]);
+		uint64_t c = st->ssd_write_bytes + st->raid_write_bytes;
 
 		hits[i] = st->read_hits - r->w_hits[i];
-		ssd[i] = st->ssd_write_bytes - r->w_ssd[i];
+		cost[i] = c - r->w_cost[i];
 		if (hits[i] > hits[best])
 			best = i;
 		r->w_hits[i] = st->read_hits;
-		r->w_ssd[i] = st->ssd_write_bytes;
+		r->w_cost[i] = c;
 	}
 	r->w_reads += reads;
-	pick = (unsigned)best;
+	pick = best;
 	for (unsigned i = 0; i < TFS_TUNE_CHOICES; i++)
 		if ((double)(hits[best] - hits[i]) <= TFS_TUNE_EPS * (double)reads &&
-		    ssd[i] <= ssd[pick] && i > pick)
+		    cost[i] < cost[pick])
 			pick = i;
-	r->chosen = tfs_tune_promote[pick];
+	r->chosen = (int)pick;
 }
 
 void tfs_mrc_request(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len, bool write,
@@ -167,15 +175,20 @@ void tfs_mrc_reset(struct tfs_mrc *r)
 		tfs_model_reset_stats(r->curve[i]);
 }
 
-unsigned tfs_mrc_promote(const struct tfs_mrc *r)
+bool tfs_mrc_tuned(const struct tfs_mrc *r, struct tfs_tune *t)
 {
-	return r->chosen;
+	if (r->chosen < 0)
+		return false;
+	*t = tfs_tune[r->chosen];
+	return true;
 }
 
-void tfs_mrc_set_promote(struct tfs_mrc *r, unsigned promote)
+void tfs_mrc_set(struct tfs_mrc *r, const struct tfs_tune *t)
 {
-	for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
-		tfs_model_set_promote(r->curve[i], promote);
+	for (unsigned i = 0; i < TFS_MRC_SIZES; i++) {
+		tfs_model_set_promote(r->curve[i], t->promote);
+		tfs_model_set_spare(r->curve[i], t->spare_hot);
+	}
 }
 
 uint64_t tfs_mrc_bytes(const struct tfs_mrc *r)

@@ -57,7 +57,7 @@ int c_config(struct tfs_cache *c, const struct tfs_cache_opts *o, char *err, siz
 		snprintf(err, errlen, "cache_policy=%s: lru or s3fifo", o->policy);
 		return -EINVAL;
 	}
-	c->promote = o->promote ? o->promote : 2;	/* 0 to 65535; 0: auto, from 2 */
+	c->promote = o->promote ? o->promote : 2;	/* 0 to 65535; 0: the tuner, from 2 */
 	c->promote_auto = o->promote == 0;
 	c->halflife = (uint32_t)(o->halflife * 16);	/* 1 to 604800 s, in 1/16 s */
 	c->dirty_low = o->dirty_low;

@@ -1,8 +1,9 @@
 /* watch.c - the tier watching itself: the live miss-ratio curve and the
  * admission tuner (mrc.c's miniatures, fed by the request paths).
  *
- * Owns: c->mrc (under c->mlock), the auto threshold (c->promote_auto),
- * the status lines of the curve (cache.mrc_*) and of the tuner.
+ * Owns: c->mrc (under c->mlock), the tuner's settings (c->promote_auto,
+ * c->spare_hot, and c->promote while auto), the status lines of the curve
+ * (cache.mrc_*) and of the tuner.
  *
  * Invariants:
  *  1. A request reaches the miniatures as the tier decided it: the file's
@@ -14,9 +15,11 @@
  *  2. c->mlock is a leaf: taken under c->lock or alone, and nothing is
  *     taken under it.  So the tuner's choice reaches c->promote by an
  *     atomic store (the paths load it atomically), not under c->lock.
- *  3. With promote_auto the tier's threshold is the tuner's last choice
- *     (from its first window on; until then the one it was given); a
- *     threshold set by hand (cache_promote=N, tierctl set) ends auto.
+ *  3. With promote_auto the tier's threshold and the flusher's sparing of
+ *     young extents (spare_hot) are the tuner's last choice (from its
+ *     first window on; until then 2 and every young extent); a threshold
+ *     set by hand (cache_promote=N, tierctl set) ends auto and sets the
+ *     flusher back to sparing every young extent.
  *  4. Memory: the miniatures hold at most about TFS_MRC_BUDGET x 4 slots'
  *     worth (a few MB, cache.mrc_bytes), made at start, never grown.
  */
@@ -53,17 +56,18 @@ int c_watch_start(struct tfs_cache *c)
 
 void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool write, bool seq)
 {
-	unsigned chosen;
+	struct tfs_tune t;
 
 	if (!c->mrc || !tfs_mrc_watches(c->mrc, fid, off, len, c->extent))
 		return;
 	pthread_mutex_lock(&c->mlock);
 	tfs_mrc_request(c->mrc, fid, off, len, write, seq, c_now());
-	chosen = tfs_mrc_promote(c->mrc);
-	if (chosen && __atomic_load_n(&c->promote_auto, __ATOMIC_RELAXED) &&
-	    chosen != c_promote(c)) {
-		__atomic_store_n(&c->promote, chosen, __ATOMIC_RELAXED);
-		tfs_mrc_set_promote(c->mrc, chosen);
+	if (tfs_mrc_tuned(c->mrc, &t) && __atomic_load_n(&c->promote_auto, __ATOMIC_RELAXED) &&
+	    (t.promote != c_promote(c) ||
+	     t.spare_hot != __atomic_load_n(&c->spare_hot, __ATOMIC_RELAXED))) {
+		__atomic_store_n(&c->promote, t.promote, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->spare_hot, t.spare_hot, __ATOMIC_RELAXED);
+		tfs_mrc_set(c->mrc, &t);
 		c->promote_changes++;
 	}
 	pthread_mutex_unlock(&c->mlock);
@@ -71,13 +75,19 @@ void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool
 
 void c_watch_promote(struct tfs_cache *c, unsigned promote, bool autot)
 {
+	struct tfs_tune t;
+
 	__atomic_store_n(&c->promote_auto, autot, __ATOMIC_RELAXED);
-	if (!autot)
+	if (!autot) {	/* by hand: the flusher back to sparing every young extent */
 		__atomic_store_n(&c->promote, promote, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->spare_hot, false, __ATOMIC_RELAXED);
+	}
 	if (!c->mrc)
 		return;
+	t = (struct tfs_tune){ .promote = c_promote(c),
+			       .spare_hot = __atomic_load_n(&c->spare_hot, __ATOMIC_RELAXED) };
 	pthread_mutex_lock(&c->mlock);
-	tfs_mrc_set_promote(c->mrc, c_promote(c));
+	tfs_mrc_set(c->mrc, &t);
 	pthread_mutex_unlock(&c->mlock);
 }
 
@@ -95,21 +105,23 @@ int c_watch_lines(struct tfs_cache *c, char *buf, size_t len)
 	static const char *const names[TFS_MRC_SIZES] = { "x0_25", "x0_5", "x1", "x2", "x4", "x8" };
 	double curve[TFS_MRC_SIZES];
 	uint64_t reads, bytes, changes;
-	unsigned chosen;
+	struct tfs_tune t = { 0, false };
 	int l = 0;
 
 	if (!c->mrc)
 		return 0;
 	pthread_mutex_lock(&c->mlock);
 	reads = tfs_mrc_curve(c->mrc, curve);
-	chosen = tfs_mrc_promote(c->mrc);
+	tfs_mrc_tuned(c->mrc, &t);
 	bytes = tfs_mrc_bytes(c->mrc);
 	changes = c->promote_changes;
 	pthread_mutex_unlock(&c->mlock);
 	l = snprintf(buf, len, "cache.promote_auto=%d\ncache.promote_tuned=%u\n"
-		     "cache.promote_changes=%" PRIu64 "\ncache.mrc_sample=%.6f\n"
+		     "cache.flush_spares=%s\ncache.promote_changes=%" PRIu64 "\n"
+		     "cache.mrc_sample=%.6f\n"
 		     "cache.mrc_reads=%" PRIu64 "\ncache.mrc_bytes=%" PRIu64 "\n",
-		     __atomic_load_n(&c->promote_auto, __ATOMIC_RELAXED), chosen, changes,
+		     __atomic_load_n(&c->promote_auto, __ATOMIC_RELAXED), t.promote,
+		     __atomic_load_n(&c->spare_hot, __ATOMIC_RELAXED) ? "hot" : "all", changes,
 		     (double)c->msample / 18446744073709551616.0, reads, bytes);
 	for (unsigned i = 0; i < TFS_MRC_SIZES && l >= 0 && (size_t)l < len; i++)
 		l += curve[i] < 0 ? snprintf(buf + l, len - (size_t)l, "cache.mrc_%s=-\n", names[i])

@@ -138,6 +138,41 @@ static void flush(void)
 			}
 }
 
+/* Young extents: every one spared, or only the hot ones; old ones never.
+ * In a model between the watermarks, an extent written once is destaged
+ * 5 s on either way, but at once (the next paced batch) when only hot ones
+ * are spared, while one written again stays dirty. */
+static void spares(void)
+{
+	struct tfs_model_cfg cfg = TFS_MODEL_CFG_DEFAULT(10);
+	struct tfs_model *m[2];
+
+	snprintf(ctx, sizeof(ctx), "tfs_flush_spares");
+	for (unsigned heat = 0; heat < 4; heat++)
+		for (uint32_t age = 0; age < 200; age += 7)
+			for (int hot = 0; hot < 2; hot++)
+				CHECK(G_FLUSH, tfs_flush_spares(1000, 1000 - age, 80, heat, hot) ==
+					       (age < 80 && (!hot || heat >= 2)),
+				      "age %u heat %u hot %d", age, heat, hot);
+	cfg.extent = 65536;
+	for (int hot = 0; hot < 2; hot++) {
+		cfg.spare_hot_only = hot;
+		m[hot] = tfs_model_new(&cfg);
+		/* 3 of 10 slots dirty (over dirty_low 20%): extent 0 written
+		 * twice, 1 and 2 once */
+		tfs_model_request(m[hot], 1, 0, 4096, true, 0);
+		tfs_model_request(m[hot], 1, 0, 4096, true, 1);
+		tfs_model_request(m[hot], 1, 65536, 4096, true, 2);
+		tfs_model_request(m[hot], 1, 131072, 4096, true, 3);
+		tfs_model_request(m[hot], 2, 0, 4096, false, 4);	/* the flusher runs */
+	}
+	snprintf(ctx, sizeof(ctx), "model, flusher between the watermarks");
+	CHECK(G_FLUSH, tfs_model_dirty(m[0]) == 3, "spare all: %u dirty", tfs_model_dirty(m[0]));
+	CHECK(G_FLUSH, tfs_model_dirty(m[1]) == 1, "spare hot: %u dirty", tfs_model_dirty(m[1]));
+	tfs_model_free(m[0]);
+	tfs_model_free(m[1]);
+}
+
 static struct tfs_model *model(uint32_t slots, uint32_t extent, enum tfs_cache_mode mode,
 			       unsigned promote)
 {
@@ -296,6 +331,7 @@ int main(void)
 	write_rule();
 	heat();
 	flush();
+	spares();
 	model_random();
 	model_cases();
 	sample();

@@ -9,8 +9,8 @@
  * 1x run the promotion thresholds 1, 2 and 4, each with the flusher
  * sparing every young dirty extent or only the hot ones
  * (tfs_flush_spares): over each window the tuner takes the choice whose
- * miniature hit best, or, among those within TFS_TUNE_EPS of it, the one
- * that wrote least to the SSD and the RAID together.
+ * miniature hit best, or, among those with at most 1% more misses
+ * (TFS_TUNE_EPS), the one that wrote least to the SSD and the RAID.
  *
  * Pure (no locks, no clock, no I/O): the daemon (src/cache/status.c and
  * the request paths) serialises calls under its own lock and passes the
@@ -29,7 +29,7 @@
 #define TFS_MRC_RATE 0.25		/* the daemon's largest sample rate */
 #define TFS_TUNE_CHOICES 6		/* the settings the tuner tries (tfs_tune) */
 #define TFS_TUNE_WINDOW 4096		/* sampled read pieces a tuning window */
-#define TFS_TUNE_EPS 0.005		/* hit ratios this close are a tie */
+#define TFS_TUNE_EPS 0.01		/* misses this close (relative) are a tie */
 
 /* The sizes of the curve, times the tier's. */
 extern const double tfs_mrc_scale[TFS_MRC_SIZES];

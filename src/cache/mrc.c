@@ -18,9 +18,10 @@
  *  3. The tuner decides at the end of a window of TFS_TUNE_WINDOW read
  *     pieces sampled, on that window's counts alone (a change of load
  *     shows within a window), and its choice is the setting whose
- *     miniature hit most, or among those within TFS_TUNE_EPS of it the
- *     one that wrote least to the SSD and the RAID together (flash wear
- *     and disk work; the first listed on a tie).
+ *     miniature hit most, or among those with at most TFS_TUNE_EPS more
+ *     misses than it (relative) the one that wrote least to the SSD and
+ *     the RAID together (flash wear and disk work; the first listed on a
+ *     tie).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -139,8 +140,11 @@ static void tune_window(struct tfs_mrc *r)
 	}
 	r->w_reads += reads;
 	pick = best;
+	/* a near-tie is one with at most TFS_TUNE_EPS more misses: relative,
+	 * since a miss costs the HDDs the same whatever the hit ratio (99%
+	 * against 98.9% is 10% more misses, not a tie) */
 	for (unsigned i = 0; i < TFS_TUNE_CHOICES; i++)
-		if ((double)(hits[best] - hits[i]) <= TFS_TUNE_EPS * (double)reads &&
+		if ((double)(reads - hits[i]) <= (double)(reads - hits[best]) * (1 + TFS_TUNE_EPS) &&
 		    cost[i] < cost[pick])
 			pick = i;
 	r->chosen = (int)pick;

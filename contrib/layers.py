@@ -35,6 +35,7 @@ HEADERS = {
     "upgrade.h": "ns", "walk.h": "ns", "meta.h": "meta", "cstore.h": "meta",
     "super.h": "array", "member.h": "member", "powercut.h": "member", "uring.h": "io",
     "layout.h": "math", "parity.h": "math", "policy.h": "math", "rules.h": "math",
+    "sectors.h": "math",
     "model.h": "math", "mrc.h": "math", "hash.h": "util",
     "kvjson.h": "util", "log.h": "util", "parse.h": "util", "scratch.h": "util", "secure.h": "util",
 }

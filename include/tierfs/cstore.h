@@ -21,8 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Sector bitmaps: up to 256 sectors of 4K, so extents of up to 1 MiB. */
-#define TFS_CEXT_WORDS 4
+#include "tierfs/sectors.h"	/* TFS_CEXT_WORDS */
 
 struct tfs_cext_rec {
 	uint64_t fid, idx;		/* key: file identity, extent index */

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "tierfs/hash.h"
+#include "tierfs/sectors.h"
 
 /* The tier's modes (mount option cache_mode=, tierctl cache_mode). */
 enum tfs_cache_mode {
@@ -39,7 +40,6 @@ enum tfs_bypass {
 	TFS_BYPASS_NO_SLOT,	/* every slot dirty or in use */
 };
 
-#define TFS_SECTOR 4096u
 #define TFS_HEAT_WAYS 4			/* entries of a set of the heat table */
 #define TFS_FLUSH_IDLE_TICKS (5 * 16)	/* no requests for 5 s: flush everything */
 #define TFS_FLUSH_WRITE_AGE (5 * 16)	/* paced: extents not written for 5 s */

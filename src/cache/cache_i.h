@@ -47,7 +47,7 @@
 #include "tierfs/rules.h"
 #include "tierfs/trace.h"
 
-#define C_SECTOR 4096u
+#define C_SECTOR TFS_SECTOR
 #define C_PRENAMED 1024	/* index.c invariant 4 */
 #define C_NONE UINT32_MAX
 #define C_GUARDS 4096		/* hashed in-flight counters of RAID writes */
@@ -579,10 +579,7 @@ static inline int c_ssd_fd(const struct tfs_cache *c, bool direct, const void *b
 static inline void c_piece_sectors(const struct tfs_cache *c, const struct piece *p,
 				   unsigned *s0, unsigned *s1)
 {
-	uint64_t base = p->idx * c->extent;
-
-	*s0 = (unsigned)((p->a - base) / C_SECTOR);
-	*s1 = (unsigned)((p->b - base + C_SECTOR - 1) / C_SECTOR);
+	tfs_piece_sectors(c->extent, p->idx, p->a, p->b, s0, s1);
 }
 
 /* One more access to heat (h, t) at now.  Returns the new heat
@@ -590,58 +587,6 @@ static inline void c_piece_sectors(const struct tfs_cache *c, const struct piece
 static inline unsigned c_heat_bump(struct tfs_cache *c, uint16_t *h, uint32_t *t, uint32_t now)
 {
 	return tfs_heat_bump(c->halflife, h, t, now);
-}
-
-/* Sector bitmaps of an extent (TFS_CEXT_WORDS words).  Sets sectors
- * [a, b). */
-static inline void bm_set(uint64_t *m, unsigned a, unsigned b)	/* [a, b) */
-{
-	for (unsigned i = a; i < b; i++)
-		m[i / 64] |= 1ull << (i % 64);
-}
-/* Clears sectors [a, b). */
-static inline void bm_clear(uint64_t *m, unsigned a, unsigned b)
-{
-	for (unsigned i = a; i < b; i++)
-		m[i / 64] &= ~(1ull << (i % 64));
-}
-/* Returns true if sector i is set. */
-static inline bool bm_test(const uint64_t *m, unsigned i)
-{
-	return m[i / 64] >> (i % 64) & 1;
-}
-/* Returns true if every sector of [a, b) is set. */
-static inline bool bm_all(const uint64_t *m, unsigned a, unsigned b)
-{
-	for (unsigned i = a; i < b; i++)
-		if (!bm_test(m, i))
-			return false;
-	return true;
-}
-/* Returns true if any sector of [a, b) is set. */
-static inline bool bm_any_in(const uint64_t *m, unsigned a, unsigned b)
-{
-	for (unsigned i = a; i < b; i++)
-		if (bm_test(m, i))
-			return true;
-	return false;
-}
-/* Returns true if any sector is set. */
-static inline bool bm_any(const uint64_t *m)
-{
-	for (unsigned w = 0; w < TFS_CEXT_WORDS; w++)
-		if (m[w])
-			return true;
-	return false;
-}
-/* Returns how many sectors are set. */
-static inline unsigned bm_count(const uint64_t *m)
-{
-	unsigned n = 0;
-
-	for (unsigned w = 0; w < TFS_CEXT_WORDS; w++)
-		n += (unsigned)__builtin_popcountll(m[w]);
-	return n;
 }
 
 #endif

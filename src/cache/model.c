@@ -15,8 +15,9 @@
  *     batches of tfs_evict_batch, victims chosen by the policy.
  *  3. The flusher runs before each request, in the request's time: it
  *     destages batches while tfs_flush_plan says so and its clock (the
- *     end of its last pause) is not past now; an idle gap
- *     (TFS_FLUSH_IDLE_TICKS without a request) lets it destage everything.
+ *     end of its last pause) is not past now, or the level is at
+ *     dirty_high, or the request ends an idle gap (TFS_FLUSH_IDLE_TICKS
+ *     without a request: tfs_flush_plan's idle, everything destaged).
  *  4. A piece of an extent outside the sample changes nothing and is not
  *     counted; the stream detector sees every request.
  *  5. Memory is allocated at tfs_model_new only.
@@ -25,9 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tierfs/cstore.h"
 #include "tierfs/model.h"
 #include "tierfs/rules.h"
+#include "tierfs/sectors.h"
 
 #define NONE UINT32_MAX
 #define SEQ_FILES 4096		/* stream detectors, by fid (a collision resets one) */
@@ -60,45 +61,6 @@ struct tfs_model {
 	bool any_io;
 	struct tfs_model_stats st;
 };
-
-/* ---- sector bitmaps ---- */
-
-static void bm_set(uint64_t *m, unsigned a, unsigned b)
-{
-	for (unsigned i = a; i < b; i++)
-		m[i / 64] |= 1ull << (i % 64);
-}
-
-static void bm_clear(uint64_t *m, unsigned a, unsigned b)
-{
-	for (unsigned i = a; i < b; i++)
-		m[i / 64] &= ~(1ull << (i % 64));
-}
-
-static bool bm_all(const uint64_t *m, unsigned a, unsigned b)
-{
-	for (unsigned i = a; i < b; i++)
-		if (!(m[i / 64] >> (i % 64) & 1))
-			return false;
-	return true;
-}
-
-static bool bm_any(const uint64_t *m)
-{
-	for (unsigned w = 0; w < TFS_CEXT_WORDS; w++)
-		if (m[w])
-			return true;
-	return false;
-}
-
-static unsigned bm_count(const uint64_t *m)
-{
-	unsigned n = 0;
-
-	for (unsigned w = 0; w < TFS_CEXT_WORDS; w++)
-		n += (unsigned)__builtin_popcountll(m[w]);
-	return n;
-}
 
 /* ---- life ---- */
 
@@ -317,25 +279,23 @@ static unsigned flush_batch(struct tfs_model *m, uint32_t min_age, uint32_t now)
 
 static void flusher(struct tfs_model *m, uint32_t now)
 {
+	/* a gap of TFS_FLUSH_IDLE_TICKS was long enough to destage everything */
 	bool idle = m->any_io && m->ndirty && now - m->last_io > TFS_FLUSH_IDLE_TICKS;
 	const struct tfs_model_cfg *c = &m->cfg;
 
-	if (idle)	/* the gap was long enough to destage everything */
-		while (m->ndirty && flush_batch(m, 0, now))
-			;
 	/* reaching dirty_high wakes it from a paced pause (index.c
-	 * c_file_dirtied) */
-	while ((int32_t)(now - m->flush_at) >= 0 ||
+	 * c_file_dirtied), and so does the end of an idle gap */
+	while ((int32_t)(now - m->flush_at) >= 0 || idle ||
 	       tfs_dirty_over(m->ndirty, c->nslots, c->dirty_high)) {
 		struct tfs_flush_step st = tfs_flush_plan(m->ndirty, c->nslots, c->dirty_low,
-							  c->dirty_high, false, false);
+							  c->dirty_high, idle, false);
 		unsigned nf, pause;
 
 		if (!st.run)
 			break;
 		nf = flush_batch(m, st.min_age, now);
 		pause = tfs_flush_pause_ms(m->ndirty, c->nslots, c->dirty_low, c->dirty_high,
-					   false, false, nf);
+					   idle, false, nf);
 		if (!pause && !nf)
 			pause = 1000;	/* nothing old enough: the daemon waits too */
 		if (pause)
@@ -370,16 +330,12 @@ struct mpiece {
 static bool piece(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, uint64_t idx,
 		  struct mpiece *p, uint64_t *n, uint64_t *bytes)
 {
-	uint64_t base = idx * m->cfg.extent, end = base + m->cfg.extent;
-
 	p->key = tfs_ext_key(fid, idx);
 	if (p->key >= m->cfg.sample)
 		return false;
 	p->idx = idx;
-	p->a = off > base ? off : base;
-	p->b = off + len < end ? off + len : end;
-	p->s0 = (unsigned)((p->a - base) / TFS_SECTOR);
-	p->s1 = (unsigned)((p->b - base + TFS_SECTOR - 1) / TFS_SECTOR);
+	tfs_piece_span(m->cfg.extent, idx, off, len, &p->a, &p->b);
+	tfs_piece_sectors(m->cfg.extent, idx, p->a, p->b, &p->s0, &p->s1);
 	p->s = lookup(m, p->key, fid, idx);
 	p->x = p->s == NONE ? NULL : &m->e[p->s];
 	(*n)++;
@@ -435,22 +391,17 @@ static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t le
 				tfs_policy_hit(m->pol, p.s);
 		}
 		act = tfs_rule_read(&r);
-		whole &= act == TFS_RD_HIT;
-		m->st.read_partial += p.x && act != TFS_RD_HIT;
-		switch (act) {
-		case TFS_RD_HIT:
+		if (act == TFS_RD_HIT) {
 			m->st.read_hits++;
 			m->st.read_hit_bytes += p.b - p.a;
-			break;
-		default:
-			m->st.raid_read_bytes += p.b - p.a;
-			break;
+			continue;
 		}
+		whole = false;
+		m->st.read_partial += p.x != NULL;
+		m->st.raid_read_bytes += p.b - p.a;
 		switch (act) {
 		case TFS_RD_SEQ:
 			m->st.bypass_seq++;
-			break;
-		case TFS_RD_MISS:
 			break;
 		case TFS_RD_FILL:	/* the promoter fills what is missing */
 			fill(m, p.x);
@@ -480,7 +431,6 @@ static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 	bool whole = true;
 
 	for (uint64_t idx = off / c->extent; idx <= (off + len - 1) / c->extent; idx++) {
-		uint64_t base = idx * c->extent;
 		enum tfs_bypass why;
 		enum tfs_wr_act act;
 		struct mpiece p;
@@ -489,9 +439,7 @@ static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 
 		if (!piece(m, fid, off, len, idx, &p, &m->st.writes, &m->st.write_bytes))
 			continue;
-		/* sectors written whole: write-through makes only those valid */
-		w0 = (unsigned)((p.a - base + TFS_SECTOR - 1) / TFS_SECTOR);
-		w1 = (unsigned)((p.b - base) / TFS_SECTOR);
+		tfs_piece_whole(c->extent, idx, p.a, p.b, &w0, &w1);	/* write-through's */
 		heat_bump(m, &p, now);
 		if (p.x)
 			tfs_policy_hit(m->pol, p.s);
@@ -554,6 +502,7 @@ bool tfs_model_apply(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 bool tfs_model_request(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write,
 		       uint32_t now)
 {
-	return len ? tfs_model_apply(m, fid, off, len, write,
-				     tfs_model_seq(m, fid, off, len, write), now) : true;
+	if (!len)
+		return true;
+	return tfs_model_apply(m, fid, off, len, write, tfs_model_seq(m, fid, off, len, write), now);
 }

@@ -46,10 +46,8 @@ struct piece *c_pieces_of(struct tfs_cache *c, uint64_t off, uint64_t len, unsig
 	if (ops)
 		*ops = o;
 	for (unsigned i = 0; i < n; i++) {
-		uint64_t idx = first + i, s = idx * c->extent, e = s + c->extent;
-
-		p[i] = (struct piece){ .idx = idx, .a = off > s ? off : s,
-				       .b = off + len < e ? off + len : e, .slot = C_NONE };
+		p[i] = (struct piece){ .idx = first + i, .slot = C_NONE };
+		tfs_piece_span(c->extent, first + i, off, len, &p[i].a, &p[i].b);
 	}
 	*np = n;
 	return p;

@@ -321,18 +321,18 @@ static bool invalidate_piece(struct tfs_cache *c, struct piece *p, struct tfs_cs
 static int through_piece(struct tfs_cache *c, struct piece *p, bool direct, const char *src)
 {
 	uint64_t base = p->idx * c->extent;
-	uint64_t a = (p->a - base + C_SECTOR - 1) / C_SECTOR, b = (p->b - base) / C_SECTOR;
-	unsigned s0, s1;
+	unsigned s0, s1, a, b;
 	int rc = 0;
 
 	c_piece_sectors(c, p, &s0, &s1);
+	tfs_piece_whole(c->extent, p->idx, p->a, p->b, &a, &b);
 	if (b > a)
-		rc = c_ssd_io(c, true, direct, (char *)src + (base + a * C_SECTOR - p->a),
-			      (size_t)(b - a) * C_SECTOR, c_slot_off(c, p->slot) + a * C_SECTOR);
+		rc = c_ssd_io(c, true, direct, (char *)src + (base + (uint64_t)a * C_SECTOR - p->a),
+			      (size_t)(b - a) * C_SECTOR, c_slot_off(c, p->slot) + (uint64_t)a * C_SECTOR);
 	pthread_mutex_lock(&c->lock);
 	bm_clear(c->e[p->slot].valid, s0, s1);
 	if (rc == 0 && b > a)
-		bm_set(c->e[p->slot].valid, (unsigned)a, (unsigned)b);
+		bm_set(c->e[p->slot].valid, a, b);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }

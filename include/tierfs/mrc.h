@@ -54,12 +54,11 @@ struct tfs_mrc *tfs_mrc_new(const struct tfs_model_cfg *tier, uint32_t budget, d
 			    bool tune);
 /* Frees r (NULL is nothing). */
 void tfs_mrc_free(struct tfs_mrc *r);
-/* Returns the sample bound: extents whose key (tfs_ext_key) is below it
- * are watched.  A request none of whose extents is below it may be left
- * out of tfs_mrc_request (it would change nothing). */
-uint64_t tfs_mrc_sample(const struct tfs_mrc *r);
+/* Returns the share of the extents the miniatures watch (0 to 1). */
+double tfs_mrc_rate(const struct tfs_mrc *r);
 /* Returns true if an extent of [off, off+len) of fid (extents of extent
- * bytes) is in the sample. */
+ * bytes) is in the sample; a request for which it is false may be left
+ * out of tfs_mrc_request (it would change nothing). */
 bool tfs_mrc_watches(const struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len,
 		     uint32_t extent);
 /* One request, as the tier saw it (seq: its verdict of the sequential

@@ -218,7 +218,6 @@ struct tfs_cache {
 	uint64_t last_io;		/* time of the last foreground request (1/16 s) */
 	/* the live miss-ratio curve and the tuner (watch.c): under mlock */
 	struct tfs_mrc *mrc;
-	uint64_t msample;		/* its sample bound (read without a lock) */
 	uint64_t promote_changes;	/* the tuner's changes of promote */
 	pthread_mutex_t mlock;
 	struct promote_job q[C_PROMOTE_QUEUE];
@@ -499,6 +498,19 @@ int c_watch_lines(struct tfs_cache *c, char *buf, size_t len);
 static inline unsigned c_promote(const struct tfs_cache *c)
 {
 	return __atomic_load_n(&c->promote, __ATOMIC_RELAXED);
+}
+
+/* Returns true if the tuner sets the threshold and spare_hot. */
+static inline bool c_tuned(const struct tfs_cache *c)
+{
+	return __atomic_load_n(&c->promote_auto, __ATOMIC_RELAXED);
+}
+
+/* Returns true if the flusher spares only hot young extents (rules.h
+ * tfs_flush_spares; the tuner's). */
+static inline bool c_spare_hot(const struct tfs_cache *c)
+{
+	return __atomic_load_n(&c->spare_hot, __ATOMIC_RELAXED);
 }
 
 /* opts.c */

@@ -374,7 +374,7 @@ static bool flush_begin(struct tfs_cache *c, struct cfile *f, char *buf, uint32_
 		sc = x->fnext != C_NONE ? x->fnext : f->head;
 		if (!bm_any(x->dirty) || x->flushing ||
 		    tfs_flush_spares(now, x->wtime, min_age, c_heat_now(c, x->heat, x->heat_t, now),
-				     __atomic_load_n(&c->spare_hot, __ATOMIC_RELAXED)))
+				     c_spare_hot(c)))
 			continue;
 		fl[n] = (struct fl){ .slot = cur, .idx = x->idx, .wseq = x->wseq };
 		memcpy(fl[n].dmask, x->dirty, sizeof(fl[n].dmask));

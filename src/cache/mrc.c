@@ -106,9 +106,9 @@ void tfs_mrc_free(struct tfs_mrc *r)
 	free(r);
 }
 
-uint64_t tfs_mrc_sample(const struct tfs_mrc *r)
+double tfs_mrc_rate(const struct tfs_mrc *r)
 {
-	return r->sample;
+	return r->rate;
 }
 
 bool tfs_mrc_watches(const struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len,

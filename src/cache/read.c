@@ -238,9 +238,11 @@ ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, voi
 			if (r.full)
 				tfs_policy_hit(c->pol, s);
 		} else {
-			g = c_uheat(c, c_ekey(fid, p[i].idx), now);
+			uint64_t key = c_ekey(fid, p[i].idx);
+
+			g = c_uheat(c, key, now);
 			r.heat = c_heat_bump(c, &g->heat, &g->t, now);
-			r.blocked = g->queued || c->guard[c_ekey(fid, p[i].idx) % C_GUARDS];
+			r.blocked = g->queued || c->guard[key % C_GUARDS];
 		}
 		switch (tfs_rule_read(&r)) {
 		case TFS_RD_HIT:

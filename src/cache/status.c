@@ -416,7 +416,7 @@ int tfs_cache_tunable_get(struct tfs_fs *fs, const char *name, char *buf, size_t
 	else if (strcmp(name, "seq_cutoff") == 0)
 		l = snprintf(buf, len, "%" PRIu64, c->seq_cutoff);
 	else if (strcmp(name, "promote_threshold") == 0)
-		l = snprintf(buf, len, "%u", c->promote_auto ? 0 : c_promote(c));
+		l = snprintf(buf, len, "%u", c_tuned(c) ? 0 : c_promote(c));
 	else if (strcmp(name, "dirty_low") == 0)
 		l = snprintf(buf, len, "%u", c->dirty_low);
 	else if (strcmp(name, "dirty_high") == 0)

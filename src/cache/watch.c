@@ -7,26 +7,29 @@
  *
  * Invariants:
  *  1. A request reaches the miniatures as the tier decided it: the file's
- *     identity, the range, read or write, the cutoff's verdict, in the
- *     order of the request paths' c->lock sections (read.c and write.c
- *     call c_watch once per request, after their decision); a request with
- *     no extent in the sample costs a hash and a compare a piece, and no
- *     lock.
- *  2. c->mlock is a leaf: taken under c->lock or alone, and nothing is
- *     taken under it.  So the tuner's choice reaches c->promote by an
- *     atomic store (the paths load it atomically), not under c->lock.
+ *     identity, the range, read or write, the cutoff's verdict (read.c
+ *     and write.c call c_watch once per request, after their decision and
+ *     outside c->lock, so the miniatures' work never lengthens a c->lock
+ *     section; two concurrent requests may reach them in either order);
+ *     a request with no extent in the sample costs a hash and a compare a
+ *     piece, and no lock.
+ *  2. c->mlock is a leaf: taken under c->lock (a tunable's set) or alone,
+ *     and nothing is taken under it.  So the tuner's choice reaches
+ *     c->promote and c->spare_hot by atomic stores (c_promote, c_spare_hot
+ *     load them), not under c->lock.
  *  3. With promote_auto the tier's threshold and the flusher's sparing of
  *     young extents (spare_hot) are the tuner's last choice (from its
  *     first window on; until then 2 and every young extent); a threshold
  *     set by hand (cache_promote=N, tierctl set) ends auto and sets the
  *     flusher back to sparing every young extent.
- *  4. Memory: the miniatures hold at most about TFS_MRC_BUDGET x 4 slots'
- *     worth (a few MB, cache.mrc_bytes), made at start, never grown.
+ *  4. Memory: the miniatures hold 4.2-6.8 MB whatever the tier's size
+ *     (the budget and the rate cap, mrc.h; cache.mrc_bytes), made at
+ *     start, never grown.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
-
-#include <errno.h>
+#include <string.h>
 
 #include "tierfs/fs.h"
 #include "tierfs/health.h"
@@ -48,10 +51,7 @@ int c_watch_start(struct tfs_cache *c)
 	cfg.dirty_low = c->dirty_low;
 	cfg.dirty_high = c->dirty_high;
 	c->mrc = tfs_mrc_new(&cfg, TFS_MRC_BUDGET, TFS_MRC_RATE, true);
-	if (!c->mrc)
-		return -ENOMEM;
-	c->msample = tfs_mrc_sample(c->mrc);
-	return 0;
+	return c->mrc ? 0 : -ENOMEM;
 }
 
 void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool write, bool seq)
@@ -62,9 +62,8 @@ void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool
 		return;
 	pthread_mutex_lock(&c->mlock);
 	tfs_mrc_request(c->mrc, fid, off, len, write, seq, c_now());
-	if (tfs_mrc_tuned(c->mrc, &t) && __atomic_load_n(&c->promote_auto, __ATOMIC_RELAXED) &&
-	    (t.promote != c_promote(c) ||
-	     t.spare_hot != __atomic_load_n(&c->spare_hot, __ATOMIC_RELAXED))) {
+	if (tfs_mrc_tuned(c->mrc, &t) && c_tuned(c) &&
+	    (t.promote != c_promote(c) || t.spare_hot != c_spare_hot(c))) {
 		__atomic_store_n(&c->promote, t.promote, __ATOMIC_RELAXED);
 		__atomic_store_n(&c->spare_hot, t.spare_hot, __ATOMIC_RELAXED);
 		tfs_mrc_set(c->mrc, &t);
@@ -84,8 +83,7 @@ void c_watch_promote(struct tfs_cache *c, unsigned promote, bool autot)
 	}
 	if (!c->mrc)
 		return;
-	t = (struct tfs_tune){ .promote = c_promote(c),
-			       .spare_hot = __atomic_load_n(&c->spare_hot, __ATOMIC_RELAXED) };
+	t = (struct tfs_tune){ .promote = c_promote(c), .spare_hot = c_spare_hot(c) };
 	pthread_mutex_lock(&c->mlock);
 	tfs_mrc_set(c->mrc, &t);
 	pthread_mutex_unlock(&c->mlock);
@@ -102,7 +100,6 @@ void c_watch_reset(struct tfs_cache *c)
 
 int c_watch_lines(struct tfs_cache *c, char *buf, size_t len)
 {
-	static const char *const names[TFS_MRC_SIZES] = { "x0_25", "x0_5", "x1", "x2", "x4", "x8" };
 	double curve[TFS_MRC_SIZES];
 	uint64_t reads, bytes, changes;
 	struct tfs_tune t = { 0, false };
@@ -120,12 +117,18 @@ int c_watch_lines(struct tfs_cache *c, char *buf, size_t len)
 		     "cache.flush_spares=%s\ncache.promote_changes=%" PRIu64 "\n"
 		     "cache.mrc_sample=%.6f\n"
 		     "cache.mrc_reads=%" PRIu64 "\ncache.mrc_bytes=%" PRIu64 "\n",
-		     __atomic_load_n(&c->promote_auto, __ATOMIC_RELAXED), t.promote,
-		     __atomic_load_n(&c->spare_hot, __ATOMIC_RELAXED) ? "hot" : "all", changes,
-		     (double)c->msample / 18446744073709551616.0, reads, bytes);
-	for (unsigned i = 0; i < TFS_MRC_SIZES && l >= 0 && (size_t)l < len; i++)
-		l += curve[i] < 0 ? snprintf(buf + l, len - (size_t)l, "cache.mrc_%s=-\n", names[i])
-				  : snprintf(buf + l, len - (size_t)l, "cache.mrc_%s=%.4f\n", names[i],
+		     c_tuned(c), t.promote, c_spare_hot(c) ? "hot" : "all", changes,
+		     tfs_mrc_rate(c->mrc), reads, bytes);
+	/* cache.mrc_xS, S the size in the tier's (0.25 -> 0_25) */
+	for (unsigned i = 0; i < TFS_MRC_SIZES && l >= 0 && (size_t)l < len; i++) {
+		char name[16], *dot;
+
+		snprintf(name, sizeof(name), "x%g", tfs_mrc_scale[i]);
+		if ((dot = strchr(name, '.')))
+			*dot = '_';
+		l += curve[i] < 0 ? snprintf(buf + l, len - (size_t)l, "cache.mrc_%s=-\n", name)
+				  : snprintf(buf + l, len - (size_t)l, "cache.mrc_%s=%.4f\n", name,
 					     curve[i]);
+	}
 	return l < 0 ? 0 : (size_t)l >= len ? (int)len - 1 : l;
 }

@@ -550,7 +550,6 @@ ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direc
 		throttle(c, fid, p, np);
 	hit = plan_write(c, in, mode, seq, fid, p, np);
 	c_trace(fid, off, len, TFS_TR_WRITE, (hit ? TFS_TR_HIT : 0) | (direct ? TFS_TR_DIRECT : 0));
-	c_watch(c, fid, off, len, true, seq);
 	/* write-around and write-through: invalidate first (invariant 4; 1
 	 * keeps the flusher off); write-back over clean valid sectors: dirty
 	 * first (invariant 3) */
@@ -565,6 +564,7 @@ ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direc
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
+	c_watch(c, fid, off, len, true, seq);	/* the miniatures, off c->lock */
 	if (nops) {
 		rc = c_journal_drain(c);
 		err = c_commit(c, ops, nops);

@@ -162,27 +162,34 @@ static void say_margin(const char *st)
 		printf(", can lose %llu member%s", tol, tol == 1 ? "" : "s");
 }
 
-/* The tier's miss-ratio curve (cache.mrc_*): the read hit ratio a tier of
- * each size would have reached on the reads since mount, and the
- * promotion threshold in force. */
+/* The tier's miss-ratio curve: each cache.mrc_xS line (S its size in the
+ * tier's, 0_25 for 0.25) is the read hit ratio a tier of that size would
+ * have reached on the reads since mount; and the promotion threshold in
+ * force. */
 static void print_curve(const char *st)
 {
-	static const char *const key[] = { "x0_25", "x0_5", "x1", "x2", "x4", "x8" };
-	static const double scale[] = { 0.25, 0.5, 1, 2, 4, 8 };
+	static const char pre[] = "\ncache.mrc_x";
 	unsigned long long size = num(st, "cache.size");
-	char k[64], v[64], b[32];
+	const char *p = strstr(st, pre);
+	char v[64], b[32];
 
-	if (!*get(st, "cache.mrc_x1", v, sizeof(v)))
+	if (!p)
 		return;
 	printf("  if the tier were (read hits, from %s sampled reads):",
 	       get(st, "cache.mrc_reads", v, sizeof(v)));
-	for (unsigned i = 0; i < sizeof(key) / sizeof(key[0]); i++) {
-		snprintf(k, sizeof(k), "cache.mrc_%s", key[i]);
-		get(st, k, v, sizeof(v));
+	for (int i = 0; p; p = strstr(p + 1, pre), i++) {
+		char scale[16];
+		int n = 0;
+
+		/* "0_25=0.9836": the scale with '_' for '.', then the ratio */
+		p += sizeof(pre) - 1;
+		for (; n < (int)sizeof(scale) - 1 && p[n] && p[n] != '='; n++)
+			scale[n] = p[n] == '_' ? '.' : p[n];
+		scale[n] = 0;
 		printf("%s %s ", i ? "," : "",
-		       human((unsigned long long)((double)size * scale[i]), b, sizeof(b)));
-		if (strcmp(v, "-"))
-			printf("%.1f%%", 100 * atof(v));
+		       human((unsigned long long)((double)size * atof(scale)), b, sizeof(b)));
+		if (p[n] == '=' && p[n + 1] != '-')
+			printf("%.1f%%", 100 * atof(p + n + 1));
 		else
 			printf("-");
 	}

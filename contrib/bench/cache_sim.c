@@ -812,18 +812,27 @@ static void load_trace(struct opts *o)
 /* The tier's own rules on a trace (tfs_model: rules.c, policy.c)      */
 /* ------------------------------------------------------------------ */
 
-/* A model of a tier of cap slots with o's settings, kind and threshold. */
+/* The settings of a tier of cap slots (at least 1) with o's settings,
+ * kind and threshold (0: the tuner's, which starts at TFS_TUNE_START). */
+static struct tfs_model_cfg model_cfg(const struct opts *o, enum tfs_policy_kind kind,
+				      uint32_t thr, uint32_t cap)
+{
+	struct tfs_model_cfg cfg = o->mcfg;
+
+	cfg.nslots = cap ? cap : 1;
+	cfg.extent = (uint32_t)o->extent;
+	cfg.policy = kind;
+	cfg.promote = thr ? thr : TFS_TUNE_START;
+	return cfg;
+}
+
+/* A model of that tier. */
 static struct tfs_model *new_model(const struct opts *o, enum tfs_policy_kind kind, uint32_t thr,
 				   uint32_t cap)
 {
-	struct tfs_model_cfg cfg = o->mcfg;
-	struct tfs_model *m;
+	struct tfs_model_cfg cfg = model_cfg(o, kind, thr, cap);
+	struct tfs_model *m = tfs_model_new(&cfg);
 
-	cfg.nslots = cap;
-	cfg.extent = (uint32_t)o->extent;
-	cfg.policy = kind;
-	cfg.promote = thr;
-	m = tfs_model_new(&cfg);
 	if (!m) {
 		fprintf(stderr, "cache_sim: the model refused its settings (or no memory)\n");
 		exit(1);
@@ -831,13 +840,27 @@ static struct tfs_model *new_model(const struct opts *o, enum tfs_policy_kind ki
 	return m;
 }
 
-/* Record q through m, and through r (if any) when it touches r's sample;
- * auto: the tuner's choice becomes m's threshold (and the curve's).
- * Returns true if m served it whole. */
+/* That tier's miniatures (mrc.c): the curve, and the tuner too. */
+static struct tfs_mrc *new_mrc(const struct opts *o, enum tfs_policy_kind kind, uint32_t thr,
+			       uint32_t cap, bool tune)
+{
+	struct tfs_model_cfg cfg = model_cfg(o, kind, thr, cap);
+	struct tfs_mrc *r = tfs_mrc_new(&cfg, TFS_MRC_BUDGET, o->mrc_rate, tune);
+
+	if (!r) {
+		fprintf(stderr, "cache_sim: no memory for the miniatures\n");
+		exit(1);
+	}
+	return r;
+}
+
+/* Record q through m (none: nothing), and through r (if any) when it
+ * touches r's sample; autot: the tuner's choice becomes m's settings (and
+ * the curve's).  Returns true if m served it whole. */
 static bool feed(const struct opts *o, struct tfs_model *m, struct tfs_mrc *r, bool autot,
 		 const struct tfs_trace_rec *q)
 {
-	uint32_t now = (uint32_t)(q->t_ns / (1000000000 / 16));
+	uint32_t now = (uint32_t)(q->t_ns / (1000000000 / 16));	/* ticks of 1/16 s */
 	bool wr = q->op == TFS_TR_WRITE, seq = tfs_model_seq(m, q->fid, q->off, q->len, wr);
 	bool hit = tfs_model_apply(m, q->fid, q->off, q->len, wr, seq, now);
 
@@ -854,6 +877,12 @@ static bool feed(const struct opts *o, struct tfs_model *m, struct tfs_mrc *r, b
 	return hit;
 }
 
+/* Pieces (extents touched) of record q. */
+static uint64_t pieces(const struct opts *o, const struct tfs_trace_rec *q)
+{
+	return (q->off + q->len - 1) / o->extent - q->off / o->extent + 1;
+}
+
 /* The trace through a model of a tier of cap slots; accesses are the
  * model's pieces (one per extent a request touches, as o->ids), the
  * first o->warmup of them not counted. */
@@ -861,32 +890,18 @@ static struct result model_run(const struct opts *o, enum tfs_policy_kind kind, 
 			       uint32_t cap)
 {
 	uint64_t warm = (uint64_t)(o->warmup * o->n), seen = 0;
-	struct tfs_model *m = new_model(o, kind, thr ? thr : 2, cap ? cap : 1);
-	struct tfs_mrc *tuner = NULL;
+	struct tfs_model *m = new_model(o, kind, thr, cap);
+	/* threshold 0: the tier's tuner, as the daemon runs it */
+	struct tfs_mrc *tuner = thr ? NULL : new_mrc(o, kind, thr, cap, true);
 	const struct tfs_model_stats *st;
 	struct result r = { 0 };
-
-	if (!thr) {	/* auto: the tier's tuner, as the daemon runs it */
-		struct tfs_model_cfg cfg = o->mcfg;
-
-		cfg.nslots = cap ? cap : 1;
-		cfg.extent = (uint32_t)o->extent;
-		cfg.policy = kind;
-		cfg.promote = 2;
-		tuner = tfs_mrc_new(&cfg, TFS_MRC_BUDGET, o->mrc_rate, true);
-		if (!tuner) {
-			fprintf(stderr, "cache_sim: no memory for the tuner\n");
-			exit(1);
-		}
-	}
 
 	for (size_t i = 0; i < o->nrecs; i++) {
 		const struct tfs_trace_rec *q = &o->recs[i];
 
-		if (seen <= warm && seen + (q->off + q->len - 1) / o->extent - q->off / o->extent + 1 >
-					    warm)
+		if (seen <= warm && seen + pieces(o, q) > warm)
 			tfs_model_reset_stats(m);	/* counting starts with this request */
-		seen += (q->off + q->len - 1) / o->extent - q->off / o->extent + 1;
+		seen += pieces(o, q);
 		feed(o, m, tuner, true, q);
 	}
 	tfs_mrc_free(tuner);
@@ -930,10 +945,7 @@ static void agree(const struct opts *o, uint32_t cap)
 
 			for (size_t i = 0; i < o->nrecs; i++) {
 				const struct tfs_trace_rec *q = &o->recs[i];
-				bool hit = tfs_model_request(m, q->fid, q->off, q->len,
-							     q->op == TFS_TR_WRITE,
-							     (uint32_t)(q->t_ns / (1000000000 / 16)));
-				bool was = q->flags & TFS_TR_HIT;
+				bool hit = feed(o, m, NULL, false, q), was = q->flags & TFS_TR_HIT;
 
 				th += was;
 				mh += hit;
@@ -953,41 +965,27 @@ static void mrc_check(const struct opts *o, uint32_t cap)
 	printf("policy,threshold,scale,slots,model_read_hit_ratio,estimate,difference\n");
 	for (int k = 0; k < 2; k++)
 		for (uint32_t ti = 0; ti < o->nthr; ti++) {
-			unsigned thr = o->thr[ti] ? o->thr[ti] : 2;
+			enum tfs_policy_kind kind = (enum tfs_policy_kind)k;
+			struct tfs_mrc *r = new_mrc(o, kind, o->thr[ti], cap, false);
+			struct tfs_model_cfg cfg = model_cfg(o, kind, o->thr[ti], cap);
 			struct tfs_model *full[TFS_MRC_SIZES];
-			struct tfs_model_cfg cfg = o->mcfg;
 			double est[TFS_MRC_SIZES];
-			struct tfs_mrc *r;
+			unsigned thr = cfg.promote;
 
-			cfg.nslots = cap;
-			cfg.extent = (uint32_t)o->extent;
-			cfg.policy = (enum tfs_policy_kind)k;
-			cfg.promote = thr;
-			r = tfs_mrc_new(&cfg, TFS_MRC_BUDGET, o->mrc_rate, false);
 			for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
-				full[i] = new_model(o, cfg.policy, thr,
-						    (uint32_t)(cap * tfs_mrc_scale[i] + 0.5) ?
-						    (uint32_t)(cap * tfs_mrc_scale[i] + 0.5) : 1);
-			if (!r) {
-				fprintf(stderr, "cache_sim: no memory for the curve\n");
-				exit(1);
-			}
-			for (size_t j = 0; j < o->nrecs; j++) {
-				feed(o, full[2], r, false, &o->recs[j]);
+				full[i] = new_model(o, kind, thr,
+						    (uint32_t)(cap * tfs_mrc_scale[i] + 0.5));
+			/* the miniatures see the 1x model's verdicts of the cutoff */
+			for (size_t j = 0; j < o->nrecs; j++)
 				for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
-					if (i != 2)
-						tfs_model_request(full[i], o->recs[j].fid,
-								  o->recs[j].off, o->recs[j].len,
-								  o->recs[j].op == TFS_TR_WRITE,
-								  (uint32_t)(o->recs[j].t_ns /
-									     (1000000000 / 16)));
-			}
+					feed(o, full[i], tfs_mrc_scale[i] == 1 ? r : NULL, false,
+					     &o->recs[j]);
 			tfs_mrc_curve(r, est);
 			for (unsigned i = 0; i < TFS_MRC_SIZES; i++) {
 				const struct tfs_model_stats *st = tfs_model_stats(full[i]);
 				double got = st->reads ? (double)st->read_hits / (double)st->reads : 0;
 
-				printf("tierfs_%s,%u,%g,%u,%.4f,%.4f,%+.4f\n", tfs_policy_name(cfg.policy),
+				printf("tierfs_%s,%u,%g,%u,%.4f,%.4f,%+.4f\n", tfs_policy_name(kind),
 				       thr, tfs_mrc_scale[i], tfs_model_slots(full[i]), got, est[i],
 				       est[i] - got);
 				tfs_model_free(full[i]);

@@ -30,6 +30,7 @@
 #define TFS_TUNE_CHOICES 6		/* the settings the tuner tries (tfs_tune) */
 #define TFS_TUNE_WINDOW 4096		/* sampled read pieces a tuning window */
 #define TFS_TUNE_EPS 0.01		/* misses this close (relative) are a tie */
+#define TFS_TUNE_START 2		/* the threshold before the tuner's first window */
 
 /* The sizes of the curve, times the tier's. */
 extern const double tfs_mrc_scale[TFS_MRC_SIZES];

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "tierfs/cache.h"
+#include "tierfs/mrc.h"
 #include "tierfs/parse.h"
 #include "cache_i.h"
 
@@ -57,7 +58,7 @@ int c_config(struct tfs_cache *c, const struct tfs_cache_opts *o, char *err, siz
 		snprintf(err, errlen, "cache_policy=%s: lru or s3fifo", o->policy);
 		return -EINVAL;
 	}
-	c->promote = o->promote ? o->promote : 2;	/* 0 to 65535; 0: the tuner, from 2 */
+	c->promote = o->promote ? o->promote : TFS_TUNE_START;	/* 0 to 65535; 0: the tuner */
 	c->promote_auto = o->promote == 0;
 	c->halflife = (uint32_t)(o->halflife * 16);	/* 1 to 604800 s, in 1/16 s */
 	c->dirty_low = o->dirty_low;

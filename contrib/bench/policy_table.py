@@ -15,7 +15,6 @@ Misses are of pieces (a request's part in one extent), reads and writes
 together, after the first 20% (cache_sim's warm-up)."""
 import argparse
 import pathlib
-import struct
 import subprocess
 import sys
 
@@ -78,14 +77,8 @@ def main():
 
 def extents(trace, extent):
     """Extents a tierfs trace's reads and writes touch (its working set)."""
-    raw = pathlib.Path(trace).read_bytes()
-    seen = set()
-    for i in range(16, len(raw) - 31, 32):
-        _, fid, off, ln, op = struct.unpack_from("<QQQIB", raw, i)
-        if op in (ord("R"), ord("W")) and ln:
-            for x in range(off // extent, (off + ln - 1) // extent + 1):
-                seen.add((fid, x))
-    return len(seen)
+    from record_traces import trace_stats   # the one reader of trace files here
+    return trace_stats(trace, (extent,)).extents[extent]
 
 
 if __name__ == "__main__":

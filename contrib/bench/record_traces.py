@@ -122,10 +122,11 @@ K, M = 1 << 10, 1 << 20
 
 
 # ---------------------------------------------------------------- traces
-def trace_stats(path):
+def trace_stats(path, extents=(64 * K, 256 * K)):
     """The numbers of a trace file (include/tierfs/trace.h): records,
     reads, writes, syncs, distinct files, bytes read and written, distinct
-    64K and 256K extents read or written, the time it spans."""
+    extents read or written for each size in extents (s.extents[size]: the
+    working set, contrib/bench/policy_table.py), the time it spans."""
     with open(path, "rb") as f:
         raw = f.read()
     if len(raw) < 16:
@@ -135,7 +136,7 @@ def trace_stats(path):
         raise ValueError("%s: not a version 1 tierfs trace" % path)
     s = types.SimpleNamespace(records=0, reads=0, writes=0, syncs=0, rbytes=0, wbytes=0,
                               span_s=0.0)
-    fids, e64, e256 = set(), set(), set()
+    fids, seen = set(), {e: set() for e in extents}
     tmax = 0
     for t, fid, off, ln, op, _fl, _pad in struct.iter_unpack("<QQQIBBH", memoryview(raw)[16:]):
         s.records += 1
@@ -149,12 +150,13 @@ def trace_stats(path):
                 s.writes += 1
                 s.wbytes += ln
             if ln:
-                for ext, seen in ((64 * K, e64), (256 * K, e256)):
+                for ext, got in seen.items():
                     for e in range(off // ext, (off + ln - 1) // ext + 1):
-                        seen.add((fid, e))
+                        got.add((fid, e))
         else:
             s.syncs += 1
-    s.files, s.ext64, s.ext256, s.span_s = len(fids), len(e64), len(e256), tmax / 1e9
+    s.files, s.span_s = len(fids), tmax / 1e9
+    s.extents = {e: len(got) for e, got in seen.items()}
     return s
 
 
@@ -169,7 +171,8 @@ def stats_line(name, s, secs=None):
     return ("%s: %d records (%d reads, %d writes, %d syncs), %d files, read %s, written %s, "
             "%d 64K / %d 256K extents, %.1f s%s"
             % (name, s.records, s.reads, s.writes, s.syncs, s.files, fmt_bytes(s.rbytes),
-               fmt_bytes(s.wbytes), s.ext64, s.ext256, s.span_s if secs is None else secs,
+               fmt_bytes(s.wbytes), s.extents.get(64 * K, 0), s.extents.get(256 * K, 0),
+               s.span_s if secs is None else secs,
                "" if secs is None else " traced"))
 
 

@@ -296,8 +296,8 @@ static void flusher(struct tfs_model *m, uint32_t now)
 		nf = flush_batch(m, st.min_age, now);
 		pause = tfs_flush_pause_ms(m->ndirty, c->nslots, c->dirty_low, c->dirty_high,
 					   idle, false, nf);
-		if (!pause && !nf)
-			pause = 1000;	/* nothing old enough: the daemon waits too */
+		if (!pause && !nf)	/* flat out and nothing found (no dirty left): */
+			pause = 1000;	/* no spinning, as the daemon's empty look waits */
 		if (pause)
 			m->flush_at = now + (pause * 16 + 999) / 1000;
 	}

@@ -222,6 +222,7 @@ struct tfs_cache {
 	pthread_mutex_t mlock;
 	struct promote_job q[C_PROMOTE_QUEUE];
 	unsigned qhead, qlen;
+	unsigned qbusy;			/* jobs the promoters are doing */
 	pthread_cond_t pcond;
 };
 

@@ -1208,12 +1208,14 @@ static void *promoter(void *arg)
 		j = c->q[c->qhead];
 		c->qhead = (c->qhead + 1) % C_PROMOTE_QUEUE;
 		c->qlen--;
+		c->qbusy++;
 		pthread_mutex_unlock(&c->lock);
 		if (!c->stop)
 			promote_one(c, &j);
 		tfs_ns_release(c->fs, j.in);
 		tfs_scratch_trim();	/* the RAID read's stripe scratch */
 		pthread_mutex_lock(&c->lock);
+		c->qbusy--;
 		if (!j.fill)
 			c_uheat(c, c_ekey(j.fid, j.idx), c_now())->queued = false;
 	}

@@ -57,6 +57,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 	uint32_t used, ndirty, unresolved;
 	unsigned promote, dirty_low, dirty_high;
 	uint32_t pin_files, pin_reserved;
+	unsigned backlog;
 	uint64_t seq_cutoff;
 	enum tfs_cache_mode mode;
 	bool flushing, flush_unresolved;
@@ -89,6 +90,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 	mode = c_mode(c);
 	c_history_lines(c, hist, sizeof(hist));
 	promote = c_promote(c);
+	backlog = c->qlen + c->qbusy;
 	pin_files = c->pin_files;
 	pin_reserved = c->pin_reserved;
 	seq_cutoff = c->seq_cutoff;
@@ -117,6 +119,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     "cache.write_around=%" PRIu64 "\ncache.seq_bypass=%" PRIu64 "\n"
 		     "cache.full_bypass=%" PRIu64 "\n"
 		     "cache.promotions=%" PRIu64 "\ncache.promote_dropped=%" PRIu64 "\n"
+		     "cache.promote_backlog=%u\n"
 		     "cache.evictions=%" PRIu64 "\ncache.invalidations=%" PRIu64 "\n"
 		     "cache.fills=%" PRIu64 "\ncache.fill_promotions=%" PRIu64 "\n"
 		     "cache.fill_dropped=%" PRIu64 "\n"
@@ -138,7 +141,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     ? (double)st.read_req_hits / (double)(st.read_req_hits + st.read_req_misses) : 0.0,
 		     pin_files, pin_reserved,
 		     (uint32_t)((uint64_t)c->nslots * C_PIN_CAP_PCT / 100), st.write_around, st.seq_bypass, st.full_bypass,
-		     st.promotions, st.promote_dropped, st.evictions, st.invalidations,
+		     st.promotions, st.promote_dropped, backlog, st.evictions, st.invalidations,
 		     st.fills, st.fill_promotions, st.fill_dropped, st.flushed_bytes, st.flush_writes, st.flush_syncs, st.full_stripe_flushes,
 		     st.throttled, flushing, unresolved, promote, seq_cutoff,
 		     dirty_low, dirty_high, ferr);

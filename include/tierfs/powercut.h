@@ -16,7 +16,8 @@
 #define TFS_PCUT_OWN	UINT32_MAX	/* domain of files noted by the wrappers */
 
 struct tfs_pcut_conf {
-	long cut_after;		/* cut at the N-th noted operation (0: only when asked) */
+	long cut_after;		/* cut at the N-th noted operation (0: only when asked);
+				 * with when, the N-th once it exists */
 	double keep;		/* chance an unsynced block survives the cut */
 	uint64_t seed;		/* of the per-block choice */
 	const char *dump;	/* write the undo log here instead of applying it */
@@ -42,7 +43,8 @@ void tfs_pcut_note(uint32_t domain, int fd, uint64_t off, uint64_t len);
 /* A sync made fd's file (or every file of domain) durable. */
 void tfs_pcut_synced_fd(int fd);
 void tfs_pcut_synced_domain(uint32_t domain);	/* see tfs_pcut_synced_fd */
-/* Count one noted operation (outside the gate): cuts at cut_after. */
+/* Count one noted operation (outside the gate): cuts at cut_after (or
+ * at when, cut_after operations after it appears). */
 void tfs_pcut_tick(void);
 
 /* The cut: close the gate, wait for what is inside, lose each unsynced

@@ -22,7 +22,7 @@
  *   cut_dump=PATH      write the unsynced changes to PATH instead of
  *                      undoing them (tests make crash states from it).
  *   cut_when=PATH      cut at the first noted operation after PATH exists
- *                      (a test's "now").
+ *                      (a test's "now"); with cut_after=N, at the N-th.
  *   own_sync_delay=MS  with drop_unsynced: every sync of the daemon's own
  *                      files (the SSD data file, the stores) sleeps MS
  *                      milliseconds before it is performed: a slow SSD,

@@ -78,6 +78,7 @@ static struct {
 	atomic_bool on;
 	struct tfs_pcut_conf conf;
 	atomic_long ops;
+	atomic_long when_at;		/* ops when conf.when was first seen, or -1 */
 	pthread_mutex_t lock;
 	pthread_cond_t idle;		/* inflight dropped to 0, or never again */
 	unsigned inflight;
@@ -85,7 +86,8 @@ static struct {
 	uint64_t bytes;
 	unsigned nfiles;
 	struct file *files;
-} pc = { .lock = PTHREAD_MUTEX_INITIALIZER, .idle = PTHREAD_COND_INITIALIZER };
+} pc = { .when_at = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
+	  .idle = PTHREAD_COND_INITIALIZER };
 
 /* The model's own writes bypass the wrappers (pcut_wrap.c). */
 static ssize_t raw_pwrite(int fd, const void *buf, size_t len, uint64_t off)
@@ -108,7 +110,13 @@ static int raw_punch(int fd, uint64_t off, uint64_t len)
  * points from it). */
 static void report(void)
 {
-	tfs_info("power-cut model: %ld operations noted", atomic_load(&pc.ops));
+	long ops = atomic_load(&pc.ops), at = atomic_load(&pc.when_at);
+
+	if (at >= 0)
+		tfs_info("power-cut model: %ld operations noted, %ld after %s appeared", ops,
+			 ops - at, pc.conf.when);
+	else
+		tfs_info("power-cut model: %ld operations noted", ops);
 }
 
 void tfs_pcut_enable(const struct tfs_pcut_conf *conf)
@@ -333,9 +341,21 @@ void tfs_pcut_tick(void)
 
 	if (!tfs_pcut_on())
 		return;
-	if (atomic_fetch_add(&pc.ops, 1) + 1 == pc.conf.cut_after)
-		tfs_pcut_cut("operation count");
-	if (pc.conf.when && stat(pc.conf.when, &st) == 0)
+	long n = atomic_fetch_add(&pc.ops, 1) + 1, at, none = -1;
+
+	if (!pc.conf.when) {
+		if (n == pc.conf.cut_after)
+			tfs_pcut_cut("operation count");
+		return;
+	}
+	/* with cut_when, cut_after counts from the file's appearance (at
+	 * least the first operation after it) */
+	at = atomic_load(&pc.when_at);
+	if (at < 0 && stat(pc.conf.when, &st) == 0) {
+		atomic_compare_exchange_strong(&pc.when_at, &none, n - 1);
+		at = atomic_load(&pc.when_at);
+	}
+	if (at >= 0 && n - at >= (pc.conf.cut_after > 0 ? pc.conf.cut_after : 1))
 		tfs_pcut_cut(pc.conf.when);
 }
 

@@ -14,7 +14,7 @@
 /* ------------------------------------------------------------------ */
 
 enum { G_API, G_EDGE, G_VICTIM, G_LOOKED, G_COUNT_HOLDS, G_LRU_MRU, G_SCAN, G_GHOST,
-       G_SCALE, G_WAITS, G_SKETCH, G_SEEN, G_BATCH, G_COUNT };
+       G_SCALE, G_WAITS, G_SKETCH, G_SEEN, G_BATCH, G_BAR, G_COUNT };
 
 static struct unit_group groups[G_COUNT] = {
 	[G_API] = { .name = "parse/name/new" },
@@ -30,6 +30,7 @@ static struct unit_group groups[G_COUNT] = {
 	[G_SKETCH] = { .name = "wtinylfu sketch vs exact counts" },
 	[G_SEEN] = { .name = "wtinylfu: a key seen on misses wins its duel" },
 	[G_BATCH] = { .name = "wtinylfu: every entry of a batch duels" },
+	[G_BAR] = { .name = "wtinylfu: the bar keeps main's hotter entries" },
 };
 
 static uint64_t rng_state;
@@ -83,7 +84,7 @@ struct ref {
 	uint8_t galive[MAXCAP];
 	uint32_t ng;
 	uint32_t wq[MAXCAP], nw, bq[MAXCAP], nb, tq[MAXCAP], nt;	/* wtinylfu */
-	uint32_t wcap, mcap, pcap, pending;
+	uint32_t wcap, mcap, pcap, pending, bar;
 	const struct tfs_policy *pol;	/* its estimates */
 };
 
@@ -186,6 +187,7 @@ static void ref_insert(struct ref *r, uint32_t s, uint64_t key)
 	}
 	if (r->kind == TFS_POLICY_WTINYLFU) {
 		r->wq[r->nw++] = s;
+		r->bar = 0;
 		if (r->pending) {
 			r->pending--;
 			return;
@@ -297,7 +299,12 @@ static uint32_t ref_victim_s3(struct ref *r, const uint8_t *pin, uint32_t max,
  * refused in this call it is looked at itself.  Without a candidate,
  * main's oldest is looked at, or the window's with main all refused.
  * Refused: a window entry goes back to the window's newest end, a main
- * entry to protected's newest end. */
+ * entry to protected's newest end.  A candidate that lost (evicted or
+ * refused) raises the bar to its estimate + 1: without a candidate, a
+ * main oldest rating at the bar or above is passed over (a look without
+ * ok(), to protected's newest end); when main is all passed over or
+ * refused with the bar up, the bar drops and main is gone round again.
+ * The bar holds from call to call until an insert (a batch's victims). */
 static uint32_t ref_victim_tlfu(struct ref *r, const uint8_t *pin, uint32_t max,
 				uint32_t *looked, uint32_t *nlooked)
 {
@@ -307,6 +314,11 @@ static uint32_t ref_victim_tlfu(struct ref *r, const uint8_t *pin, uint32_t max,
 		uint32_t nmain = r->nb + r->nt, c = UINT32_MAX, s;
 		int win = r->nw > held, main_left = nmain > stuck;
 
+		if (!main_left && r->bar) {
+			r->bar = 0;
+			stuck = 0;
+			main_left = nmain > 0;
+		}
 		if (!win && !main_left)
 			break;
 		if (win && r->nw + r->pending >= r->wcap) {
@@ -323,6 +335,14 @@ static uint32_t ref_victim_tlfu(struct ref *r, const uint8_t *pin, uint32_t max,
 			s = c;
 		else
 			s = r->nb ? r->bq[0] : r->tq[0];
+		if (s == c && main_left && ref_est(r, c) + 1 > r->bar)
+			r->bar = ref_est(r, c) + 1;
+		if (c == UINT32_MAX && main_left && r->bar && ref_est(r, s) >= r->bar) {
+			i++;
+			ref_protect(r, s);
+			stuck++;
+			continue;
+		}
 		i++;
 		looked[(*nlooked)++] = s;
 		if (!pin[s]) {
@@ -907,6 +927,39 @@ static void test_batch(void)
 	tfs_policy_free(p);
 }
 
+/* cap n (window 1, the last slot; main's oldest is slot 0): the window's
+ * entry rates 0 and is dirty (refused); main's entries rate 2 (seen
+ * twice) from slot 0 up to slot hot-1, 0 after.  The victim is the first
+ * cold main entry, not slot 0 -- or, with all of main hot, main's oldest
+ * anyway (the bar drops after a round): never NONE.  batch: the window's
+ * entry is clean, so it is the first victim, and the second one (no
+ * insert between: a batch) is taken as above. */
+static void test_bar(uint32_t n, uint32_t hot, int batch)
+{
+	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_WTINYLFU, n);
+	uint32_t dirty = n - 1, v;
+
+	snprintf(ctx, sizeof(ctx), "cap %u, %u hot%s", n, hot, batch ? ", a batch" : "");
+	for (uint32_t s = 0; s < n; s++)
+		tfs_policy_insert(p, s, 100 + s);
+	for (uint32_t s = 0; s < hot; s++) {
+		tfs_policy_seen(p, 100 + s);
+		tfs_policy_seen(p, 100 + s);
+	}
+	if (batch) {
+		dirty = UINT32_MAX;
+		v = tfs_policy_victim(p, ok_but, &dirty, UINT32_MAX);
+		CHECK(G_BAR, v == n - 1, "first victim %u, not the window's", v);
+	}
+	v = tfs_policy_victim(p, ok_but, &dirty, UINT32_MAX);
+	if (hot < n - 1)
+		CHECK(G_BAR, v == hot, "victim %u, not the first cold main entry %u", v, hot);
+	else
+		CHECK(G_BAR, v != TFS_POLICY_NONE && v != dirty, "victim %u", v);
+	CHECK(G_BAR, batch || tfs_policy_holds(p, dirty), "the dirty slot was evicted");
+	tfs_policy_free(p);
+}
+
 int main(void)
 {
 	static const uint32_t caps[] = { 1, 2, 3, 10, 100, 1000 };
@@ -937,6 +990,11 @@ int main(void)
 	for (unsigned t = 0; t <= 3; t++)
 		test_seen(t);
 	test_batch();
+	for (int batch = 0; batch < 2; batch++) {
+		test_bar(100, 1, batch);
+		test_bar(100, 50, batch);
+		test_bar(10, 9, batch);
+	}
 
 	total_fail += unit_summary(groups, G_COUNT);
 	printf("%s\n", total_fail ? "FAILED" : "OK");

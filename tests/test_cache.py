@@ -916,6 +916,7 @@ def hot_hits_after_scan(a, cdir, policy, hdata, cdata):
     E = 4 * K
     hot, cold = os.path.join(a.mnt, "hot"), os.path.join(a.mnt, "cold")
     base = cst(a.mnt)
+    assert base["policy"] == policy, base
     nprom = base["promotions"] + base["promote_dropped"]
     hfd = os.open(hot, os.O_RDONLY | os.O_DIRECT)
     cfd = os.open(cold, os.O_RDONLY | os.O_DIRECT)
@@ -951,16 +952,33 @@ def hot_hits_after_scan(a, cdir, policy, hdata, cdata):
         m.stop()
 
 
-def test_s3fifo_keeps_hot_set_through_cold_scan(make_array, tmp_path):
+def hot_hits_by_policy(make_array, tmp_path, policies):
+    """hot_hits_after_scan on a fresh array for each policy, same data."""
     res = {}
-    for policy in ("s3fifo", "lru"):
+    for policy in policies:
         a = make_array("raid0", 2, "64K")
         rng = random.Random(8)
         hdata, cdata = rng.randbytes(64 * K), rng.randbytes(4 * M)
         prefill(a, {"hot": hdata, "cold": cdata})
         res[policy] = hot_hits_after_scan(a, tmp_path / f"cache-{policy}", policy, hdata, cdata)
     print(f"hot-set hits of 16 after the scan: {res}")
+    return res
+
+
+def test_s3fifo_keeps_hot_set_through_cold_scan(make_array, tmp_path):
+    res = hot_hits_by_policy(make_array, tmp_path, ("s3fifo", "lru"))
     assert res["s3fifo"] >= 12, f"s3fifo kept too little of the hot set: {res}"
+
+
+def test_wtinylfu_keeps_hot_set_through_cold_scan(make_array, tmp_path):
+    """cache_policy=wtinylfu: the hot extents, read 4 times each (the miss
+    counted by tfs_policy_seen, then 3 hits), rate above the scan's
+    extents (read once: their miss), so every scan extent loses its duel
+    for main and the hot set stays; LRU, on the same reads, keeps
+    little of it.  Every byte read is checked (hot_hits_after_scan)."""
+    res = hot_hits_by_policy(make_array, tmp_path, ("wtinylfu", "lru"))
+    assert res["wtinylfu"] >= 15, f"wtinylfu kept too little of the hot set: {res}"
+    assert res["lru"] <= res["wtinylfu"] - 8, f"lru kept as much as wtinylfu: {res}"
 
 
 # ---------------------------------------------------------------------------

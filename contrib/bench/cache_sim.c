@@ -38,8 +38,8 @@
  * extents of --extent bytes (default 256K) it touches, in time order;
  * cache sizes are percent of the extents the trace touches.  The rows
  * "lru" and "s3fifo" run the policy alone behind the admission filter
- * above (a write takes a slot whatever the heat); the rows "tierfs_lru"
- * and "tierfs_s3fifo" run the trace through the tier's model (include/tierfs/model.h: the daemon's
+ * above (a write takes a slot whatever the heat); the rows "tierfs_lru",
+ * "tierfs_s3fifo" and "tierfs_wtinylfu" run the trace through the tier's model (include/tierfs/model.h: the daemon's
  * own rules, policy, sectors, flusher and heat in the trace's time; its
  * mode, cutoff, RAID row, watermarks and halflife from --mode,
  * --seq-cutoff, --row, --dirty, --halflife, the daemon's defaults
@@ -938,7 +938,7 @@ static struct result model_run(const struct opts *o, enum tfs_policy_kind kind, 
 static void agree(const struct opts *o, uint32_t cap)
 {
 	printf("policy,threshold,slots,requests,trace_hits,model_hits,agree\n");
-	for (int k = 0; k < 2; k++)
+	for (int k = 0; k < TFS_POLICY_COUNT; k++)
 		for (uint32_t ti = 0; ti < o->nthr; ti++) {
 			struct tfs_model *m = new_model(o, (enum tfs_policy_kind)k, o->thr[ti], cap);
 			uint64_t th = 0, mh = 0, same = 0;
@@ -963,7 +963,7 @@ static void agree(const struct opts *o, uint32_t cap)
 static void mrc_check(const struct opts *o, uint32_t cap)
 {
 	printf("policy,threshold,scale,slots,model_read_hit_ratio,estimate,difference\n");
-	for (int k = 0; k < 2; k++)
+	for (int k = 0; k < TFS_POLICY_COUNT; k++)
 		for (uint32_t ti = 0; ti < o->nthr; ti++) {
 			enum tfs_policy_kind kind = (enum tfs_policy_kind)k;
 			struct tfs_mrc *r = new_mrc(o, kind, o->thr[ti], cap, false);
@@ -1192,7 +1192,9 @@ int main(int argc, char **argv)
 	for (int w = 0; w < W_COUNT; w++) {
 		if (!o.work[w])
 			continue;
-		for (int k = 0; k < 2; k++)
+		/* the policy alone: lru and s3fifo (a wtinylfu row would take
+		 * the name of the reference W-TinyLFU's, below) */
+		for (int k = 0; k <= TFS_POLICY_S3FIFO; k++)
 			for (uint32_t ti = 0; ti < o.nthr; ti++)
 				for (uint32_t si = 0; si < o.nsizes; si++) {
 					uint32_t cap = (uint32_t)((uint64_t)o.z * o.sizes[si] / 100);
@@ -1205,7 +1207,7 @@ int main(int argc, char **argv)
 		if (w != W_TRACE)
 			continue;
 		/* the tier's own rules (tfs_model), as it runs */
-		for (int k = 0; k < 2; k++)
+		for (int k = 0; k < TFS_POLICY_COUNT; k++)
 			for (uint32_t ti = 0; ti < o.nthr; ti++)
 				for (uint32_t si = 0; si < o.nsizes; si++) {
 					uint32_t cap = (uint32_t)((uint64_t)o.z * o.sizes[si] / 100);

@@ -9,7 +9,10 @@ against LRU's, as a markdown table; and with --mrc, the live curve's
 largest error against the model at each trace's 10% tier.
 
     contrib/bench/policy_table.py [--build build] [--extent 65536]
-        [--threshold 2] [--mrc] TRACE...
+        [--threshold 2] [--policy s3fifo|lru|wtinylfu] [--mrc] TRACE...
+
+--policy names the tier's policy in the tierfs columns (tierfs_POLICY
+rows; the daemon's default, s3fifo, if not given).
 
 Misses are of pieces (a request's part in one extent), reads and writes
 together, after the first 20% (cache_sim's warm-up)."""
@@ -35,11 +38,14 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--extent", type=int, default=65536)
     ap.add_argument("--threshold", type=int, default=2, help="the daemon's (cache_promote)")
+    ap.add_argument("--policy", default="s3fifo", choices=["s3fifo", "lru", "wtinylfu"],
+                    help="the tier's (cache_policy)")
     ap.add_argument("--mrc", action="store_true")
     ap.add_argument("traces", nargs="+")
     a = ap.parse_args()
-    print("| trace | cache | tierfs T=%d | tierfs tuned | LRU | best other (which) | "
-          "Belady+bypass | gap to it | SSD writes vs LRU |" % a.threshold)
+    tier = "tierfs_" + a.policy
+    print("| trace | cache | %s T=%d | %s tuned | LRU | best other (which) | "
+          "Belady+bypass | gap to it | SSD writes vs LRU |" % (tier, a.threshold, tier))
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in a.traces:
         r = sim(a.build, t, a.extent, f"0,1,{a.threshold}")
@@ -47,14 +53,14 @@ def main():
         for pct in (5, 10, 20):
             miss = lambda k, thr: 1 - float(r[(k, thr, pct)][6])
             ssd = lambda k, thr: int(r[(k, thr, pct)][-1])
-            ours, tuned, lru = miss("tierfs_s3fifo", a.threshold), miss("tierfs_s3fifo", 0), \
+            ours, tuned, lru = miss(tier, a.threshold), miss(tier, 0), \
                 miss("lru", 1)
             best = min(REFS, key=lambda k: miss(k, 0) if k != "lru" else miss("lru", 1))
             bm = miss(best, 0) if best != "lru" else lru
             bel = miss("belady_bypass", 0)
             print(f"| {name} | {pct}% | {ours:.4f} | {tuned:.4f} | {lru:.4f} | {bm:.4f} ({best}) "
                   f"| {bel:.4f} | {min(ours, tuned) - bel:+.4f} | "
-                  f"{ssd('tierfs_s3fifo', 0) / max(1, ssd('lru', 1)):.2f}x |")
+                  f"{ssd(tier, 0) / max(1, ssd('lru', 1)):.2f}x |")
         sys.stdout.flush()
     if not a.mrc:
         return
@@ -67,7 +73,7 @@ def main():
                               "--extent", str(a.extent), "--mrc", str(slots),
                               "--threshold", str(a.threshold)],
                              capture_output=True, text=True, check=True).stdout
-        rows = [l.split(",") for l in out.splitlines()[1:] if l.startswith("tierfs_s3fifo")]
+        rows = [l.split(",") for l in out.splitlines()[1:] if l.startswith(tier)]
         errs = [(abs(float(x[6])), x[2]) for x in rows]
         worst = max(errs)
         print(f"| {pathlib.Path(t).stem} | {slots} | {worst[0]:.4f} ({worst[1]}x) | "

@@ -4,7 +4,7 @@
  * Entries are slot numbers 0..cap-1 of the cache data file; a slot is held
  * by at most one extent, so the slot names the extent.  key is a hash of
  * the extent's (fid, index), used only for the ghost history of policies
- * that keep one.
+ * that keep one and W-TinyLFU's frequency sketch.
  *
  * Policies:
  *   lru     one recency list; a hit moves the entry to the head, victims
@@ -16,6 +16,14 @@
  *           raise a 2-bit frequency; eviction moves small-queue entries
  *           with frequency > 0 to main and gives main entries with
  *           frequency > 0 another round (frequency - 1).
+ *   wtinylfu  W-TinyLFU (Einziger et al., ACM ToS 2017): a window LRU (1%
+ *           of cap) takes new entries; the main cache is a segmented LRU
+ *           (probation, and protected for entries hit there, 80% of
+ *           main).  The window's oldest entry enters a full main only if
+ *           a frequency sketch (count-min, 4-bit counters, halved every
+ *           10 x cap accesses) rates it above main's victim.  The sketch
+ *           counts every access: hits through tfs_policy_hit, misses
+ *           through tfs_policy_seen.
  *
  * Entries the caller cannot evict right now (dirty, pinned by I/O) are
  * skipped by tfs_policy_victim through the ok() callback: they stay
@@ -30,6 +38,8 @@
 enum tfs_policy_kind {
 	TFS_POLICY_LRU,
 	TFS_POLICY_S3FIFO,
+	TFS_POLICY_WTINYLFU,
+	TFS_POLICY_COUNT	/* the number of kinds */
 };
 
 #define TFS_POLICY_NONE UINT32_MAX
@@ -40,15 +50,22 @@ struct tfs_policy;
 struct tfs_policy *tfs_policy_new(enum tfs_policy_kind kind, uint32_t cap);
 /* Free p (NULL is nothing). */
 void tfs_policy_free(struct tfs_policy *p);
-/* "lru" / "s3fifo" -> kind.  Returns 0, or -EINVAL for anything else. */
+/* "lru" / "s3fifo" / "wtinylfu" -> kind.  Returns 0, or -EINVAL for anything else. */
 int tfs_policy_parse(const char *name, enum tfs_policy_kind *kind);
-/* Returns the kind's name ("lru", "s3fifo"), or "?". */
+/* Returns the kind's name ("lru", "s3fifo", "wtinylfu"), or "?". */
 const char *tfs_policy_name(enum tfs_policy_kind kind);
 
 /* slot (empty) now holds the extent whose key hash is key. */
 void tfs_policy_insert(struct tfs_policy *p, uint32_t slot, uint64_t key);
 /* The extent in slot was used. */
 void tfs_policy_hit(struct tfs_policy *p, uint32_t slot);
+/* The extent whose key hash is key, not held, was used (a miss): the
+ * frequency sketch counts it (wtinylfu; the others ignore it).  Not for
+ * an insert, which the miss before it already counted. */
+void tfs_policy_seen(struct tfs_policy *p, uint64_t key);
+/* Returns the sketch's estimate of key's recent accesses (wtinylfu; 0 for
+ * the others): what a duel for admission compares. */
+uint32_t tfs_policy_estimate(const struct tfs_policy *p, uint64_t key);
 /* slot was emptied by the caller (invalidated), not chosen as a victim:
  * forget it, without remembering its key in the ghost. */
 void tfs_policy_remove(struct tfs_policy *p, uint32_t slot);

@@ -353,6 +353,7 @@ static unsigned heat_bump(struct tfs_model *m, const struct mpiece *p, uint32_t 
 	if (p->x)
 		return tfs_heat_bump(hl, &p->x->heat, &p->x->heat_t, now);
 	g = tfs_heat_find(m->heat, m->heat_mask, hl, p->key, now);
+	tfs_policy_seen(m->pol, p->key);	/* as read.c and write.c */
 	return tfs_heat_bump(hl, &g->heat, &g->t, now);
 }
 

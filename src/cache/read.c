@@ -242,6 +242,7 @@ ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, voi
 
 			g = c_uheat(c, key, now);
 			r.heat = c_heat_bump(c, &g->heat, &g->t, now);
+			tfs_policy_seen(c->pol, key);	/* W-TinyLFU's sketch counts misses */
 			r.blocked = g->queued || c->guard[key % C_GUARDS];
 		}
 		switch (tfs_rule_read(&r)) {

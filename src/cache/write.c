@@ -203,9 +203,11 @@ static bool plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 			continue;
 		}
 		{
-			struct tfs_heat_ent *g = c_uheat(c, c_ekey(fid, p[i].idx), now);
+			uint64_t key = c_ekey(fid, p[i].idx);
+			struct tfs_heat_ent *g = c_uheat(c, key, now);
 
 			c_heat_bump(c, &g->heat, &g->t, now);
+			tfs_policy_seen(c->pol, key);	/* W-TinyLFU's sketch counts misses */
 		}
 		w.cached = w.dirty = false;
 		p[i].act = A_RAW;

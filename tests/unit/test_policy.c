@@ -1,4 +1,4 @@
-/* test_policy: the SSD tier's eviction policies (src/cache/policy.c) against naive array models of LRU and S3-FIFO on random operation sequences, plus properties (LRU keeps the most recent entry, S3-FIFO resists scans and keeps its ghost). */
+/* test_policy: the SSD tier's eviction policies (src/cache/policy.c) against naive array models of LRU, S3-FIFO and W-TinyLFU on random operation sequences, plus properties (LRU keeps the most recent entry, S3-FIFO and W-TinyLFU resist scans, S3-FIFO keeps its ghost, W-TinyLFU's sketch counts as exact counts would and admits what was seen). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
@@ -14,7 +14,7 @@
 /* ------------------------------------------------------------------ */
 
 enum { G_API, G_EDGE, G_VICTIM, G_LOOKED, G_COUNT_HOLDS, G_LRU_MRU, G_SCAN, G_GHOST,
-       G_SCALE, G_WAITS, G_COUNT };
+       G_SCALE, G_WAITS, G_SKETCH, G_SEEN, G_BATCH, G_BAR, G_COUNT };
 
 static struct unit_group groups[G_COUNT] = {
 	[G_API] = { .name = "parse/name/new" },
@@ -23,10 +23,14 @@ static struct unit_group groups[G_COUNT] = {
 	[G_LOOKED] = { .name = "entries looked at vs reference" },
 	[G_COUNT_HOLDS] = { .name = "count/holds vs reference" },
 	[G_LRU_MRU] = { .name = "lru: most recent kept while others evictable" },
-	[G_SCAN] = { .name = "scan: s3fifo keeps hit entries, lru does not" },
+	[G_SCAN] = { .name = "scan: s3fifo and wtinylfu keep hit entries, lru does not" },
 	[G_GHOST] = { .name = "s3fifo ghost: small evictions only" },
 	[G_SCALE] = { .name = "large cap" },
 	[G_WAITS] = { .name = "s3fifo: an unused refused entry waits in small" },
+	[G_SKETCH] = { .name = "wtinylfu sketch vs exact counts" },
+	[G_SEEN] = { .name = "wtinylfu: a key seen on misses wins its duel" },
+	[G_BATCH] = { .name = "wtinylfu: every entry of a batch duels" },
+	[G_BAR] = { .name = "wtinylfu: the bar keeps main's hotter entries" },
 };
 
 static uint64_t rng_state;
@@ -58,6 +62,12 @@ static uint32_t rnd_below(uint32_t n)
 /* back to main's newest end; freq > 0 -> freq-1 and back; else        */
 /* evicted.  Stops after max looks, or when small is empty and main is */
 /* empty or all refused in a row.                                      */
+/* W-TinyLFU: window, probation and protected as arrays, oldest first  */
+/* (wcap = max(1, cap/100), main cap - wcap, protected 80% of main),   */
+/* and the count of victims not yet followed by inserts (pending).     */
+/* The duels' estimates are asked of the policy under test (its        */
+/* sketch; test_sketch checks it against exact counts): the queues are */
+/* the model's own.                                                    */
 /* ------------------------------------------------------------------ */
 
 #define MAXCAP 1000
@@ -73,6 +83,9 @@ struct ref {
 	uint64_t gk[MAXCAP];
 	uint8_t galive[MAXCAP];
 	uint32_t ng;
+	uint32_t wq[MAXCAP], nw, bq[MAXCAP], nb, tq[MAXCAP], nt;	/* wtinylfu */
+	uint32_t wcap, mcap, pcap, pending, bar;
+	const struct tfs_policy *pol;	/* its estimates */
 };
 
 static void ref_init(struct ref *r, enum tfs_policy_kind kind, uint32_t cap)
@@ -81,6 +94,9 @@ static void ref_init(struct ref *r, enum tfs_policy_kind kind, uint32_t cap)
 	r->kind = kind;
 	r->cap = cap;
 	r->small_cap = cap / 10 > 0 ? cap / 10 : 1;
+	r->wcap = cap / 100 > 0 ? cap / 100 : 1;
+	r->mcap = cap > r->wcap ? cap - r->wcap : 0;
+	r->pcap = r->mcap * 8 / 10;
 }
 
 static uint32_t ref_count(const struct ref *r)
@@ -106,6 +122,32 @@ static void arr_remove_value(uint32_t *a, uint32_t *n, uint32_t v)
 			arr_del(a, n, i);
 			return;
 		}
+}
+
+static int arr_has(const uint32_t *a, uint32_t n, uint32_t v)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (a[i] == v)
+			return 1;
+	return 0;
+}
+
+/* wtinylfu: s (in probation or protected) becomes protected's newest;
+ * protected's oldest goes to probation over pcap */
+static void ref_protect(struct ref *r, uint32_t s)
+{
+	arr_remove_value(r->bq, &r->nb, s);
+	arr_remove_value(r->tq, &r->nt, s);
+	r->tq[r->nt++] = s;
+	if (r->nt > r->pcap) {
+		r->bq[r->nb++] = r->tq[0];
+		arr_del(r->tq, &r->nt, 0);
+	}
+}
+
+static uint32_t ref_est(const struct ref *r, uint32_t s)
+{
+	return tfs_policy_estimate(r->pol, r->key[s]);
 }
 
 static void ghost_push(struct ref *r, uint64_t key)
@@ -143,6 +185,18 @@ static void ref_insert(struct ref *r, uint32_t s, uint64_t key)
 		else
 			r->sq[r->ns++] = s;
 	}
+	if (r->kind == TFS_POLICY_WTINYLFU) {
+		r->wq[r->nw++] = s;
+		r->bar = 0;
+		if (r->pending) {
+			r->pending--;
+			return;
+		}
+		while (r->nw > r->wcap && r->nb + r->nt < r->mcap) {
+			r->bq[r->nb++] = r->wq[0];
+			arr_del(r->wq, &r->nw, 0);
+		}
+	}
 }
 
 static void ref_hit(struct ref *r, uint32_t s)
@@ -150,6 +204,14 @@ static void ref_hit(struct ref *r, uint32_t s)
 	r->t[s] = ++r->clock;
 	if (r->freq[s] < 3)
 		r->freq[s]++;
+	if (r->kind != TFS_POLICY_WTINYLFU)
+		return;
+	if (arr_has(r->wq, r->nw, s)) {
+		arr_remove_value(r->wq, &r->nw, s);
+		r->wq[r->nw++] = s;
+	} else {
+		ref_protect(r, s);
+	}
 }
 
 static void ref_remove(struct ref *r, uint32_t s)
@@ -157,6 +219,9 @@ static void ref_remove(struct ref *r, uint32_t s)
 	r->held[s] = 0;
 	arr_remove_value(r->sq, &r->ns, s);
 	arr_remove_value(r->mq, &r->nm, s);
+	arr_remove_value(r->wq, &r->nw, s);
+	arr_remove_value(r->bq, &r->nb, s);
+	arr_remove_value(r->tq, &r->nt, s);
 }
 
 static uint32_t ref_victim_lru(struct ref *r, const uint8_t *pin, uint32_t max,
@@ -225,12 +290,90 @@ static uint32_t ref_victim_s3(struct ref *r, const uint8_t *pin, uint32_t max,
 	return TFS_POLICY_NONE;
 }
 
+/* W-TinyLFU.  The candidate is the window's oldest while the window
+ * holds, with the inserts still to come (pending), at least wcap and has
+ * an entry not sent back in this call.  It enters probation without a
+ * duel when main is under its cap and a slot is free that no victim was
+ * chosen for; else it duels main's oldest (probation's, else
+ * protected's), losing ties, and the loser is looked at; with main all
+ * refused in this call it is looked at itself.  Without a candidate,
+ * main's oldest is looked at, or the window's with main all refused.
+ * Refused: a window entry goes back to the window's newest end, a main
+ * entry to protected's newest end.  A candidate that lost (evicted or
+ * refused) raises the bar to its estimate + 1: without a candidate, a
+ * main oldest rating at the bar or above is passed over (a look without
+ * ok(), to protected's newest end); when main is all passed over or
+ * refused with the bar up, the bar drops and main is gone round again.
+ * The bar holds from call to call until an insert (a batch's victims). */
+static uint32_t ref_victim_tlfu(struct ref *r, const uint8_t *pin, uint32_t max,
+				uint32_t *looked, uint32_t *nlooked)
+{
+	uint32_t stuck = 0, held = 0;
+
+	for (uint32_t i = 0; i < max;) {
+		uint32_t nmain = r->nb + r->nt, c = UINT32_MAX, s;
+		int win = r->nw > held, main_left = nmain > stuck;
+
+		if (!main_left && r->bar) {
+			r->bar = 0;
+			stuck = 0;
+			main_left = nmain > 0;
+		}
+		if (!win && !main_left)
+			break;
+		if (win && r->nw + r->pending >= r->wcap) {
+			c = r->wq[0];
+			if (nmain < r->mcap && ref_count(r) + r->pending < r->cap) {
+				arr_del(r->wq, &r->nw, 0);
+				r->bq[r->nb++] = c;
+				continue;
+			}
+		}
+		if (!main_left)
+			s = r->wq[0];
+		else if (c != UINT32_MAX && ref_est(r, c) <= ref_est(r, r->nb ? r->bq[0] : r->tq[0]))
+			s = c;
+		else
+			s = r->nb ? r->bq[0] : r->tq[0];
+		if (s == c && main_left && ref_est(r, c) + 1 > r->bar)
+			r->bar = ref_est(r, c) + 1;
+		if (c == UINT32_MAX && main_left && r->bar && ref_est(r, s) >= r->bar) {
+			i++;
+			ref_protect(r, s);
+			stuck++;
+			continue;
+		}
+		i++;
+		looked[(*nlooked)++] = s;
+		if (!pin[s]) {
+			ref_remove(r, s);
+			if (c != UINT32_MAX && c != s) {
+				arr_remove_value(r->wq, &r->nw, c);
+				r->bq[r->nb++] = c;
+			}
+			r->pending++;
+			return s;
+		}
+		if (arr_has(r->wq, r->nw, s)) {
+			arr_remove_value(r->wq, &r->nw, s);
+			r->wq[r->nw++] = s;
+			held++;
+		} else {
+			ref_protect(r, s);
+			stuck++;
+		}
+	}
+	return TFS_POLICY_NONE;
+}
+
 static uint32_t ref_victim(struct ref *r, const uint8_t *pin, uint32_t max,
 			   uint32_t *looked, uint32_t *nlooked)
 {
 	*nlooked = 0;
 	if (r->kind == TFS_POLICY_LRU)
 		return ref_victim_lru(r, pin, max, looked, nlooked);
+	if (r->kind == TFS_POLICY_WTINYLFU)
+		return ref_victim_tlfu(r, pin, max, looked, nlooked);
 	return ref_victim_s3(r, pin, max, looked, nlooked);
 }
 
@@ -307,6 +450,7 @@ static void test_random(enum tfs_policy_kind kind, uint32_t cap, uint64_t seed, 
 
 	rng_state = seed;
 	ref_init(&R, kind, cap);
+	R.pol = p;
 	snprintf(ctx, sizeof(ctx), "%s cap=%u seed=%" PRIu64, tfs_policy_name(kind), cap, seed);
 	if (!p) {
 		unit_fail(&groups[G_API], "tfs_policy_new failed");
@@ -326,6 +470,11 @@ static void test_random(enum tfs_policy_kind kind, uint32_t cap, uint64_t seed, 
 			tfs_policy_insert(p, s, key);
 			ref_insert(&R, s, key);
 			mru = s;
+		} else if (r < 60 && kind == TFS_POLICY_WTINYLFU) {	/* a miss seen */
+			uint32_t range = 3 * cap + 3;
+			uint64_t k = rnd() & 1 ? rnd_below(range / 10 + 1) : rnd_below(range);
+
+			tfs_policy_seen(p, k * 0x100000001b3ull + 7);
 		} else if (r < 75) {			/* hit a held slot */
 			do
 				s = rnd_below(cap);
@@ -393,18 +542,29 @@ static void test_random(enum tfs_policy_kind kind, uint32_t cap, uint64_t seed, 
 /* ------------------------------------------------------------------ */
 
 /* Fill the cache with cap keys (all in small), hit h of them, then scan
- * 3*cap new keys (victim, insert the next one into the freed slot).
+ * 3*cap new keys (each seen as a miss, then victim, insert the next one
+ * into the freed slot).
  * S3-FIFO: while main holds no more than cap - small_cap entries, small
  * never drops below small_cap, so every eviction comes from small: the h
  * hit entries move to main and all survive, every other old entry goes.
+ * W-TinyLFU: the fill leaves the first cap - wcap keys in main; h = half
+ * of them are hit 3 times (estimate 3).  A scan key, seen once
+ * (estimate 1), beats an entry never hit (0) and loses to a hit one (and
+ * ties with an earlier scan key): the hit entries all stay, the others
+ * all go.
  * LRU keeps only the last cap keys of the scan. */
 static void test_scan(enum tfs_policy_kind kind, uint32_t cap)
 {
 	struct tfs_policy *p = tfs_policy_new(kind, cap);
-	uint32_t small_cap = cap / 10 ? cap / 10 : 1, h = cap - small_cap;
+	uint32_t small_cap = cap / 10 ? cap / 10 : 1, h = cap - small_cap, among = cap;
 	uint8_t hit[MAXCAP] = { 0 }, orig[MAXCAP];
 	uint32_t kept_hit = 0, kept_other = 0;
 	uint64_t next_key = 1ull << 40;
+
+	if (kind == TFS_POLICY_WTINYLFU) {
+		among = cap - (cap / 100 ? cap / 100 : 1);
+		h = among / 2;
+	}
 
 	snprintf(ctx, sizeof(ctx), "scan %s cap=%u hit=%u", tfs_policy_name(kind), cap, h);
 	rng_state = cap;
@@ -413,7 +573,7 @@ static void test_scan(enum tfs_policy_kind kind, uint32_t cap)
 		orig[s] = 1;
 	}
 	for (uint32_t i = 0; i < h;) {
-		uint32_t s = rnd_below(cap);
+		uint32_t s = rnd_below(among);
 
 		if (!hit[s]) {
 			hit[s] = 1;
@@ -422,10 +582,13 @@ static void test_scan(enum tfs_policy_kind kind, uint32_t cap)
 	}
 	for (uint32_t round = 0; round < 3; round++)
 		for (uint32_t s = 0; s < cap; s++)
-			if (hit[s] && rnd_below(3) >= round)
+			if (hit[s] && (kind == TFS_POLICY_WTINYLFU || rnd_below(3) >= round))
 				tfs_policy_hit(p, s);
 	for (uint32_t i = 0; i < 3 * cap; i++) {
-		uint32_t v = tfs_policy_victim(p, ok_all, NULL, UINT32_MAX);
+		uint32_t v;
+
+		tfs_policy_seen(p, next_key);	/* the miss */
+		v = tfs_policy_victim(p, ok_all, NULL, UINT32_MAX);
 
 		if (v >= cap) {
 			unit_fail(&groups[G_SCAN], "no victim at scan step %u", i);
@@ -438,7 +601,7 @@ static void test_scan(enum tfs_policy_kind kind, uint32_t cap)
 		kept_hit += hit[s] && orig[s];
 		kept_other += !hit[s] && orig[s];
 	}
-	if (kind == TFS_POLICY_S3FIFO)
+	if (kind != TFS_POLICY_LRU)
 		CHECK(G_SCAN, kept_hit == h && kept_other == 0,
 		      "kept %u of %u hit entries, %u others", kept_hit, h, kept_other);
 	else
@@ -522,10 +685,14 @@ static void test_api(void)
 	CHECK(G_API, tfs_policy_parse("", &k) == -EINVAL, "parse empty");
 	CHECK(G_API, strcmp(tfs_policy_name(TFS_POLICY_LRU), "lru") == 0, "name lru");
 	CHECK(G_API, strcmp(tfs_policy_name(TFS_POLICY_S3FIFO), "s3fifo") == 0, "name s3fifo");
+	CHECK(G_API, tfs_policy_parse("WTinyLFU", &k) == 0 && k == TFS_POLICY_WTINYLFU,
+	      "parse WTinyLFU");
+	CHECK(G_API, strcmp(tfs_policy_name(TFS_POLICY_WTINYLFU), "wtinylfu") == 0,
+	      "name wtinylfu");
 	CHECK(G_API, strcmp(tfs_policy_name((enum tfs_policy_kind)7), "?") == 0, "name 7");
 	tfs_policy_free(NULL);
 
-	for (int kind = 0; kind < 2; kind++) {
+	for (int kind = 0; kind < TFS_POLICY_COUNT; kind++) {
 		snprintf(ctx, sizeof(ctx), "edge %s", tfs_policy_name((enum tfs_policy_kind)kind));
 		calls = 0;
 		p = tfs_policy_new((enum tfs_policy_kind)kind, 0);
@@ -622,18 +789,189 @@ static void test_waits(void)
 	tfs_policy_free(p);
 }
 
+/* ------------------------------------------------------------------ */
+/* W-TinyLFU                                                           */
+/* ------------------------------------------------------------------ */
+
+#define SK_KEYS 2000
+
+/* The sketch against exact counts kept per key (a doorkeeper flag and a
+ * 4-bit counter, the same halving after 10 x cap samples): a count-min
+ * sketch never estimates below them, and with a few keys in a wide
+ * sketch (no collisions) it equals them -- halving included. */
+static void test_sketch(uint32_t cap, uint32_t nkeys, int exact)
+{
+	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_WTINYLFU, cap);
+	static uint8_t door[SK_KEYS], cnt[SK_KEYS];
+	uint64_t samples = 0, smax = 10ull * cap;
+	uint32_t steps = 30 * cap + 300, every = nkeys > 100 ? 97 : 1, bad = 0, checked = 0;
+
+	snprintf(ctx, sizeof(ctx), "sketch cap=%u keys=%u", cap, nkeys);
+	memset(door, 0, sizeof(door));
+	memset(cnt, 0, sizeof(cnt));
+	rng_state = cap * 7 + nkeys;
+	for (uint32_t i = 0; i < steps; i++) {
+		uint32_t k = rnd() & 1 ? rnd_below(nkeys / 10 + 1) : rnd_below(nkeys);
+
+		if (rnd() & 1) {
+			tfs_policy_seen(p, k * 0x9e3779b1ull);
+		} else {	/* a hit counts the same */
+			uint32_t s = rnd_below(cap);
+
+			tfs_policy_remove(p, s);
+			tfs_policy_insert(p, s, k * 0x9e3779b1ull);
+			tfs_policy_hit(p, s);
+		}
+		if (!door[k])
+			door[k] = 1;
+		else if (cnt[k] < 15)
+			cnt[k]++;
+		if (++samples >= smax) {
+			for (uint32_t j = 0; j < nkeys; j++) {
+				cnt[j] >>= 1;
+				door[j] = 0;
+			}
+			samples /= 2;
+		}
+		if (i % every)
+			continue;
+		for (uint32_t j = 0; j < nkeys; j++) {
+			uint32_t e = tfs_policy_estimate(p, j * 0x9e3779b1ull), want = cnt[j] + door[j];
+
+			checked++;
+			if (exact ? e != want : e < want) {
+				CHECK(G_SKETCH, 0, "step %u key %u: estimate %u, exact %u", i, j, e, want);
+				bad = 1;
+				break;
+			}
+		}
+		if (bad)
+			break;
+	}
+	CHECK(G_SKETCH, !bad && checked >= steps / every, "%u estimates checked", checked);
+	tfs_policy_free(p);
+}
+
+/* cap 100 (window 1): every main entry hit once (estimate 1); the
+ * window's entry loses its duel (estimate 0) and key K takes its slot,
+ * to duel probation's oldest next.  K seen on fewer than 2 misses before
+ * loses (a tie, or below), seen twice it wins: main's oldest goes and K
+ * stays. */
+static void test_seen(unsigned times)
+{
+	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_WTINYLFU, 100);
+	const uint64_t K = 777777;
+	uint32_t v;
+
+	snprintf(ctx, sizeof(ctx), "K seen %u times", times);
+	for (uint32_t s = 0; s < 100; s++)
+		tfs_policy_insert(p, s, 1000 + s);
+	for (uint32_t s = 0; s < 99; s++)
+		tfs_policy_hit(p, s);
+	v = tfs_policy_victim(p, ok_all, NULL, UINT32_MAX);
+	CHECK(G_SEEN, v == 99, "first victim %u, not the window's slot 99", v);
+	for (unsigned i = 0; i < times; i++)
+		tfs_policy_seen(p, K);
+	tfs_policy_seen(p, 1000 + 99);	/* a key not held: no effect on K */
+	tfs_policy_insert(p, 99, K);
+	CHECK(G_SEEN, tfs_policy_estimate(p, K) == times, "estimate %u", tfs_policy_estimate(p, K));
+	v = tfs_policy_victim(p, ok_all, NULL, UINT32_MAX);
+	if (times >= 2)
+		CHECK(G_SEEN, v != 99 && v < 99 && tfs_policy_holds(p, 99),
+		      "victim %u: K (slot 99) did not win its duel", v);
+	else
+		CHECK(G_SEEN, v == 99, "victim %u: K (slot 99) won its duel", v);
+	tfs_policy_free(p);
+}
+
+/* The tier evicts a batch, then inserts into the freed slots
+ * (index.c evict_some).  cap 100 (window 1), batches of 12, main's 99
+ * entries each hit twice (estimate 2), the new keys never seen.  The
+ * first batch has one candidate (the window's entry) and takes 11 of
+ * main's; from then on the 12 new entries of the window duel, lose and
+ * go: 88 hot entries stay through 20 batches.  (With the window judged
+ * without the inserts to come, main's room left by the first batch
+ * would take the next batch's new keys without a duel.) */
+static void test_batch(void)
+{
+	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_WTINYLFU, 100);
+	uint8_t orig[100];
+	uint32_t vict[12], kept = 0;
+	uint64_t key = 5000;
+
+	snprintf(ctx, sizeof(ctx), "cap 100, batches of 12");
+	for (uint32_t s = 0; s < 100; s++) {
+		tfs_policy_insert(p, s, 1000 + s);
+		orig[s] = s < 99;
+	}
+	for (uint32_t round = 0; round < 2; round++)
+		for (uint32_t s = 0; s < 99; s++)
+			tfs_policy_hit(p, s);
+	for (uint32_t b = 0; b < 20; b++) {
+		for (uint32_t i = 0; i < 12; i++) {
+			vict[i] = tfs_policy_victim(p, ok_all, NULL, UINT32_MAX);
+			if (vict[i] >= 100) {
+				unit_fail(&groups[G_BATCH], "no victim in batch %u", b);
+				tfs_policy_free(p);
+				return;
+			}
+			orig[vict[i]] = 0;
+		}
+		for (uint32_t i = 0; i < 12; i++)
+			tfs_policy_insert(p, vict[i], key++);
+	}
+	for (uint32_t s = 0; s < 100; s++)
+		kept += orig[s];
+	CHECK(G_BATCH, kept == 88 && tfs_policy_count(p) == 100, "kept %u hot entries, count %u",
+	      kept, tfs_policy_count(p));
+	tfs_policy_free(p);
+}
+
+/* cap n (window 1, the last slot; main's oldest is slot 0): the window's
+ * entry rates 0 and is dirty (refused); main's entries rate 2 (seen
+ * twice) from slot 0 up to slot hot-1, 0 after.  The victim is the first
+ * cold main entry, not slot 0 -- or, with all of main hot, main's oldest
+ * anyway (the bar drops after a round): never NONE.  batch: the window's
+ * entry is clean, so it is the first victim, and the second one (no
+ * insert between: a batch) is taken as above. */
+static void test_bar(uint32_t n, uint32_t hot, int batch)
+{
+	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_WTINYLFU, n);
+	uint32_t dirty = n - 1, v;
+
+	snprintf(ctx, sizeof(ctx), "cap %u, %u hot%s", n, hot, batch ? ", a batch" : "");
+	for (uint32_t s = 0; s < n; s++)
+		tfs_policy_insert(p, s, 100 + s);
+	for (uint32_t s = 0; s < hot; s++) {
+		tfs_policy_seen(p, 100 + s);
+		tfs_policy_seen(p, 100 + s);
+	}
+	if (batch) {
+		dirty = UINT32_MAX;
+		v = tfs_policy_victim(p, ok_but, &dirty, UINT32_MAX);
+		CHECK(G_BAR, v == n - 1, "first victim %u, not the window's", v);
+	}
+	v = tfs_policy_victim(p, ok_but, &dirty, UINT32_MAX);
+	if (hot < n - 1)
+		CHECK(G_BAR, v == hot, "victim %u, not the first cold main entry %u", v, hot);
+	else
+		CHECK(G_BAR, v != TFS_POLICY_NONE && v != dirty, "victim %u", v);
+	CHECK(G_BAR, batch || tfs_policy_holds(p, dirty), "the dirty slot was evicted");
+	tfs_policy_free(p);
+}
+
 int main(void)
 {
 	static const uint32_t caps[] = { 1, 2, 3, 10, 100, 1000 };
 	uint64_t total_fail = 0;
 
 	test_api();
-	for (int kind = 0; kind < 2; kind++)
+	for (int kind = 0; kind < TFS_POLICY_COUNT; kind++)
 		for (size_t c = 0; c < sizeof(caps) / sizeof(caps[0]); c++)
 			for (uint64_t seed = 1; seed <= 4; seed++)
 				test_random((enum tfs_policy_kind)kind, caps[c], seed * 1000 + caps[c],
 					    caps[c] >= 1000 ? 60000 : 20000);
-	for (int kind = 0; kind < 2; kind++)
+	for (int kind = 0; kind < TFS_POLICY_COUNT; kind++)
 		for (uint32_t cap = 10; cap <= 1000; cap *= 10)
 			test_scan((enum tfs_policy_kind)kind, cap);
 	test_ghost(0);
@@ -643,7 +981,20 @@ int main(void)
 			test_ghost_cap(cap, n);
 	test_scale(TFS_POLICY_LRU);
 	test_scale(TFS_POLICY_S3FIFO);
+	test_scale(TFS_POLICY_WTINYLFU);
 	test_waits();
+	test_sketch(1000, 20, 1);
+	test_sketch(1, 20, 0);
+	test_sketch(100, SK_KEYS, 0);
+	test_sketch(1000, SK_KEYS, 0);
+	for (unsigned t = 0; t <= 3; t++)
+		test_seen(t);
+	test_batch();
+	for (int batch = 0; batch < 2; batch++) {
+		test_bar(100, 1, batch);
+		test_bar(100, 50, batch);
+		test_bar(10, 9, batch);
+	}
 
 	total_fail += unit_summary(groups, G_COUNT);
 	printf("%s\n", total_fail ? "FAILED" : "OK");

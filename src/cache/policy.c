@@ -70,7 +70,15 @@
  *     window.count such the window counts as empty.  A refused main entry
  *     goes to protected's head as if hit; after main.count such in the
  *     call main counts as empty.  Both empty: TFS_POLICY_NONE.
- *  10. W-TinyLFU's bar = 1 + the highest estimate of a candidate that
+ *  9. The sketch counts every access recorded through tfs_policy_hit and
+ *     tfs_policy_seen, never an insert: 4 rows of 4-bit saturating
+ *     counters, width the power of two >= max(cap, 64); a key's first
+ *     access in a sample sets its 3 doorkeeper bits (one 64-bit word of
+ *     a blocked bloom filter) instead of counting; estimate = the rows'
+ *     minimum + 1 if the doorkeeper has the key.  After 10 x cap recorded
+ *     accesses every counter halves, the doorkeeper clears and the count
+ *     of samples halves (contrib/bench/simpol.c's tlfu_*, the reference).
+ * 10. W-TinyLFU's bar = 1 + the highest estimate of a candidate that
  *     lost its duel (evicted, or refused: busy, dirty) since the last
  *     insert, 0 if none.  Without a candidate -- the window emptied by a
  *     batch's victims, the inserts still to come, or all of it refused --
@@ -83,14 +91,6 @@
  *     oldest once the window ran dry let the hottest go (test_cache.py's
  *     scan: 2 of 16 hot extents lost, at probation's tail as the cache
  *     filled up).
- *  9. The sketch counts every access recorded through tfs_policy_hit and
- *     tfs_policy_seen, never an insert: 4 rows of 4-bit saturating
- *     counters, width the power of two >= max(cap, 64); a key's first
- *     access in a sample sets its 3 doorkeeper bits (one 64-bit word of
- *     a blocked bloom filter) instead of counting; estimate = the rows'
- *     minimum + 1 if the doorkeeper has the key.  After 10 x cap recorded
- *     accesses every counter halves, the doorkeeper clears and the count
- *     of samples halves (contrib/bench/simpol.c's tlfu_*, the reference).
  *
  * Everything is O(1) (the ghost's, the window's moves on insert and the
  * sketch's halving amortised) except tfs_policy_victim's scan.

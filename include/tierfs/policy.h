@@ -75,6 +75,8 @@ void tfs_policy_remove(struct tfs_policy *p, uint32_t slot);
  * of the entries looked at could be evicted. */
 uint32_t tfs_policy_victim(struct tfs_policy *p, bool (*ok)(void *arg, uint32_t slot),
 			   void *arg, uint32_t max);
+/* Returns the bytes p allocated (its arrays, ghost and sketch). */
+uint64_t tfs_policy_bytes(const struct tfs_policy *p);
 /* Returns the number of slots held. */
 uint32_t tfs_policy_count(const struct tfs_policy *p);
 /* Returns true if slot is held. */

@@ -663,6 +663,19 @@ uint32_t tfs_policy_victim(struct tfs_policy *p, bool (*ok)(void *arg, uint32_t 
 	return victim_s3fifo(p, ok, arg, max);
 }
 
+uint64_t tfs_policy_bytes(const struct tfs_policy *p)
+{
+	uint64_t n = p->cap ? p->cap : 1, b = sizeof(*p);
+
+	b += n * (sizeof(*p->prev) + sizeof(*p->next) + sizeof(*p->key) + 2);	/* q, freq */
+	if (p->gcap)
+		b += n * sizeof(*p->ring) + ((uint64_t)p->gmask + 1) * sizeof(*p->gtab);
+	if (p->cms)
+		b += (((uint64_t)CMS_ROWS << (64 - p->width_shift)) / 16) * sizeof(*p->cms) +
+		     (sizeof(*p->door) << (64 - p->door_shift));
+	return b;
+}
+
 uint32_t tfs_policy_count(const struct tfs_policy *p)
 {
 	return p->small.count + p->main.count + p->prot.count;

@@ -691,6 +691,23 @@ static void test_api(void)
 	      "name wtinylfu");
 	CHECK(G_API, strcmp(tfs_policy_name((enum tfs_policy_kind)7), "?") == 0, "name 7");
 	tfs_policy_free(NULL);
+	/* bytes: 18 a slot for the lists, plus S3-FIFO's ghost (a key a slot,
+	 * a table of at least 2 x cap entries of 16) or W-TinyLFU's sketch
+	 * (2 bytes a slot of counters; a doorkeeper of 8 bits for each of the
+	 * 10 x cap accesses of a sample, in a power of two of words) */
+	for (int kind = 0; kind < TFS_POLICY_COUNT; kind++) {
+		uint64_t lo = 18ull * 4096, hi = lo + 4096;
+
+		p = tfs_policy_new((enum tfs_policy_kind)kind, 4096);
+		if (kind == TFS_POLICY_S3FIFO)
+			lo += 4096 * (8 + 32), hi += 4096 * (8 + 64);
+		if (kind == TFS_POLICY_WTINYLFU)
+			lo += 4096 * (2 + 10), hi += 4096 * (2 + 20);
+		CHECK(G_API, p && tfs_policy_bytes(p) >= lo && tfs_policy_bytes(p) <= hi,
+		      "%s bytes %" PRIu64 ", want %" PRIu64 "-%" PRIu64,
+		      tfs_policy_name((enum tfs_policy_kind)kind), p ? tfs_policy_bytes(p) : 0, lo, hi);
+		tfs_policy_free(p);
+	}
 
 	for (int kind = 0; kind < TFS_POLICY_COUNT; kind++) {
 		snprintf(ctx, sizeof(ctx), "edge %s", tfs_policy_name((enum tfs_policy_kind)kind));

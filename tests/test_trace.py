@@ -11,6 +11,8 @@ import struct
 import subprocess
 import time
 
+import pytest
+
 from conftest import BUILD
 from test_attrs import tiered, write_pieces, tierctl, read_trace  # noqa: F401 (fixture)
 from test_cache import K, abuf, copts, pwrite
@@ -114,7 +116,8 @@ def test_belady_bounds_by_hand(tmp_path):
     assert got[("lru", 1, 67)] == (0, 9), got          # LRU thrashes on the cycle
 
 
-def test_the_model_agrees_with_the_daemon_that_recorded_the_trace(make_array, tmp_path):
+@pytest.mark.parametrize("policy", ["s3fifo", "wtinylfu"])
+def test_the_model_agrees_with_the_daemon_that_recorded_the_trace(make_array, tmp_path, policy):
     """Issue 16: cache_sim replays a trace through the tier's model, built of
     the daemon's own rules (rules.c) and policy (policy.c).  Recorded on a
     real mount (hot extents read round after round among cold ones, and a
@@ -123,7 +126,9 @@ def test_the_model_agrees_with_the_daemon_that_recorded_the_trace(make_array, tm
     agree on nearly every request -- and a model with another promotion
     threshold must not, or the comparison would prove nothing.  What the
     model leaves out (the promoters' queue and their order, the flusher's
-    real time) accounts for the few requests it calls differently."""
+    real time) accounts for the few requests it calls differently.  With
+    W-TinyLFU the model must also count the misses where the daemon does
+    (tfs_policy_seen)."""
     E = 64 * K
     n = 96                                          # extents of the file
     a = make_array("raid5", 3, "64K")
@@ -131,7 +136,7 @@ def test_the_model_agrees_with_the_daemon_that_recorded_the_trace(make_array, tm
     m = a.mount()                                   # written without the tier
     pwrite(p, 0, random.Random(1).randbytes(n * E))
     m.stop()
-    a.mount(opts=copts(tmp_path / "cache", size="2M", extent="64K"))   # 32 slots
+    a.mount(opts=copts(tmp_path / "cache", size="2M", extent="64K", policy=policy))  # 32 slots
     out = tmp_path / "t.trace"
     r = tierctl("trace", a.mnt, "start", out)
     assert r.returncode == 0, r.stderr
@@ -156,8 +161,8 @@ def test_the_model_agrees_with_the_daemon_that_recorded_the_trace(make_array, tm
                           "--threshold", "1,2"], capture_output=True, text=True, timeout=60)
     assert got.returncode == 0, got.stderr
     rows = {(w[0], int(w[1])): w for w in (l.split(",") for l in got.stdout.splitlines()[1:])}
-    same = rows[("tierfs_s3fifo", 2)]
-    other = rows[("tierfs_s3fifo", 1)]
+    same = rows[(f"tierfs_{policy}", 2)]
+    other = rows[(f"tierfs_{policy}", 1)]
     reqs, hits = int(same[3]), int(same[4])
     assert reqs == 25 * 22, got.stdout
     assert hits > reqs // 3, got.stdout                # the tier served a good part

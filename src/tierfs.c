@@ -281,7 +281,7 @@ static void usage(const char *prog)
 	       "       cache_size=64K to 2P (1G; at least 16 extents), cache_extent=4K to 1M\n"
 	       "       (256K, a power of two): both set when the cache is made\n"
 	       "       cache_mode=writeback|writethrough|writearound|off\n"
-	       "       cache_policy=s3fifo|lru|wtinylfu, cache_promote=0 to 65535 (0: the tuner\n"
+	       "       cache_policy=wtinylfu|s3fifo|lru, cache_promote=0 to 65535 (0: the tuner\n"
 	       "       chooses; N: the heat that promotes), cache_halflife=1 to 604800 (60 s),\n"
 	       "       cache_seq_cutoff=0 to 1T\n"
 	       "       (4M; 0: off), cache_dirty_low=0 to 99 (20), cache_dirty_high=1 to 100\n"

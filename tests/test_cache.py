@@ -2083,7 +2083,7 @@ def test_tierctl_flush_mode_detach(make_array, tmp_path):
     pwrite(p, 0, data)
     assert cst(a.mnt)["dirty_bytes"] == 2 * M
     r = tierctl("status", a.mnt)
-    assert r.returncode == 0 and "writeback, s3fifo" in r.stdout and \
+    assert r.returncode == 0 and "writeback, wtinylfu" in r.stdout and \
         "2 MiB dirty" in r.stdout, r.stdout
     r = tierctl("flush", a.mnt)
     assert r.returncode == 0 and "flushed 2 MiB to the members: nothing dirty" in r.stdout, \

@@ -53,9 +53,9 @@ int c_config(struct tfs_cache *c, const struct tfs_cache_opts *o, char *err, siz
 			 o->mode);
 		return -EINVAL;
 	}
-	c->policy_kind = TFS_POLICY_S3FIFO;
+	c->policy_kind = TFS_POLICY_WTINYLFU;	/* docs/CACHE_POLICY.md */
 	if (o->policy && tfs_policy_parse(o->policy, &c->policy_kind)) {
-		snprintf(err, errlen, "cache_policy=%s: s3fifo, lru or wtinylfu", o->policy);
+		snprintf(err, errlen, "cache_policy=%s: wtinylfu, s3fifo or lru", o->policy);
 		return -EINVAL;
 	}
 	c->promote = o->promote ? o->promote : TFS_TUNE_START;	/* 0 to 65535; 0: the tuner */

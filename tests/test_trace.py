@@ -15,7 +15,7 @@ import pytest
 
 from conftest import BUILD
 from test_attrs import tiered, write_pieces, tierctl, read_trace  # noqa: F401 (fixture)
-from test_cache import K, abuf, copts, pwrite
+from test_cache import K, abuf, copts, pwrite, wait_stat
 
 SIM = BUILD / "cache_sim"
 
@@ -126,9 +126,12 @@ def test_the_model_agrees_with_the_daemon_that_recorded_the_trace(make_array, tm
     agree on nearly every request -- and a model with another promotion
     threshold must not, or the comparison would prove nothing.  What the
     model leaves out (the promoters' queue and their order, the flusher's
-    real time) accounts for the few requests it calls differently.  With
-    W-TinyLFU the model must also count the misses where the daemon does
-    (tfs_policy_seen)."""
+    real time) is kept out of it: a round reads each extent once, then the
+    promoters drain and the time passes for both.  The model of the
+    mount's policy must agree on 99% of the requests, another threshold
+    or the other policy (S3-FIFO against W-TinyLFU) on 3-5 points less;
+    with W-TinyLFU the model must also count the misses where the daemon
+    does (tfs_policy_seen: 98.5% without)."""
     E = 64 * K
     n = 96                                          # extents of the file
     a = make_array("raid5", 3, "64K")
@@ -142,17 +145,20 @@ def test_the_model_agrees_with_the_daemon_that_recorded_the_trace(make_array, tm
     assert r.returncode == 0, r.stderr
     rng = random.Random(2)
     hot = rng.sample(range(n), 12)
+    cold = [e for e in range(n) if e not in hot]
     fd = os.open(p, os.O_RDWR | os.O_DIRECT)
     buf = abuf(8 * K)
     try:
         for _ in range(25):
-            order = hot + rng.sample(range(n), 8)
+            order = hot + rng.sample(cold, 8)      # no extent twice in a round: the
+                                                    # second read would race its promotion
             rng.shuffle(order)
             for e in order:
                 os.preadv(fd, [buf], e * E + rng.randrange(16) * 4 * K)
             for _ in range(2):
                 os.pwritev(fd, [buf], rng.randrange(n) * E + rng.randrange(8) * 8 * K)
-            time.sleep(0.15)                        # the promoters drain their queue
+            wait_stat(a.mnt, "promote_backlog", 0)  # the promoters drained their queue
+            time.sleep(0.15)                        # (the flusher's pace is real time)
     finally:
         os.close(fd)
     r = tierctl("trace", a.mnt, "stop")
@@ -166,8 +172,10 @@ def test_the_model_agrees_with_the_daemon_that_recorded_the_trace(make_array, tm
     reqs, hits = int(same[3]), int(same[4])
     assert reqs == 25 * 22, got.stdout
     assert hits > reqs // 3, got.stdout                # the tier served a good part
-    assert float(same[6]) >= 0.97, got.stdout
+    other_policy = rows[("tierfs_s3fifo" if policy == "wtinylfu" else "tierfs_wtinylfu", 2)]
+    assert float(same[6]) >= 0.99, got.stdout
     assert float(other[6]) <= float(same[6]) - 0.05, got.stdout
+    assert float(other_policy[6]) <= float(same[6]) - 0.03, got.stdout
 
 
 REFERENCE = ["ref_lru", "arc", "lirs", "2q", "ref_s3fifo", "wtinylfu"]

@@ -263,8 +263,7 @@ def test_read_accounting_and_promotion_threshold(make_array, tmp_path, promote):
             rd(A + i * 4 * K, 4 * K)
             s = cst(a.mnt)
             assert (s["read_misses"], s["read_hits"]) == (i + 1, 0), s
-        time.sleep(0.5)             # a promotion would be done by now
-        s = cst(a.mnt)
+        s = wait_stat(a.mnt, "promote_backlog", 0)     # a promotion would be done
         assert s["promotions"] == 0 and s["cached_extents"] == 0, \
             f"promoted below the threshold {promote}: {s}"
         rd(A + 8 * K, 4 * K)        # the read that reaches the threshold
@@ -1020,7 +1019,7 @@ def test_mode_switches_at_run_time(make_array, tmp_path):
     check("write-through")
 
     ctl(a.mnt, "cache_mode writearound")
-    time.sleep(0.2)                 # let a promotion the last check queued land
+    wait_stat(a.mnt, "promote_backlog", 0)     # a promotion the last check queued landed
     s0, fc0 = cst(a.mnt), fcache(p)
     wr(128 * K, 64 * K)             # cached, clean: invalidated, then the RAID
     s1 = cst(a.mnt)
@@ -2638,7 +2637,7 @@ def test_extents_sharing_a_heat_slot_are_promoted(make_array, tmp_path):
         for _ in range(8):
             for i in order:
                 os.preadv(fd, [buf], i * 4 * K)
-            time.sleep(0.3)                    # the promoters drain their queue
+            wait_stat(a.mnt, "promote_backlog", 0)     # the promoters drained their queue
             if int(os.getxattr(str(p), "user.tierfs.extents")) == n:
                 break
     finally:

@@ -2,7 +2,7 @@
 """The policy comparison of docs/CACHE_POLICY.md (issue 16): runs
 build/cache_sim on each trace at 5, 10 and 20% of its working set and
 prints, per trace and size, the miss ratio of the tier as it runs (its
-model: tierfs_s3fifo at the threshold the daemon uses, and with the tuner,
+model: tierfs_POLICY at a fixed threshold, and with the tuner,
 threshold 0), of plain LRU and of the simulator's reference policies, the
 best of those, Belady with bypass, and the SSD write bytes of the tier
 against LRU's, as a markdown table; and with --mrc, the live curve's
@@ -12,7 +12,7 @@ largest error against the model at each trace's 10% tier.
         [--threshold 2] [--policy s3fifo|lru|wtinylfu] [--mrc] TRACE...
 
 --policy names the tier's policy in the tierfs columns (tierfs_POLICY
-rows; the daemon's default, s3fifo, if not given).
+rows; the daemon's default, wtinylfu, if not given).
 
 Misses are of pieces (a request's part in one extent), reads and writes
 together, after the first 20% (cache_sim's warm-up)."""
@@ -38,7 +38,7 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--extent", type=int, default=65536)
     ap.add_argument("--threshold", type=int, default=2, help="the daemon's (cache_promote)")
-    ap.add_argument("--policy", default="s3fifo", choices=["s3fifo", "lru", "wtinylfu"],
+    ap.add_argument("--policy", default="wtinylfu", choices=["wtinylfu", "s3fifo", "lru"],
                     help="the tier's (cache_policy)")
     ap.add_argument("--mrc", action="store_true")
     ap.add_argument("traces", nargs="+")

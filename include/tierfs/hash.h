@@ -5,6 +5,7 @@
  * tfs_splitmix64: the finalizer of Vigna's splitmix64; fed a counter
  * advanced by TFS_GOLDEN64, a PRNG whose draws are reproducible from a
  * seed (fault injection, the power-cut model).
+ * tfs_pow2_at_least: a table's size for n entries.
  */
 #ifndef TIERFS_HASH_H
 #define TIERFS_HASH_H
@@ -30,6 +31,17 @@ static inline uint64_t tfs_splitmix64(uint64_t z)
 	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
 	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
 	return z ^ (z >> 31);
+}
+
+/* Returns the least power of two at or above n (at most 2^30): the sizes
+ * of hash tables and sketches. */
+static inline uint32_t tfs_pow2_at_least(uint64_t n)
+{
+	uint32_t p = 1;
+
+	while (p < n && p < (1u << 30))
+		p <<= 1;
+	return p;
 }
 
 /* Returns a draw in [0, 1) from a mixed value (its top 53 bits). */

@@ -54,17 +54,6 @@ static inline uint64_t tfs_ext_key(uint64_t fid, uint64_t idx)
 	return tfs_mix64(fid * TFS_GOLDEN64 ^ tfs_mix64(idx + 1));
 }
 
-/* Returns the least power of two at or above n (at most 2^30): the sizes
- * of the tier's hash tables. */
-static inline uint32_t tfs_pow2_at_least(uint64_t n)
-{
-	uint32_t p = 1;
-
-	while (p < n && p < (1u << 30))
-		p <<= 1;
-	return p;
-}
-
 /* ---- heat: accesses, halved every halflife ticks ---- */
 
 /* Returns heat h as of tick t, decayed to now. */

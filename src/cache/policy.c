@@ -340,14 +340,10 @@ static void sketch_record(struct tfs_policy *p, uint64_t key)
 		sketch_reset(p);
 }
 
-/* log2 of the power of two >= x (x >= 1) */
+/* log2 of the power of two >= x (x >= 1; at most 30) */
 static uint32_t log2_ceil(uint64_t x)
 {
-	uint32_t b = 0;
-
-	while ((1ull << b) < x)
-		b++;
-	return b;
+	return (uint32_t)__builtin_ctz(tfs_pow2_at_least(x));
 }
 
 /* The sketch of a W-TinyLFU policy of cap >= 1 slots; -ENOMEM. */

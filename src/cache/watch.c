@@ -22,7 +22,7 @@
  *     first window on; until then 2 and every young extent); a threshold
  *     set by hand (cache_promote=N, tierctl set) ends auto and sets the
  *     flusher back to sparing every young extent.
- *  4. Memory: the miniatures hold 4.2-6.8 MB whatever the tier's size
+ *  4. Memory: the miniatures hold 4.4-7.9 MB whatever the tier's size
  *     (the budget and the rate cap, mrc.h; cache.mrc_bytes), made at
  *     start, never grown.
  */

@@ -37,7 +37,7 @@ import time
 import pytest
 
 from conftest import BUILD, REPORT, Mount, mkfs, run_threads
-from test_cache import pwrite
+from test_cache import cst, flush, pwrite, read_all, read_direct, write_direct
 
 UNIT = 512
 ZERO = bytes(UNIT)
@@ -924,7 +924,6 @@ def _promote_and_fill(mnt, new):
     in and fills the rest of extent 0 (flush.c invariant 14); a flush.  Returns
     whether the write was acknowledged and the status after the reads;
     stops at the first error (the daemon died)."""
-    from test_cache import cst, flush, read_direct, write_direct
     acked, s = False, None
     try:
         write_direct(mnt / "f", 0, new)
@@ -955,7 +954,6 @@ def test_cut_at_every_operation_of_a_promotion_and_a_fill(tmp_path):
     8K write if it was acknowledged (and a power cut did not take it: it
     was not fsynced), else per sector the old bytes or the new, and the
     old bytes everywhere else."""
-    from test_cache import read_all
     old = random.Random(11).randbytes(256 * K)
     new = b"N" * (8 * K)
     clean = tmp_path / "clean"

@@ -18,6 +18,7 @@ repeats flushes whose batches start destage threads (scratch.c invariant
 2: a thread's scratch goes with it)."""
 import importlib.util
 import os
+import statistics
 import threading
 import time
 
@@ -52,12 +53,15 @@ MRC = int(7.6 * M)
 # MiB above the baseline with ~100 threads; before the fix, 30 MiB above it,
 # growing with the load (docs/MEMORY.md).
 RETURN_SLACK = 8 * M
-# The second half of the main load may not add more than this over the
-# first half's peak: memory follows the threads and the requests in flight,
-# not the work done.  Measured: 1.2-1.9 MiB (the miss pool still starting
-# threads); before the fix, 8 MiB (each flush batch left its destage
-# threads' scratch behind).
-GROWTH_SLACK = 4 * M
+# The second half of the main load may not add more than this to the
+# first half's median: memory follows the threads and the requests in
+# flight, not the work done.  Medians, not peaks: RssAnon swings 3-6 MiB
+# from sample to sample with the requests in flight (a peak is whichever
+# instant most threads held their scratch), so the peaks of the halves
+# differed by 1-4.1 MiB and failed a 4 MiB slack on a loaded CI machine,
+# while a leak moves every sample.  Measured: medians 0.9-1.9 MiB apart,
+# with three CPU hogs too; with a leak of 1 KiB a write request, 3.6-4.1.
+GROWTH_SLACK = 3 * M
 IDLE_SECS = 5                   # scratch.c: idle this long after requests, then trim
 
 
@@ -144,8 +148,8 @@ def loaded(tmp_path_factory):
         first, second = halves(samples)
         REPORT.append(f"test_memory: RssAnon fresh {mib(fresh)}, idle after the warm-up "
                       f"{mib(base)}, peak {mib(peak[1])} ({peak[2]} threads, {peak[3]} "
-                      f"inodes; halves {mib(first)}, {mib(second)}), after the delete "
-                      f"{mib(end)}")
+                      f"inodes; medians of the halves {mib(first)}, {mib(second)}), after "
+                      f"the delete {mib(end)}")
         yield dict(fresh=fresh, base=base, end=end, samples=samples, failed=failed,
                    nslots=int(st["cache.slots"]), log=m.log)
     finally:
@@ -158,10 +162,10 @@ def mib(x):
 
 
 def halves(samples):
-    """The peak RssAnon of the first and of the second half of the load."""
+    """The median RssAnon of the first and of the second half of the load."""
     half = samples[len(samples) // 2][0]
-    return (max(r for t, r, _, _ in samples if t <= half),
-            max(r for t, r, _, _ in samples if t > half))
+    return (statistics.median(r for t, r, _, _ in samples if t <= half),
+            statistics.median(r for t, r, _, _ in samples if t > half))
 
 
 def test_memory_returns_after_the_files_are_deleted(loaded):
@@ -177,7 +181,7 @@ def test_memory_returns_after_the_files_are_deleted(loaded):
 def test_memory_peak_stays_within_the_bound(loaded):
     """During the load RssAnon stays within the documented bound for the
     threads and inodes the daemon had at that moment, and the second half
-    of the load adds at most GROWTH_SLACK over the first half's peak."""
+    of the load adds at most GROWTH_SLACK to the first half's median."""
     samples = loaded["samples"]
     assert len(samples) > 20, samples
     fixed = loaded["fresh"] + FIXED + FLUSH + MRC + loaded["nslots"] * SLOT

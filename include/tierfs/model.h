@@ -57,7 +57,7 @@ struct tfs_model_cfg {
 /* The model's defaults: the daemon's (cache.h TFS_CACHE_OPTS_DEFAULT). */
 #define TFS_MODEL_CFG_DEFAULT(slots)                                                       \
 	((struct tfs_model_cfg){ .extent = 256 * 1024, .nslots = (slots),                  \
-				 .policy = TFS_POLICY_S3FIFO, .mode = TFS_CACHE_WRITEBACK, \
+				 .policy = TFS_POLICY_DEFAULT, .mode = TFS_CACHE_WRITEBACK, \
 				 .promote = 2, .halflife = 60 * 16, .seq_cutoff = 4 << 20, \
 				 .dirty_low = 20, .dirty_high = 70, .sample = UINT64_MAX })
 

@@ -43,6 +43,9 @@ enum tfs_policy_kind {
 };
 
 #define TFS_POLICY_NONE UINT32_MAX
+/* The tier's policy unless cache_policy says (docs/CACHE_POLICY.md); the
+ * model's default too (model.h), so the two cannot part. */
+#define TFS_POLICY_DEFAULT TFS_POLICY_WTINYLFU
 
 struct tfs_policy;
 

@@ -53,7 +53,7 @@ int c_config(struct tfs_cache *c, const struct tfs_cache_opts *o, char *err, siz
 			 o->mode);
 		return -EINVAL;
 	}
-	c->policy_kind = TFS_POLICY_WTINYLFU;	/* docs/CACHE_POLICY.md */
+	c->policy_kind = TFS_POLICY_DEFAULT;
 	if (o->policy && tfs_policy_parse(o->policy, &c->policy_kind)) {
 		snprintf(err, errlen, "cache_policy=%s: wtinylfu, s3fifo or lru", o->policy);
 		return -EINVAL;

@@ -72,6 +72,9 @@ uint32_t tfs_policy_estimate(const struct tfs_policy *p, uint64_t key);
 /* slot was emptied by the caller (invalidated), not chosen as a victim:
  * forget it, without remembering its key in the ghost. */
 void tfs_policy_remove(struct tfs_policy *p, uint32_t slot);
+/* slot (held) goes where the next victim of its part of the policy is
+ * looked for, as if not used since it came (policy.c invariant 11). */
+void tfs_policy_demote(struct tfs_policy *p, uint32_t slot);
 /* Choose a victim among held slots with ok(arg, slot) true, looking at no
  * more than max entries; the victim is forgotten (its key goes to the
  * ghost, if the policy keeps one) and returned, or TFS_POLICY_NONE if none

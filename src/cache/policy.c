@@ -91,6 +91,16 @@
  *     oldest once the window ran dry let the hottest go (test_cache.py's
  *     scan: 2 of 16 hot extents lost, at probation's tail as the cache
  *     filled up).
+ * 11. tfs_policy_demote puts a held slot where the next victim of its part
+ *     of the policy is looked for, and records no access: LRU's tail;
+ *     S3-FIFO's tail of the queue it is on, its frequency 0; W-TinyLFU's
+ *     window tail if in the window (the next candidate), else
+ *     probation's tail (main's next victim; from protected, invariant 6
+ *     still holds, protected holding one less).  The tier demotes an
+ *     extent its eviction wanted while it was dirty, once destaged
+ *     (cache_reclaim, DESIGN §10.10): the refusal moved it as if used
+ *     (invariant 4), which would otherwise keep a cold extent a whole
+ *     queue longer for having been written.
  *
  * Everything is O(1) (the ghost's, the window's moves on insert and the
  * sketch's halving amortised) except tfs_policy_victim's scan.
@@ -175,6 +185,21 @@ static void list_push_head(struct tfs_policy *p, uint8_t q, uint32_t s)
 	else
 		l->tail = s;
 	l->head = s;
+	l->count++;
+	p->q[s] = q;
+}
+
+static void list_push_tail(struct tfs_policy *p, uint8_t q, uint32_t s)
+{
+	struct queue *l = queue_of(p, q);
+
+	p->next[s] = NIL;
+	p->prev[s] = l->tail;
+	if (l->tail != NIL)
+		p->next[l->tail] = s;
+	else
+		l->head = s;
+	l->tail = s;
 	l->count++;
 	p->q[s] = q;
 }
@@ -515,6 +540,19 @@ void tfs_policy_remove(struct tfs_policy *p, uint32_t slot)
 {
 	if (slot < p->cap && p->q[slot] != Q_NONE)
 		list_unlink(p, slot);
+}
+
+void tfs_policy_demote(struct tfs_policy *p, uint32_t slot)
+{
+	uint8_t q;
+
+	if (slot >= p->cap || (q = p->q[slot]) == Q_NONE)
+		return;
+	list_unlink(p, slot);
+	if (q == Q_PROT)
+		q = Q_MAIN;
+	p->freq[slot] = 0;
+	list_push_tail(p, q, slot);
 }
 
 static uint32_t victim_lru(struct tfs_policy *p, bool (*ok)(void *, uint32_t),

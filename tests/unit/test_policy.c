@@ -14,7 +14,7 @@
 /* ------------------------------------------------------------------ */
 
 enum { G_API, G_EDGE, G_VICTIM, G_LOOKED, G_COUNT_HOLDS, G_LRU_MRU, G_SCAN, G_GHOST,
-       G_SCALE, G_WAITS, G_SKETCH, G_SEEN, G_BATCH, G_BAR, G_COUNT };
+       G_SCALE, G_WAITS, G_SKETCH, G_SEEN, G_BATCH, G_BAR, G_DEMOTE, G_COUNT };
 
 static struct unit_group groups[G_COUNT] = {
 	[G_API] = { .name = "parse/name/new" },
@@ -31,6 +31,7 @@ static struct unit_group groups[G_COUNT] = {
 	[G_SEEN] = { .name = "wtinylfu: a key seen on misses wins its duel" },
 	[G_BATCH] = { .name = "wtinylfu: every entry of a batch duels" },
 	[G_BAR] = { .name = "wtinylfu: the bar keeps main's hotter entries" },
+	[G_DEMOTE] = { .name = "a demoted entry is the next victim of its queue" },
 };
 
 static uint64_t rng_state;
@@ -76,7 +77,7 @@ struct ref {
 	enum tfs_policy_kind kind;
 	uint32_t cap, small_cap;
 	uint8_t held[MAXCAP];
-	uint64_t t[MAXCAP], clock;		/* lru */
+	uint64_t t[MAXCAP], clock, low;	/* lru: demoted below low */
 	uint64_t key[MAXCAP];
 	uint8_t freq[MAXCAP];
 	uint32_t sq[MAXCAP], ns, mq[MAXCAP], nm;	/* s3fifo, oldest first */
@@ -94,6 +95,7 @@ static void ref_init(struct ref *r, enum tfs_policy_kind kind, uint32_t cap)
 	r->kind = kind;
 	r->cap = cap;
 	r->small_cap = cap / 10 > 0 ? cap / 10 : 1;
+	r->clock = r->low = 1ull << 40;
 	r->wcap = cap / 100 > 0 ? cap / 100 : 1;
 	r->mcap = cap > r->wcap ? cap - r->wcap : 0;
 	r->pcap = r->mcap * 8 / 10;
@@ -211,6 +213,31 @@ static void ref_hit(struct ref *r, uint32_t s)
 		r->wq[r->nw++] = s;
 	} else {
 		ref_protect(r, s);
+	}
+}
+
+/* policy.c invariant 11 */
+static void ref_demote(struct ref *r, uint32_t s)
+{
+	r->t[s] = --r->low;
+	r->freq[s] = 0;
+	if (arr_has(r->sq, r->ns, s)) {
+		arr_remove_value(r->sq, &r->ns, s);
+		memmove(r->sq + 1, r->sq, r->ns++ * sizeof(r->sq[0]));
+		r->sq[0] = s;
+	} else if (arr_has(r->mq, r->nm, s)) {
+		arr_remove_value(r->mq, &r->nm, s);
+		memmove(r->mq + 1, r->mq, r->nm++ * sizeof(r->mq[0]));
+		r->mq[0] = s;
+	} else if (arr_has(r->wq, r->nw, s)) {
+		arr_remove_value(r->wq, &r->nw, s);
+		memmove(r->wq + 1, r->wq, r->nw++ * sizeof(r->wq[0]));
+		r->wq[0] = s;
+	} else if (arr_has(r->bq, r->nb, s) || arr_has(r->tq, r->nt, s)) {
+		arr_remove_value(r->bq, &r->nb, s);
+		arr_remove_value(r->tq, &r->nt, s);
+		memmove(r->bq + 1, r->bq, r->nb++ * sizeof(r->bq[0]));
+		r->bq[0] = s;
 	}
 }
 
@@ -482,6 +509,14 @@ static void test_random(enum tfs_policy_kind kind, uint32_t cap, uint64_t seed, 
 			tfs_policy_hit(p, s);
 			ref_hit(&R, s);
 			mru = s;
+		} else if (r < 78) {			/* demote a held slot */
+			do
+				s = rnd_below(cap);
+			while (!R.held[s]);
+			tfs_policy_demote(p, s);
+			ref_demote(&R, s);
+			if (s == mru)
+				mru = UINT32_MAX;
 		} else if (r < 80) {			/* invalidate */
 			do
 				s = rnd_below(cap);
@@ -977,6 +1012,45 @@ static void test_bar(uint32_t n, uint32_t hot, int batch)
 	tfs_policy_free(p);
 }
 
+/* A full cache of cap entries, half of them hit twice; each in turn is
+ * demoted and must be the next victim: LRU's, S3-FIFO's (from small or
+ * main, its frequency gone), W-TinyLFU's from probation or protected
+ * (its window emptied first: with a candidate there, main's victim
+ * duels it, and may win). */
+static void test_demote(enum tfs_policy_kind kind, uint32_t cap)
+{
+	struct tfs_policy *p = tfs_policy_new(kind, cap);
+	uint32_t v = 0, wcap = cap / 100 ? cap / 100 : 1, n = cap;
+
+	snprintf(ctx, sizeof(ctx), "demote %s cap=%u", tfs_policy_name(kind), cap);
+	for (uint32_t s = 0; s < cap; s++)
+		tfs_policy_insert(p, s, 1000 + s);
+	for (uint32_t s = 0; s < cap; s += 2) {
+		tfs_policy_hit(p, s);
+		tfs_policy_hit(p, s);
+	}
+	if (kind == TFS_POLICY_WTINYLFU)	/* the fill left the last wcap there */
+		for (uint32_t s = cap - wcap; s < cap; s++, n--)
+			tfs_policy_remove(p, s);
+	for (uint32_t i = 0; i < cap; i++) {
+		uint32_t s = (i * 7 + 3) % cap, got;
+
+		if (!tfs_policy_holds(p, s))
+			continue;
+		tfs_policy_demote(p, s);
+		CHECK(G_DEMOTE, tfs_policy_holds(p, s) && tfs_policy_count(p) == n - v,
+		      "slot %u after its demotion: held %d, count %u", s, tfs_policy_holds(p, s),
+		      tfs_policy_count(p));
+		got = tfs_policy_victim(p, ok_all, NULL, UINT32_MAX);
+		CHECK(G_DEMOTE, got == s, "demoted %u, victim %u (%u evicted before)", s, got, v);
+		if (got == TFS_POLICY_NONE)
+			break;
+		v++;
+	}
+	CHECK(G_DEMOTE, v >= n / 2, "%u of %u demoted and evicted", v, n);
+	tfs_policy_free(p);
+}
+
 int main(void)
 {
 	static const uint32_t caps[] = { 1, 2, 3, 10, 100, 1000 };
@@ -1011,6 +1085,11 @@ int main(void)
 		test_bar(100, 1, batch);
 		test_bar(100, 50, batch);
 		test_bar(10, 9, batch);
+	}
+
+	for (int kind = 0; kind < TFS_POLICY_COUNT; kind++) {
+		test_demote((enum tfs_policy_kind)kind, 10);
+		test_demote((enum tfs_policy_kind)kind, 300);
 	}
 
 	total_fail += unit_summary(groups, G_COUNT);

@@ -25,7 +25,7 @@
  *                  [--seed S] [--workloads hwc,hwc+scan,uniform,zipf]
  *                  [--admissions] [--trace FILE [--extent BYTES]
  *                  [--mode MODE] [--seq-cutoff BYTES] [--row BYTES]
- *                  [--dirty LOW:HIGH] [--halflife SECONDS]
+ *                  [--dirty LOW:HIGH] [--halflife SECONDS] [--reclaim on|off]
  *                  [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]
  *                  [--format auto|tierfs|csv|vscsi]]
  * --trace replays a trace the tier's recorder wrote (tierctl trace;
@@ -41,8 +41,8 @@
  * above (a write takes a slot whatever the heat); the rows "tierfs_lru",
  * "tierfs_s3fifo" and "tierfs_wtinylfu" run the trace through the tier's model (include/tierfs/model.h: the daemon's
  * own rules, policy, sectors, flusher and heat in the trace's time; its
- * mode, cutoff, RAID row, watermarks and halflife from --mode,
- * --seq-cutoff, --row, --dirty, --halflife, the daemon's defaults
+ * mode, cutoff, RAID row, watermarks, halflife and reclaim from --mode,
+ * --seq-cutoff, --row, --dirty, --halflife, --reclaim, the daemon's defaults
  * otherwise; the threshold from
  * --threshold, 0 for the tuner's choice: mrc.h).  It also
  * prints Belady's MIN ("belady", threshold 0: every miss admitted, the
@@ -909,7 +909,7 @@ static struct result model_run(const struct opts *o, enum tfs_policy_kind kind, 
 	if (getenv("CACHE_SIM_DEBUG"))
 		fprintf(stderr,
 			"model %s T=%u cap=%u: reads %llu hits %llu partial %llu writes %llu hits %llu promotions "
-			"%llu fills %llu allocations %llu evictions %llu flushed %llu bypass seq %llu "
+			"%llu fills %llu allocations %llu evictions %llu flushed %llu (reclaimed %llu) bypass seq %llu "
 			"dirty_high %llu no_slot %llu, dirty at end %u, RAID reads %llu bytes\n",
 			tfs_policy_name(kind), thr, cap, (unsigned long long)st->reads,
 			(unsigned long long)st->read_hits, (unsigned long long)st->read_partial,
@@ -917,7 +917,7 @@ static struct result model_run(const struct opts *o, enum tfs_policy_kind kind, 
 			(unsigned long long)st->write_hits, (unsigned long long)st->promotions,
 			(unsigned long long)st->fills, (unsigned long long)st->allocations,
 			(unsigned long long)st->evictions, (unsigned long long)st->flushed_extents,
-			(unsigned long long)st->bypass_seq, (unsigned long long)st->bypass_dirty_high,
+			(unsigned long long)st->reclaimed, (unsigned long long)st->bypass_seq, (unsigned long long)st->bypass_dirty_high,
 			(unsigned long long)st->bypass_no_slot, tfs_model_dirty(m),
 			(unsigned long long)st->raid_read_bytes);
 	r.counted = st->reads + st->writes;
@@ -1085,7 +1085,7 @@ static void usage(void)
 		"                 [--halve H] [--warmup FRACTION] [--seed S] [--workloads LIST]\n"
 		"                 [--admissions] [--trace FILE [--extent BYTES] [--mode MODE]\n"
 		"                 [--seq-cutoff BYTES] [--row BYTES] [--dirty LOW:HIGH]\n"
-		"                 [--halflife SECONDS]\n"
+		"                 [--halflife SECONDS] [--reclaim on|off]\n"
 		"                 [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]\n"
 		"                 [--format auto|tierfs|csv|vscsi]]\n");
 	exit(2);
@@ -1155,6 +1155,10 @@ int main(int argc, char **argv)
 			o.mcfg.row_bytes = strtoull(v, NULL, 10);
 		else if (!strcmp(a, "--halflife"))
 			o.mcfg.halflife = (uint32_t)(strtod(v, NULL) * 16);
+		else if (!strcmp(a, "--reclaim"))
+			rc = !strcmp(v, "on")	 ? (o.mcfg.reclaim = true, 0)
+			     : !strcmp(v, "off") ? (o.mcfg.reclaim = false, 0)
+						 : -EINVAL;
 		else if (!strcmp(a, "--format"))
 			rc = parse_format(v, &o.format);
 		else

@@ -41,6 +41,8 @@ struct tfs_model_cfg {
 	enum tfs_cache_mode mode;
 	unsigned promote;		/* heat that promotes, at least 1 */
 	bool spare_hot_only;		/* tfs_flush_spares: young extents spared only if hot */
+	bool reclaim;			/* cache_reclaim: a dirty extent eviction wanted
+					 * is destaged first, then demoted */
 	uint32_t halflife;		/* ticks (1/16 s) in which heat halves, at least 1 */
 	uint64_t seq_cutoff;		/* bytes; 0: no cutoff */
 	uint64_t row_bytes;		/* the RAID's full row (tfs_seq_write); 0: any */
@@ -72,6 +74,7 @@ struct tfs_model_stats {
 	uint64_t raid_write_bytes;		/* destaged, and writes that went to the RAID */
 	uint64_t raid_read_bytes;		/* read misses, promotions, fills */
 	uint64_t promotions, fills, allocations, evictions, flushed_extents;
+	uint64_t reclaimed;			/* of flushed_extents: for eviction */
 	uint64_t bypass_seq, bypass_dirty_high, bypass_no_slot;
 };
 
@@ -108,6 +111,8 @@ void tfs_model_reset_stats(struct tfs_model *m);
 void tfs_model_set_promote(struct tfs_model *m, unsigned promote);
 /* Which young extents the flusher spares from now on (tfs_flush_spares). */
 void tfs_model_set_spare(struct tfs_model *m, bool hot_only);
+/* Reclaim on or off from now on (what was noted is still destaged). */
+void tfs_model_set_reclaim(struct tfs_model *m, bool on);
 /* Returns the model's slots. */
 uint32_t tfs_model_slots(const struct tfs_model *m);
 /* Returns the slots in use. */

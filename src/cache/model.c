@@ -21,6 +21,14 @@
  *  4. A piece of an extent outside the sample changes nothing and is not
  *     counted; the stream detector sees every request.
  *  5. Memory is allocated at tfs_model_new only.
+ *  6. With cfg.reclaim, a dirty slot the policy looks at for eviction is
+ *     noted (its reclaim flag, and the reclaim queue; at most nslots
+ *     entries, a full queue notes nothing), as index.c notes one; a use
+ *     of the extent takes the flag back.  The flusher, before anything
+ *     else, destages every noted slot still flagged and demotes it
+ *     (tfs_policy_demote), and a slot its batches clean while flagged is
+ *     demoted too.  The daemon's flusher does this on its next round
+ *     (flush.c invariant 15): in the model, before the next request.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -38,7 +46,7 @@ struct mslot {
 	uint64_t valid[TFS_CEXT_WORDS], dirty[TFS_CEXT_WORDS];
 	uint32_t hnext, wtime, heat_t;
 	uint16_t heat;
-	bool used;
+	bool used, reclaim;
 };
 
 struct mseq {
@@ -59,6 +67,7 @@ struct tfs_model {
 	uint32_t last_io, flush_at;	/* invariant 3 */
 	uint32_t fcur;			/* the flusher's next slot */
 	bool any_io;
+	uint32_t *rq, nrq;		/* invariant 6 */
 	struct tfs_model_stats st;
 };
 
@@ -92,8 +101,9 @@ struct tfs_model *tfs_model_new(const struct tfs_model_cfg *cfg)
 	m->freel = malloc((size_t)cfg->nslots * sizeof(*m->freel));
 	m->heat = calloc(hn, sizeof(*m->heat));
 	m->seq = calloc(SEQ_FILES, sizeof(*m->seq));
+	m->rq = malloc((size_t)cfg->nslots * sizeof(*m->rq));
 	m->pol = tfs_policy_new(cfg->policy, cfg->nslots);
-	if (!m->e || !m->htab || !m->freel || !m->heat || !m->seq || !m->pol) {
+	if (!m->e || !m->htab || !m->freel || !m->heat || !m->seq || !m->rq || !m->pol) {
 		tfs_model_free(m);
 		return NULL;
 	}
@@ -113,13 +123,15 @@ void tfs_model_free(struct tfs_model *m)
 	free(m->freel);
 	free(m->heat);
 	free(m->seq);
+	free(m->rq);
 	tfs_policy_free(m->pol);
 	free(m);
 }
 
 uint64_t tfs_model_bytes(const struct tfs_model *m)
 {
-	return sizeof(*m) + (uint64_t)m->cfg.nslots * (sizeof(*m->e) + sizeof(*m->freel)) +
+	return sizeof(*m) +
+	       (uint64_t)m->cfg.nslots * (sizeof(*m->e) + sizeof(*m->freel) + sizeof(*m->rq)) +
 	       tfs_policy_bytes(m->pol) +
 	       ((uint64_t)m->hmask + 1) * sizeof(*m->htab) +
 	       ((uint64_t)m->heat_mask + 1) * sizeof(*m->heat) + SEQ_FILES * sizeof(*m->seq);
@@ -143,6 +155,11 @@ void tfs_model_set_promote(struct tfs_model *m, unsigned promote)
 void tfs_model_set_spare(struct tfs_model *m, bool hot_only)
 {
 	m->cfg.spare_hot_only = hot_only;
+}
+
+void tfs_model_set_reclaim(struct tfs_model *m, bool on)
+{
+	m->cfg.reclaim = on;
 }
 
 uint32_t tfs_model_slots(const struct tfs_model *m)
@@ -183,11 +200,44 @@ static void unlink_slot(struct tfs_model *m, uint32_t s)
 	m->freel[m->nfree++] = s;
 }
 
+/* The policy's ok(): a clean slot goes, a dirty one is noted
+ * (invariant 6). */
 static bool evictable(void *arg, uint32_t s)
 {
-	const struct mslot *x = &((struct tfs_model *)arg)->e[s];
+	struct tfs_model *m = arg;
+	struct mslot *x = &m->e[s];
 
-	return x->used && !bm_any(x->dirty);
+	if (!x->used)
+		return false;
+	if (!bm_any(x->dirty))
+		return true;
+	if (m->cfg.reclaim && !x->reclaim && m->nrq < m->cfg.nslots) {
+		x->reclaim = true;
+		m->rq[m->nrq++] = s;
+	}
+	return false;
+}
+
+/* Slot s was used: the policy's hit; eviction wants it no more. */
+static void used(struct tfs_model *m, uint32_t s)
+{
+	tfs_policy_hit(m->pol, s);
+	m->e[s].reclaim = false;
+}
+
+/* x's dirty sectors reach the RAID; flagged, it is demoted. */
+static void destage(struct tfs_model *m, uint32_t s)
+{
+	struct mslot *x = &m->e[s];
+
+	m->st.raid_write_bytes += (uint64_t)bm_count(x->dirty) * TFS_SECTOR;
+	m->st.flushed_extents++;
+	memset(x->dirty, 0, sizeof(x->dirty));
+	m->ndirty--;
+	if (x->reclaim) {
+		x->reclaim = false;
+		tfs_policy_demote(m->pol, s);
+	}
 }
 
 /* A free slot for (fid, idx), linked, empty, heat 0 as of now (index.c
@@ -269,13 +319,29 @@ static unsigned flush_batch(struct tfs_model *m, uint32_t min_age, uint32_t now)
 		if (per[f] == m->cfg.flush_batch)
 			continue;
 		per[f]++;
-		m->st.raid_write_bytes += (uint64_t)bm_count(x->dirty) * TFS_SECTOR;
-		m->st.flushed_extents++;
-		memset(x->dirty, 0, sizeof(x->dirty));
-		m->ndirty--;
+		destage(m, s);
 	}
 	m->fcur = (m->fcur + 1) % m->cfg.nslots;
 	return nf;
+}
+
+/* The noted slots still flagged, destaged and demoted (invariant 6). */
+static void reclaim(struct tfs_model *m)
+{
+	for (uint32_t i = 0; i < m->nrq; i++) {
+		uint32_t s = m->rq[i];
+		struct mslot *x = &m->e[s];
+
+		if (!x->used || !x->reclaim)
+			continue;	/* evicted, reused or used since */
+		if (bm_any(x->dirty)) {
+			m->st.reclaimed++;
+			destage(m, s);
+		} else {		/* cleaned, and demoted, already */
+			x->reclaim = false;
+		}
+	}
+	m->nrq = 0;
 }
 
 static void flusher(struct tfs_model *m, uint32_t now)
@@ -284,6 +350,7 @@ static void flusher(struct tfs_model *m, uint32_t now)
 	bool idle = m->any_io && m->ndirty && now - m->last_io > TFS_FLUSH_IDLE_TICKS;
 	const struct tfs_model_cfg *c = &m->cfg;
 
+	reclaim(m);
 	/* reaching dirty_high wakes it from a paced pause (index.c
 	 * c_file_dirtied), and so does the end of an idle gap */
 	while ((int32_t)(now - m->flush_at) >= 0 || idle ||
@@ -390,7 +457,7 @@ static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t le
 			r.full = bm_all(p.x->valid, p.s0, p.s1);
 			r.dirty = bm_any(p.x->dirty);
 			if (r.full)
-				tfs_policy_hit(m->pol, p.s);
+				used(m, p.s);
 		}
 		act = tfs_rule_read(&r);
 		if (act == TFS_RD_HIT) {
@@ -444,7 +511,7 @@ static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 		tfs_piece_whole(c->extent, idx, p.a, p.b, &w0, &w1);	/* write-through's */
 		heat_bump(m, &p, now);
 		if (p.x)
-			tfs_policy_hit(m->pol, p.s);
+			used(m, p.s);
 		w.cached = p.x != NULL;
 		w.dirty = p.x && bm_any(p.x->dirty);
 		act = tfs_rule_write(&w, &why);

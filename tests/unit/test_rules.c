@@ -192,6 +192,8 @@ static void model_random(void)
 		uint32_t slots = 4 + (uint32_t)(unit_rnd(&rs) % 200), extent = 65536, now = 0;
 		enum tfs_cache_mode mode = modes[run % 4];
 		struct tfs_model *m = model(slots, extent, mode, 1 + run % 3);
+
+		tfs_model_set_reclaim(m, run % 8 >= 4);
 		const struct tfs_model_stats *st;
 		uint64_t reads = 0, writes = 0;
 
@@ -218,6 +220,9 @@ static void model_random(void)
 		CHECK(G_MODEL_INV, st->read_hits <= st->reads && st->write_hits <= st->writes &&
 				   st->read_hit_bytes <= st->read_bytes,
 		      "hits over accesses");
+		CHECK(G_MODEL_INV, st->reclaimed <= st->flushed_extents && (run % 8 >= 4 || !st->reclaimed),
+		      "reclaimed %llu of %llu destaged", (unsigned long long)st->reclaimed,
+		      (unsigned long long)st->flushed_extents);
 		if (mode != TFS_CACHE_WRITEBACK)
 			CHECK(G_MODEL_INV, st->allocations == 0 && st->flushed_extents == 0 &&
 					   tfs_model_dirty(m) == 0,
@@ -325,6 +330,43 @@ static void sample(void)
 	tfs_model_free(half);
 }
 
+/* Reclaim (model.c invariant 6), four slots under LRU, threshold 1,
+ * watermarks too high for the flusher: extent 0 written (dirty), 1-3
+ * read into the tier, 4 read: eviction meets 0 first, dirty, and takes
+ * 1; with reclaim 0 is noted.  Extent 5 read: with reclaim 0 was
+ * destaged before it and is its victim; without, 2 is (0 moved to the
+ * head as if used).  Then 0 is gone and 2 cached with reclaim, the other
+ * way round without. */
+static void model_reclaim(void)
+{
+	for (int on = 0; on < 2; on++) {
+		struct tfs_model_cfg cfg = TFS_MODEL_CFG_DEFAULT(4);
+		const struct tfs_model_stats *st;
+		struct tfs_model *m;
+
+		snprintf(ctx, sizeof(ctx), "reclaim %s", on ? "on" : "off");
+		cfg.extent = 65536;
+		cfg.policy = TFS_POLICY_LRU;
+		cfg.promote = 1;
+		cfg.evict_batch = 1;
+		cfg.dirty_low = 98;
+		cfg.dirty_high = 99;
+		cfg.reclaim = on;
+		m = tfs_model_new(&cfg);
+		tfs_model_request(m, 1, 0, 4096, true, 0);
+		for (uint64_t e = 1; e <= 5; e++)
+			tfs_model_request(m, 1, e * 65536, 65536, false, 0);
+		st = tfs_model_stats(m);
+		CHECK(G_MODEL_CASES, st->reclaimed == (uint64_t)on && tfs_model_dirty(m) == 1u - on,
+		      "reclaimed %llu, %u dirty", (unsigned long long)st->reclaimed, tfs_model_dirty(m));
+		CHECK(G_MODEL_CASES, tfs_model_request(m, 1, 2 * 65536, 65536, false, 0) == on,
+		      "extent 2 %s", on ? "missed" : "hit");
+		CHECK(G_MODEL_CASES, tfs_model_request(m, 1, 0, 4096, false, 0) == !on,
+		      "extent 0 %s", on ? "hit" : "missed");
+		tfs_model_free(m);
+	}
+}
+
 int main(void)
 {
 	read_rule();
@@ -334,6 +376,7 @@ int main(void)
 	spares();
 	model_random();
 	model_cases();
+	model_reclaim();
 	sample();
 	return unit_summary(groups, G_COUNT) ? 1 : 0;
 }

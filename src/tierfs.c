@@ -128,6 +128,7 @@ static const struct numopt numopts[] = {
 	NUMOPT("cache_halflife", cache.halflife, TFS_NUM_REAL, 1, 604800, NULL, NEED_CACHE, false),
 	NUMOPT("cache_dirty_low", cache.dirty_low, TFS_NUM_UINT, 0, 99, NULL, NEED_CACHE, false),
 	NUMOPT("cache_dirty_high", cache.dirty_high, TFS_NUM_UINT, 1, 100, NULL, NEED_CACHE, false),
+	NUMOPT("cache_reclaim", cache.reclaim, TFS_NUM_UINT, 0, 1, "0: off", NEED_CACHE, false),
 	NUMOPT("miss_threads", miss_threads, TFS_NUM_UINT, 1, 1024, NULL, NEED_CACHE, false),
 	NUMOPT("hit_ring", hit_ring, TFS_NUM_UINT, 0, 1, "0: off", NEED_CACHE, false),
 };
@@ -285,7 +286,8 @@ static void usage(const char *prog)
 	       "       chooses; N: the heat that promotes), cache_halflife=1 to 604800 (60 s),\n"
 	       "       cache_seq_cutoff=0 to 1T\n"
 	       "       (4M; 0: off), cache_dirty_low=0 to 99 (20), cache_dirty_high=1 to 100\n"
-	       "       (70) (percent of the cache; low < high)\n"
+	       "       (70) (percent of the cache; low < high), cache_reclaim=0 or 1 (0; 1:\n"
+	       "       dirty extents eviction wants are destaged first, then evicted)\n"
 	       "       miss_threads=1 to 1024 (64): threads for the requests that wait for\n"
 	       "       the HDDs, off the FUSE workers\n"
 	       "       hit_ring=0 or 1 (1): read hits on io_uring by one I/O thread\n"

@@ -980,6 +980,56 @@ def test_wtinylfu_keeps_hot_set_through_cold_scan(make_array, tmp_path):
     assert res["lru"] <= res["wtinylfu"] - 8, f"lru kept as much as wtinylfu: {res}"
 
 
+def reclaim_run(make_array, tmp_path, reclaim):
+    """A tier of 64 slots of 64K, LRU, threshold 1, watermarks too high for
+    the paced flusher: 16 extents of "cold" written (dirty, the oldest),
+    the 48 of "hot" read (promoted, clean), then 32 extents of "new" read,
+    one at a time, each promotion (and reclaim round) waited for.  The
+    first promotion's eviction meets the 16 dirty extents first.  Returns
+    the tier's counts and the cached and dirty extents of cold and hot."""
+    a = make_array("raid0", 2, "64K")
+    rng = random.Random(11)
+    hot, new, cold = rng.randbytes(48 * 64 * K), rng.randbytes(32 * 64 * K), rng.randbytes(M)
+    prefill(a, {"hot": hot, "new": new})
+    m = a.mount(opts=copts(tmp_path / f"cache-{reclaim}", size="4M", extent="64K",
+                           policy="lru", promote=1, seq_cutoff=0, dirty_low=90,
+                           dirty_high=95, reclaim=reclaim))
+    try:
+        cp, hp, np_ = (os.path.join(a.mnt, n) for n in ("cold", "hot", "new"))
+        write_direct(cp, 0, cold, create=True)
+        for i in range(48):
+            same(read_direct(hp, i * 64 * K, 64 * K), hot[i * 64 * K:(i + 1) * 64 * K], "hot")
+            wait_stat(a.mnt, "promote_backlog", 0)
+        for i in range(32):
+            same(read_direct(np_, i * 64 * K, 64 * K), new[i * 64 * K:(i + 1) * 64 * K], "new")
+            wait_stat(a.mnt, "promote_backlog", 0)
+            wait_stat(a.mnt, "reclaim_backlog", 0)
+        s = cst(a.mnt)
+        fc, fh = fcache(cp), fcache(hp)
+        same(read_direct(cp, 0, M), cold, "cold, after")
+        return s, {"cold": fc["cached_bytes"] // (64 * K), "cold_dirty": fc["dirty_bytes"] // (64 * K),
+                   "hot": fh["cached_bytes"] // (64 * K)}
+    finally:
+        m.stop()
+
+
+def test_reclaim_destages_what_eviction_wants(make_array, tmp_path):
+    """cache_reclaim=1 (flush.c invariant 15): the 16 dirty extents the
+    first eviction meets are noted, destaged by the flusher's next round
+    and put at the LRU tail, so the later evictions take them and not the
+    hot set: hot keeps 32 of its 48 extents, against 16 without reclaim,
+    where the refused dirty extents went back to the head as if used and
+    stay (dirty) while hot extents go.  Every byte read is checked, the
+    cold file's after it left the tier too."""
+    s1, c1 = reclaim_run(make_array, tmp_path, 1)
+    s0, c0 = reclaim_run(make_array, tmp_path, 0)
+    print(f"reclaim on: {c1}, reclaimed {s1['reclaimed']}; off: {c0}, reclaimed {s0['reclaimed']}")
+    assert s1["reclaim"] == 1 and s0["reclaim"] == 0, (s1, s0)
+    assert s1["reclaimed"] == 16 and c1["cold"] == 0 and s1["dirty_extents"] == 0, (s1, c1)
+    assert s0["reclaimed"] == 0 and c0["cold"] == 16 and c0["cold_dirty"] == 16, (s0, c0)
+    assert c1["hot"] >= c0["hot"] + 14, (c1, c0)
+
+
 # ---------------------------------------------------------------------------
 # 8. Mode switches at run time
 # ---------------------------------------------------------------------------

@@ -479,7 +479,11 @@ int tfs_cache_start(struct tfs_fs *fs)
 	c->umask = tfs_heat_entries(c->nslots) - 1;
 	c->uheat = calloc((size_t)c->umask + 1, sizeof(*c->uheat));
 	c->pol = tfs_policy_new(c->policy_kind, c->nslots);
-	if (!c->e || !c->htab || !c->freel || !c->ftab || !c->uheat || !c->pol ||
+	/* a flusher round's worth of noted slots (flush.c invariant 15) */
+	c->rqcap = c->nslots < TFS_FLUSH_FILES * TFS_FLUSH_BATCH ? c->nslots
+								 : TFS_FLUSH_FILES * TFS_FLUSH_BATCH;
+	c->rq = malloc((size_t)c->rqcap * sizeof(*c->rq));
+	if (!c->e || !c->htab || !c->freel || !c->ftab || !c->uheat || !c->pol || !c->rq ||
 	    c_watch_start(c))
 		return -ENOMEM;
 	memset(c->htab, 0xff, (size_t)(c->hmask + 1) * sizeof(*c->htab));

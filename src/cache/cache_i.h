@@ -73,6 +73,8 @@ struct cext {
 	bool dead;			/* dropped while pinned: freed at unpin */
 	bool keep;			/* its file is pinned: never evicted (pin.c) */
 	bool fillq;			/* a fill of its missing sectors is queued (flush.c) */
+	bool reclaim;			/* eviction wanted it dirty: destage, then demote
+					 * (flush.c invariant 15) */
 };
 
 /* A file with cached extents (or a size the cache knows). */
@@ -110,6 +112,7 @@ struct cstats {
 	uint64_t flushed_bytes, flush_writes, flush_syncs, full_stripe_flushes, throttled;
 	uint64_t fills;
 	uint64_t fill_promotions;	/* partly valid extents filled (flush.c invariant 14) */
+	uint64_t reclaimed;		/* extents destaged because eviction wanted them */
 	uint64_t fill_dropped;		/* fills given up (the slot busy or being flushed...) */
 	/* whole requests: a hit when the tier served all of it from extents
 	 * it held (the counters above count a request's pieces, one per
@@ -152,6 +155,7 @@ struct tfs_cache {
 					 * (rules.h tfs_flush_spares; atomic) */
 	uint32_t halflife;		/* 1/16 s */
 	unsigned dirty_low, dirty_high;	/* percent of slots */
+	bool reclaim_on;		/* cache_reclaim (flush.c invariant 15) */
 	enum tfs_policy_kind policy_kind;
 	enum tfs_cache_mode mode;	/* atomic loads */
 	bool readonly;
@@ -184,6 +188,10 @@ struct tfs_cache {
 	pthread_t flusher, promoter[C_PROMOTERS];
 	bool threads, stop;
 	pthread_cond_t fcond;		/* wakes the flusher */
+	/* dirty slots eviction wanted, for the flusher (flush.c invariant
+	 * 15): at most rqcap; rbusy of them taken by its running round */
+	uint32_t *rq;
+	unsigned nrq, rqcap, rbusy;
 	uint64_t flush_req, flush_done;	/* "flush everything" requests */
 	/* a one-file flush (c_flush_file): its fid (0: none), requests made
 	 * and served, the last one's result */
@@ -310,6 +318,10 @@ struct cfile *c_link_slot(struct tfs_cache *c, uint32_t s, uint64_t fid, uint64_
  * sectors uncounted); s is free now, or at its last unpin (dead).  Under
  * c->lock. */
 void c_unlink_slot(struct tfs_cache *c, uint32_t s);
+/* Slot s's extent was used (a read hit, a write into it): the policy's
+ * hit, and eviction no longer wants it (flush.c invariant 15).  Under
+ * c->lock. */
+void c_used(struct tfs_cache *c, uint32_t s);
 /* Fills r with slot s's record for the store.  Under c->lock. */
 void c_record(const struct tfs_cache *c, uint32_t s, struct tfs_cext_rec *r);
 /* Applies n changes to the store (none: nothing).  Returns 0 or -errno

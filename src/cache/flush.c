@@ -87,6 +87,20 @@
  *     may be dirty, and the RAID's copy older).  Such extents were never
  *     filled: only extents not cached were promoted, and their reads missed
  *     for good (37% of the read misses of the zone trace, issue 16).
+ * 15. Reclaim (cache_reclaim=1): eviction notes a dirty extent it looked
+ *     at and could not take (index.c evict_ok: flag reclaim, queue c->rq,
+ *     at most rqcap; a use takes the flag back, c_used).  The flusher's
+ *     first work each round, after a one-file flush, is the noted slots
+ *     still flagged, dirty and not being flushed: of up to FLUSH_FILES
+ *     files, FLUSH_BATCH a file, whatever their age or the pace; the
+ *     others stay queued.  Any flush that cleans a flagged extent demotes
+ *     it (tfs_policy_demote: the next victim of its queue) and drops the
+ *     flag.  A round that fails or cleans nothing drops the notes it had
+ *     (the flusher's usual work destages them in time), so rounds end.
+ *     The destage is the usual one (invariants 1-3, 6): reclaim changes
+ *     which extents go first and the policy's order, nothing durable.
+ *     The model does the same before its next request (model.c
+ *     invariant 6).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -326,6 +340,7 @@ struct fjob {
 	int rc;
 	int64_t done;			/* bytes written */
 	uint64_t fsize;			/* the size the tier knew */
+	bool reclaim;			/* of noted slots (invariant 15) */
 };
 
 /* Destage up to FLUSH_BATCH dirty extents of f (held: c_file_hold),
@@ -333,11 +348,13 @@ struct fjob {
  * dirtied again at once).  The scan goes round the file's list from where
  * the last one stopped and looks at FLUSH_SCAN extents at most: a big file
  * that is mostly clean, or mostly being rewritten, does not hold c->lock
- * for a walk of all of it.  Returns true if j has a sync (flush_sync) and
- * a clean (flush_end) to come; false if the flush ended here, with its
- * result in j->rc (0: nothing was to do). */
+ * for a walk of all of it.  With want (nwant slots: a reclaim round,
+ * invariant 15) it takes instead the slots of want that are f's, still
+ * flagged, dirty and not being flushed, whatever their age.  Returns true
+ * if j has a sync (flush_sync) and a clean (flush_end) to come; false if
+ * the flush ended here, with its result in j->rc (0: nothing was to do). */
 static bool flush_begin(struct tfs_cache *c, struct cfile *f, char *buf, uint32_t min_age,
-			struct fjob *j)
+			const uint32_t *want, unsigned nwant, struct fjob *j)
 {
 	struct tfs_fs *fs = c->fs;
 	struct fl *fl = j->fl;
@@ -356,6 +373,7 @@ static bool flush_begin(struct tfs_cache *c, struct cfile *f, char *buf, uint32_
 	j->rc = 0;
 	j->done = 0;
 	j->fsize = 0;
+	j->reclaim = want != NULL;
 	pthread_mutex_lock(&c->lock);
 	in = j->in = f->in;
 	if (!in) {
@@ -363,8 +381,21 @@ static bool flush_begin(struct tfs_cache *c, struct cfile *f, char *buf, uint32_
 		return false;	/* not found yet (after a restart) */
 	}
 	tfs_inode_ref(fs, in);
-	sc = f->fcur;
-	if (sc == C_NONE || !c->e[sc].used || c->e[sc].fid != f->fid)
+	for (unsigned i = 0; i < nwant && n < FLUSH_BATCH; i++) {
+		struct cext *x = &c->e[want[i]];
+
+		if (!x->used || x->fid != f->fid || !x->reclaim || !bm_any(x->dirty) ||
+		    x->flushing)
+			continue;
+		fl[n] = (struct fl){ .slot = want[i], .idx = x->idx, .wseq = x->wseq };
+		memcpy(fl[n].dmask, x->dirty, sizeof(fl[n].dmask));
+		memcpy(fl[n].wmask, x->dirty, sizeof(fl[n].wmask));
+		x->flushing = true;
+		x->pins++;
+		n++;
+	}
+	sc = want ? C_NONE : f->fcur;
+	if (!want && (sc == C_NONE || !c->e[sc].used || c->e[sc].fid != f->fid))
 		sc = f->head;	/* the slot left the file */
 	for (unsigned seen = 0; sc != C_NONE && n < FLUSH_BATCH && seen < f->ncached &&
 	     seen < FLUSH_SCAN; seen++) {
@@ -383,7 +414,8 @@ static bool flush_begin(struct tfs_cache *c, struct cfile *f, char *buf, uint32_
 		x->pins++;
 		n++;
 	}
-	f->fcur = sc;
+	if (!want)
+		f->fcur = sc;
 	pthread_mutex_unlock(&c->lock);
 	if (n == 0)
 		goto out_unref;
@@ -548,6 +580,10 @@ static int64_t flush_end(struct tfs_cache *c, struct fjob *j)
 		c_dirty_add(c, f, (int64_t)bm_count(x->dirty) - before);
 		if (before && !bm_any(x->dirty))
 			c_file_cleaned(c, f, x);
+		if (!bm_any(x->dirty) && x->reclaim && !j->reclaim) {
+			x->reclaim = false;	/* eviction wanted it (invariant 15) */
+			tfs_policy_demote(c->pol, fl[i].slot);
+		}
 		c_record(c, fl[i].slot, &recs[nops]);
 		ops[nops] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &recs[nops] };
 		nops++;
@@ -616,7 +652,8 @@ static void file_drop(struct tfs_cache *c, struct cfile *f)
  * members together (invariant 12).  *nfiles: the files that had something
  * to destage.  Returns bytes written or the first -errno. */
 static int64_t flush_batch(struct tfs_cache *c, struct cfile **files, unsigned nf, char *buf,
-			   struct fjob *jobs, uint32_t min_age, unsigned *nfiles)
+			   struct fjob *jobs, uint32_t min_age, const uint32_t *want,
+			   unsigned nwant, unsigned *nfiles)
 {
 	unsigned nj = 0;
 	int64_t r = 0;
@@ -635,7 +672,7 @@ static int64_t flush_batch(struct tfs_cache *c, struct cfile **files, unsigned n
 			file_drop(c, f);	/* a cut has it: a later round */
 			continue;
 		}
-		if (flush_begin(c, f, buf, min_age, &jobs[nj]))
+		if (flush_begin(c, f, buf, min_age, want, nwant, &jobs[nj]))
 			stop = jobs[nj++].rc != 0;	/* ended below, with the others */
 		else
 			c_file_unhold(c, f);
@@ -788,6 +825,15 @@ static void resolve_backoff(struct tfs_cache *c, int rc)
 /* The flusher                                                         */
 /* ------------------------------------------------------------------ */
 
+/* Milliseconds of the monotonic clock. */
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 static void wait_ticks(struct tfs_cache *c, pthread_cond_t *cv, unsigned ms)
 {
 	struct timespec ts;
@@ -815,7 +861,7 @@ static void flush_one(struct tfs_cache *c, char *buf, struct fjob *jobs)
 	while (f && f->ndirty && f->in && rounds-- && r >= 0) {
 		f->refs++;	/* dropped by flush_batch, as next_dirty's are */
 		pthread_mutex_unlock(&c->lock);
-		r = flush_batch(c, &f, 1, buf, jobs, 0, &nfiles);
+		r = flush_batch(c, &f, 1, buf, jobs, 0, NULL, 0, &nfiles);
 		tfs_scratch_trim();
 		pthread_mutex_lock(&c->lock);
 		f = c_file_find(c, fid);
@@ -828,23 +874,98 @@ static void flush_one(struct tfs_cache *c, char *buf, struct fjob *jobs)
 	pthread_cond_broadcast(&c->cond);
 }
 
+/* A reclaim round (invariant 15): the noted slots still flagged, dirty
+ * and not being flushed, of up to FLUSH_FILES files, destaged (want:
+ * room for c->rqcap slots); the others noted stay queued, and so do
+ * those the round left dirty if it cleaned any.  Under c->lock (let go
+ * while it destages).  Returns what flush_batch did: bytes or -errno. */
+static int64_t reclaim_round(struct tfs_cache *c, char *buf, struct fjob *jobs, uint32_t *want)
+{
+	struct cfile *files[FLUSH_FILES];
+	unsigned nf = 0, nw = 0, keep = 0, nfiles = 0, done = 0;
+	int64_t r;
+
+	for (unsigned i = 0; i < c->nrq; i++) {
+		uint32_t s = c->rq[i];
+		struct cext *x = &c->e[s];
+		struct cfile *f;
+		unsigned k;
+
+		if (!x->used || !x->reclaim || x->flushing)
+			continue;	/* gone, used since, or flush_end will see to it */
+		f = bm_any(x->dirty) ? c_file_find(c, x->fid) : NULL;
+		if (!f || !f->in) {	/* cleaned by a cut, or its file not found yet */
+			x->reclaim = false;
+			continue;
+		}
+		for (k = 0; k < nf && files[k] != f; k++)
+			;
+		if (k == nf) {
+			if (nf == FLUSH_FILES) {
+				c->rq[keep++] = s;	/* the next round's */
+				continue;
+			}
+			files[nf++] = f;
+			f->refs++;	/* dropped by flush_batch, as next_dirty's are */
+		}
+		want[nw++] = s;
+	}
+	c->nrq = keep;
+	if (!nf)
+		return 0;
+	c->rbusy = nw;
+	pthread_mutex_unlock(&c->lock);
+	r = flush_batch(c, files, nf, buf, jobs, 0, want, nw, &nfiles);
+	tfs_scratch_trim();
+	pthread_mutex_lock(&c->lock);
+	c->rbusy = 0;
+	/* the clean ones demoted, the last noted first, so the first noted
+	 * (eviction met it first) is the next victim */
+	for (unsigned i = nw; i-- > 0;) {
+		struct cext *x = &c->e[want[i]];
+
+		if (!x->used || !x->reclaim || x->flushing || bm_any(x->dirty))
+			continue;
+		x->reclaim = false;
+		tfs_policy_demote(c->pol, want[i]);
+		done++;
+	}
+	c->st.reclaimed += done;
+	/* what a file's batch had no room for, or a busy flush lock kept, goes
+	 * again; a round that failed or cleaned nothing drops its notes */
+	for (unsigned i = 0; i < nw; i++) {
+		struct cext *x = &c->e[want[i]];
+
+		if (!x->used || !x->reclaim || x->flushing)
+			continue;
+		if (r > 0 && done && c->nrq < c->rqcap)
+			c->rq[c->nrq++] = want[i];
+		else
+			x->reclaim = false;
+	}
+	return r;
+}
+
 static void *flusher(void *arg)
 {
 	struct tfs_cache *c = arg;
 	uint64_t cursor = 0;
 	unsigned backoff = 0;
 	uint32_t last_sync = c_now();
+	uint64_t paced_until = 0;	/* ms (mono_ms): the end of the pace's pause */
 	size_t blen = (size_t)2 * FLUSH_BATCH * c->extent;
 	bool touched = false;	/* buf has pages since the last release */
 	char *buf = mmap(NULL, blen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	struct fjob *jobs = calloc(FLUSH_FILES, sizeof(*jobs));
+	uint32_t *want = malloc((size_t)c->rqcap * sizeof(*want));
 
-	if (buf == MAP_FAILED || !jobs) {
+	if (buf == MAP_FAILED || !jobs || !want) {
 		tfs_err("cache %s: no memory for the flusher's buffers (%zu bytes)", c->dir,
-			blen + FLUSH_FILES * sizeof(*jobs));
+			blen + FLUSH_FILES * sizeof(*jobs) + (size_t)c->rqcap * sizeof(*want));
 		if (buf != MAP_FAILED)
 			munmap(buf, blen);
 		free(jobs);
+		free(want);
 		return NULL;
 	}
 	pthread_mutex_lock(&c->lock);
@@ -854,6 +975,7 @@ static void *flusher(void *arg)
 		bool all = c->flush_req != c->flush_done;
 		bool idle = c->ndirty && now - c->last_io > IDLE_TICKS;
 		unsigned nfiles, nf, pause;
+		bool reclaimed;
 		struct tfs_flush_step step;
 		struct cfile *files[FLUSH_FILES];
 		int64_t r;
@@ -897,6 +1019,12 @@ static void *flusher(void *arg)
 			touched = true;
 			continue;
 		}
+		reclaimed = c->nrq && !backoff;
+		if (reclaimed) {	/* eviction waits for these (invariant 15) */
+			touched = true;
+			if (reclaim_round(c, buf, jobs, want) < 0)
+				backoff = 1000;	/* the RAID said no: as below */
+		}
 		if (all && (c->ndirty == 0 || c->ndirty_old == 0)) {
 			/* a flush that ends leaves the journal naming nothing
 			 * it destaged, durably */
@@ -926,6 +1054,14 @@ static void *flusher(void *arg)
 			backoff = 0;
 			continue;
 		}
+		if (reclaimed && !all && !idle && mono_ms() < paced_until &&
+		    !tfs_dirty_over(c->ndirty, c->nslots, c->dirty_high)) {
+			/* woken inside a paced pause by a reclaim note: the
+			 * pause goes on to its end (dirty_high ends it, as in
+			 * the model) */
+			wait_ticks(c, &c->fcond, (unsigned)(paced_until - mono_ms()) + 1);
+			continue;
+		}
 		nf = next_dirty(c, &cursor, files, FLUSH_FILES);
 		if (!nf) {
 			/* dirty files all unreachable (not found yet): the
@@ -939,7 +1075,7 @@ static void *flusher(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&c->lock);
-		r = flush_batch(c, files, nf, buf, jobs, step.min_age, &nfiles);
+		r = flush_batch(c, files, nf, buf, jobs, step.min_age, NULL, 0, &nfiles);
 		touched = true;
 		tfs_scratch_trim();
 		pthread_mutex_lock(&c->lock);
@@ -959,12 +1095,15 @@ static void *flusher(void *arg)
 		 * enough: the next look waits as long) */
 		pause = tfs_flush_pause_ms(c->ndirty, c->nslots, c->dirty_low, c->dirty_high, idle,
 					   all, nfiles);
-		if (pause)
+		if (pause) {
+			paced_until = mono_ms() + pause;
 			wait_ticks(c, &c->fcond, pause);
+		}
 	}
 	pthread_mutex_unlock(&c->lock);
 	munmap(buf, blen);
 	free(jobs);
+	free(want);
 	return NULL;
 }
 

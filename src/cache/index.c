@@ -542,6 +542,7 @@ void c_unlink_slot(struct tfs_cache *c, uint32_t s)
 
 	if (tfs_policy_holds(c->pol, s))
 		tfs_policy_remove(c->pol, s);
+	x->reclaim = false;
 	hash_remove(c, s);
 	if (x->fprev != C_NONE)
 		c->e[x->fprev].fnext = x->fnext;
@@ -593,20 +594,44 @@ static bool evictable(void *arg, uint32_t s)
 	return x->used && !x->busy && !x->pins && !x->flushing && !x->keep && !bm_any(x->dirty);
 }
 
+/* The policy's ok() for evict_some: evictable; and with cache_reclaim, a
+ * dirty extent of a file not pinned is noted for the flusher, once
+ * (flush.c invariant 15). */
+static bool evict_ok(void *arg, uint32_t s)
+{
+	struct tfs_cache *c = arg;
+	struct cext *x = &c->e[s];
+
+	if (evictable(c, s))
+		return true;
+	if (c->reclaim_on && x->used && !x->keep && !x->reclaim && bm_any(x->dirty) &&
+	    c->nrq < c->rqcap) {
+		x->reclaim = true;
+		c->rq[c->nrq++] = s;
+	}
+	return false;
+}
+
+void c_used(struct tfs_cache *c, uint32_t s)
+{
+	tfs_policy_hit(c->pol, s);
+	c->e[s].reclaim = false;
+}
+
 /* Free up to 32 clean slots chosen by the policy; their records are gone
  * from the store before any of them can be reused (invariant 1). */
 static void evict_some(struct tfs_cache *c)
 {
 	struct tfs_cstore_op ops[TFS_EVICT_BATCH];
 	uint32_t vict[TFS_EVICT_BATCH];
-	unsigned n = 0, batch = tfs_evict_batch(c->nslots);
+	unsigned n = 0, batch = tfs_evict_batch(c->nslots), noted = c->nrq;
 
 	/* a batch amortises the commit; an eighth of the cache at most, so a
 	 * small cache does not lose its hot set to one allocation */
 	while (n < batch && c->nused > c->ndirty) {
 		/* S3-FIFO may pass over main a few times lowering frequencies:
 		 * NONE from an unbounded look means nothing is evictable */
-		uint32_t s = tfs_policy_victim(c->pol, evictable, c, 4 * c->nslots + 64);
+		uint32_t s = tfs_policy_victim(c->pol, evict_ok, c, 4 * c->nslots + 64);
 
 		if (s == TFS_POLICY_NONE)
 			break;
@@ -614,6 +639,8 @@ static void evict_some(struct tfs_cache *c)
 		ops[n++] = (struct tfs_cstore_op){ .op = TFS_CS_DEL_EXT, .fid = c->e[s].fid,
 						   .idx = c->e[s].idx };
 	}
+	if (c->nrq > noted)
+		pthread_cond_signal(&c->fcond);	/* the flusher's first work */
 	if (n && c_commit(c, ops, n)) {
 		/* the records may still name these slots: keep them cached */
 		for (unsigned i = 0; i < n; i++)

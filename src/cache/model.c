@@ -328,7 +328,7 @@ static unsigned flush_batch(struct tfs_model *m, uint32_t min_age, uint32_t now)
 /* The noted slots still flagged, destaged and demoted (invariant 6). */
 static void reclaim(struct tfs_model *m)
 {
-	for (uint32_t i = 0; i < m->nrq; i++) {
+	for (uint32_t i = m->nrq; i-- > 0;) {	/* the first noted ends up the next victim */
 		uint32_t s = m->rq[i];
 		struct mslot *x = &m->e[s];
 

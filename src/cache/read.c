@@ -159,7 +159,7 @@ enum tfs_hit tfs_cache_hit_begin(struct tfs_fs *fs, struct tfs_inode *in, bool d
 	c->last_io = now;
 	x->pins++;
 	c_heat_bump(c, &x->heat, &x->heat_t, now);
-	tfs_policy_hit(c->pol, s);
+	c_used(c, s);
 	c->st.read_hits++;
 	c->st.read_hit_bytes += len;
 	c->st.read_req_hits++;
@@ -236,7 +236,7 @@ ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, voi
 			r.heat = c_heat_bump(c, &x->heat, &x->heat_t, now);
 			r.blocked = x->fillq || x->busy;
 			if (r.full)
-				tfs_policy_hit(c->pol, s);
+				c_used(c, s);
 		} else {
 			uint64_t key = c_ekey(fid, p[i].idx);
 

@@ -57,7 +57,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 	uint32_t used, ndirty, unresolved;
 	unsigned promote, dirty_low, dirty_high;
 	uint32_t pin_files, pin_reserved;
-	unsigned backlog;
+	unsigned backlog, rbacklog;
 	uint64_t seq_cutoff;
 	enum tfs_cache_mode mode;
 	bool flushing, flush_unresolved;
@@ -91,6 +91,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 	c_history_lines(c, hist, sizeof(hist));
 	promote = c_promote(c);
 	backlog = c->qlen + c->qbusy;
+	rbacklog = c->nrq + c->rbusy;
 	pin_files = c->pin_files;
 	pin_reserved = c->pin_reserved;
 	seq_cutoff = c->seq_cutoff;
@@ -127,6 +128,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     "cache.flush_writes=%" PRIu64 "\ncache.flush_syncs=%" PRIu64 "\n"
 		     "cache.full_stripe_flushes=%" PRIu64 "\n"
 		     "cache.throttled=%" PRIu64 "\ncache.flush_pending=%d\n"
+		     "cache.reclaim=%d\ncache.reclaimed=%" PRIu64 "\ncache.reclaim_backlog=%u\n"
 		     "cache.unresolved_files=%u\ncache.promote_threshold=%u\n"
 		     "cache.seq_cutoff=%" PRIu64 "\ncache.dirty_low=%u\ncache.dirty_high=%u\n"
 		     "cache.flush_error=%s\n",
@@ -143,7 +145,8 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     (uint32_t)((uint64_t)c->nslots * C_PIN_CAP_PCT / 100), st.write_around, st.seq_bypass, st.full_bypass,
 		     st.promotions, st.promote_dropped, backlog, st.evictions, st.invalidations,
 		     st.fills, st.fill_promotions, st.fill_dropped, st.flushed_bytes, st.flush_writes, st.flush_syncs, st.full_stripe_flushes,
-		     st.throttled, flushing, unresolved, promote, seq_cutoff,
+		     st.throttled, flushing, c->reclaim_on, st.reclaimed, rbacklog, unresolved,
+		     promote, seq_cutoff,
 		     dirty_low, dirty_high, ferr);
 	if (l >= 0 && (size_t)l < len)
 		l += snprintf(buf + l, len - (size_t)l, "%s", hist);

@@ -179,7 +179,7 @@ static bool plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 				continue;
 			}
 			c_heat_bump(c, &x->heat, &x->heat_t, now);
-			tfs_policy_hit(c->pol, s);
+			c_used(c, s);
 			p[i].slot = s;
 			memcpy(p[i].valid, x->valid, sizeof(p[i].valid));
 			w.cached = true;

@@ -1025,3 +1025,124 @@ def test_cut_at_every_operation_of_a_promotion_and_a_fill(tmp_path):
                   f"of a run, {len(bad)} problems")
     assert not bad, "\n".join(bad[:10])
     assert cuts >= total, (cuts, total)         # the runs' counts differ a little, not much
+
+
+# ---------------------------------------------------------------------------
+# A cut at every noted operation of a reclaim
+# ---------------------------------------------------------------------------
+
+def _reclaim_run(mnt, new, n):
+    """An 8K write-back write into extent 0, fsynced, then extents 1..n-1 read one
+    at a time, each promotion and reclaim round waited for: the tier (16
+    slots, LRU) fills, an eviction meets extent 0 dirty and notes it, the
+    flusher destages it and demotes it, a later eviction takes it (flush.c
+    invariant 15).  Returns whether the write was acknowledged and the
+    status after; stops at the first error (the daemon died)."""
+    acked, s = False, None
+    try:
+        write_direct(mnt / "f", 0, new)
+        fd = os.open(mnt / "f", os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        acked = True
+        for i in range(1, n):
+            read_direct(mnt / "f", i * 64 * K, 64 * K)
+            deadline = time.time() + 20
+            while True:
+                s = cst(mnt)
+                if s["promote_backlog"] == 0 and s["reclaim_backlog"] == 0:
+                    break
+                assert time.time() < deadline, f"promotions or notes left: {s}"
+                time.sleep(0.01)
+    except OSError:
+        pass
+    return acked, s
+
+
+def test_cut_at_every_operation_of_a_reclaim(tmp_path):
+    """cache_reclaim=1 destages a dirty extent eviction wanted and then
+    lets eviction take it: the destage is the flusher's own (the members
+    synced before the dirty bit goes, the record after), and the eviction
+    deletes the record only once the extent is clean.  The daemon dies at
+    each noted operation of such a run in turn -- killed (the same boot)
+    and, at every third, by a power cut (a new boot) -- and after each the
+    file reads back the 8K write if its fsync returned, else per sector
+    the old bytes or the new, and the old bytes everywhere else.  An
+    eviction that let the record go before the members had synced the
+    destaged bytes would lose the fsynced write to a power cut."""
+    n = 20                                  # extents of the file; the tier has 16
+    old = random.Random(12).randbytes(n * 64 * K)
+    new = b"R" * (8 * K)
+    clean = tmp_path / "clean"
+    members = make(clean, "raid1", 2)
+    m = Mount(members, clean / "mnt", ["max_threads=8"])       # the file, without the tier
+    m.start()
+    try:
+        pwrite(clean / "mnt" / "f", 0, old, sync=True)
+    finally:
+        m.stop()
+    when = tmp_path / "now"
+    copts_ = ["max_threads=8", "cache_size=1M", "cache_extent=64K", "cache_promote=1",
+              "cache_seq_cutoff=0", "cache_policy=lru", "cache_reclaim=1",
+              "cache_dirty_low=90", "cache_dirty_high=95"]
+
+    def run(k, keep):
+        """One run cut at the k-th operation after the start of the work
+        (k=0: not cut); returns (mount after, acked or the calibration's
+        (acked, status), ops after start)."""
+        base = tmp_path / f"k{k}-{keep}"
+        shutil.copytree(clean, base, symlinks=True, ignore=shutil.ignore_patterns("mnt*"))
+        when.unlink(missing_ok=True)
+        ms = [base / f"m{i}" for i in range(2)]
+        spec = f"drop_unsynced,cut_keep={keep},cut_when={when},cut_after={k or 1 << 40}"
+        o = copts_ + [f"cache={base / 'cache'}"]
+        m = Mount(ms, base / "mnt", o, env={"TIERFS_FAULT": spec})
+        m.start()
+        when.touch()
+        try:
+            acked, s = _reclaim_run(pathlib.Path(m.mnt), new, n)
+        finally:
+            m.stop()            # dead already, or cut during the unmount
+        log = m.log()
+        if "fault: power cut" not in log:       # k past the end (or the calibration)
+            line = [l for l in log.splitlines() if "appeared" in l]
+            assert line, log[-2000:]
+            return None, (acked, s), int(line[0].split(",")[1].split()[0])
+        env = {} if keep == 1 else {"TIERFS_BOOT_ID": f"after-cut-{k}"}
+        after = Mount(ms, base / "mnt", o, env=env)
+        after.start()
+        return after, acked, None
+
+    _, (acked, s), total = run(0, 1)
+    assert acked and total > 10, total
+    assert s["reclaimed"] == 1 and s["dirty_extents"] == 0, s     # what the cuts interrupt
+    shutil.rmtree(tmp_path / "k0-1")
+    bad, cuts = [], 0
+    for k in range(1, total + 1):
+        for keep in [1] if k % 3 else [1, 0]:
+            after, acked, _ = run(k, keep)
+            if after is None:           # the run noted fewer operations: no cut
+                shutil.rmtree(tmp_path / f"k{k}-{keep}")
+                continue
+            cuts += 1
+            try:
+                got = read_all(pathlib.Path(after.mnt) / "f")
+            finally:
+                after.stop()
+            errors = [l for l in after.log().splitlines() if ": error:" in l]
+            ok = len(got) == len(old) and got[8 * K:] == old[8 * K:]
+            for u in range(0, 8 * K, UNIT):
+                sec = got[u:u + UNIT]
+                ok = ok and (sec == new[u:u + UNIT] or (not acked and sec == old[u:u + UNIT]))
+            if not ok or errors:
+                d = next((i for i in range(min(len(got), len(old)))
+                          if got[i] != (new + old[8 * K:])[i] and got[i] != old[i]), None)
+                bad.append(f"cut at {k}/{total}, keep {keep}, write acked {acked}: "
+                           f"{len(got)} bytes, first foreign byte at {d}; {errors[:3]}")
+            shutil.rmtree(tmp_path / f"k{k}-{keep}")
+    REPORT.append(f"cuts in a reclaim: {cuts} cuts at the {total} operations of a run, "
+                  f"{len(bad)} problems")
+    assert not bad, "\n".join(bad[:10])
+    assert cuts >= total, (cuts, total)         # the runs' counts differ a little, not much

@@ -9,10 +9,12 @@ against LRU's, as a markdown table; and with --mrc, the live curve's
 largest error against the model at each trace's 10% tier.
 
     contrib/bench/policy_table.py [--build build] [--extent 65536]
-        [--threshold 2] [--policy s3fifo|lru|wtinylfu] [--mrc] TRACE...
+        [--threshold 2] [--policy s3fifo|lru|wtinylfu] [--reclaim on|off]
+        [--mrc] TRACE...
 
 --policy names the tier's policy in the tierfs columns (tierfs_POLICY
-rows; the daemon's default, wtinylfu, if not given).
+rows; the daemon's default, wtinylfu, if not given); --reclaim its
+cache_reclaim (off, the default, if not given).
 
 Misses are of pieces (a request's part in one extent), reads and writes
 together, after the first 20% (cache_sim's warm-up)."""
@@ -40,6 +42,8 @@ def main():
     ap.add_argument("--threshold", type=int, default=2, help="the daemon's (cache_promote)")
     ap.add_argument("--policy", default="wtinylfu", choices=["wtinylfu", "s3fifo", "lru"],
                     help="the tier's (cache_policy)")
+    ap.add_argument("--reclaim", default="off", choices=["on", "off"],
+                    help="the tier's (cache_reclaim)")
     ap.add_argument("--mrc", action="store_true")
     ap.add_argument("traces", nargs="+")
     a = ap.parse_args()
@@ -48,7 +52,7 @@ def main():
           "Belady+bypass | gap to it | SSD writes vs LRU |" % (tier, a.threshold, tier))
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in a.traces:
-        r = sim(a.build, t, a.extent, f"0,1,{a.threshold}")
+        r = sim(a.build, t, a.extent, f"0,1,{a.threshold}", ("--reclaim", a.reclaim))
         name = pathlib.Path(t).stem
         for pct in (5, 10, 20):
             miss = lambda k, thr: 1 - float(r[(k, thr, pct)][6])
@@ -71,7 +75,7 @@ def main():
         slots = max(extents(t, a.extent) // 10, 16)
         out = subprocess.run([str(pathlib.Path(a.build) / "cache_sim"), "--trace", str(t),
                               "--extent", str(a.extent), "--mrc", str(slots),
-                              "--threshold", str(a.threshold)],
+                              "--threshold", str(a.threshold), "--reclaim", a.reclaim],
                              capture_output=True, text=True, check=True).stdout
         rows = [l.split(",") for l in out.splitlines()[1:] if l.startswith(tier)]
         errs = [(abs(float(x[6])), x[2]) for x in rows]

@@ -942,46 +942,33 @@ def _promote_and_fill(mnt, new):
     return acked, s
 
 
-def test_cut_at_every_operation_of_a_promotion_and_a_fill(tmp_path):
-    """A promotion writes the slot, then commits the extent's record; a fill
-    writes the sectors the slot lacks, then marks them valid (flush.c
-    invariant 14).  Reversed, a death between the two leaves a record that
-    names bytes the slot never got (zeros, or another extent's).  The
-    daemon dies at each noted operation of one such run in turn -- killed
-    (every write kept, the same boot: the page cache survives, so the clean
-    extents are trusted) and, at every third, by a power cut (nothing
-    unsynced kept, a new boot) -- and after each the file reads back: the
-    8K write if it was acknowledged (and a power cut did not take it: it
-    was not fsynced), else per sector the old bytes or the new, and the
-    old bytes everywhere else."""
-    old = random.Random(11).randbytes(256 * K)
-    new = b"N" * (8 * K)
-    clean = tmp_path / "clean"
-    members = make(clean, "raid1", 2)
-    m = Mount(members, clean / "mnt", ["max_threads=8"])       # the file, without the tier
-    m.start()
-    try:
-        pwrite(clean / "mnt" / "f", 0, old, sync=True)
-    finally:
-        m.stop()
+def _cut_each_operation(tmp_path, clean, opts, work, calib, old, new, durable, what):
+    """The daemon, on a copy of the RAID1 x2 array in clean with the tier
+    under opts, runs work(mnt) -> (acked, status), cut at each operation it
+    notes after the start in turn: killed with every write kept (the same
+    boot) and, at every third, also by a power cut (nothing unsynced kept,
+    a new boot).  calib(status) checks the uncut run first.  After each
+    cut file f must read back new in its first len(new) bytes, per sector,
+    if durable(acked, keep), else per sector new or old, and old
+    everywhere else, with no error logged."""
     when = tmp_path / "now"
-    copts_ = ["max_threads=8", "cache_size=1M", "cache_extent=64K", "cache_promote=1",
-              "cache_seq_cutoff=0"]
+    n = len(new)
 
     def run(k, keep):
         """One run cut at the k-th operation after the start of the work
-        (k=0: not cut); returns (mount after, acked, ops after start)."""
+        (k=0: not cut); returns (mount after, acked or the uncut run's
+        (acked, status), operations after the start)."""
         base = tmp_path / f"k{k}-{keep}"
         shutil.copytree(clean, base, symlinks=True, ignore=shutil.ignore_patterns("mnt*"))
         when.unlink(missing_ok=True)
         ms = [base / f"m{i}" for i in range(2)]
         spec = f"drop_unsynced,cut_keep={keep},cut_when={when},cut_after={k or 1 << 40}"
-        o = copts_ + [f"cache={base / 'cache'}"]
+        o = opts + [f"cache={base / 'cache'}"]
         m = Mount(ms, base / "mnt", o, env={"TIERFS_FAULT": spec})
         m.start()
         when.touch()
         try:
-            acked, s = _promote_and_fill(pathlib.Path(m.mnt), new)
+            acked, s = work(pathlib.Path(m.mnt))
         finally:
             m.stop()            # dead already, or cut during the unmount
         log = m.log()
@@ -996,7 +983,8 @@ def test_cut_at_every_operation_of_a_promotion_and_a_fill(tmp_path):
 
     _, (acked, s), total = run(0, 1)
     assert acked and total > 10, total
-    assert s["promotions"] >= 3 and s["fill_promotions"] == 1, s   # what the cuts interrupt
+    calib(s)                                    # what the cuts interrupt
+    shutil.rmtree(tmp_path / "k0-1")
     bad, cuts = [], 0
     for k in range(1, total + 1):
         for keep in [1] if k % 3 else [1, 0]:
@@ -1010,21 +998,58 @@ def test_cut_at_every_operation_of_a_promotion_and_a_fill(tmp_path):
             finally:
                 after.stop()
             errors = [l for l in after.log().splitlines() if ": error:" in l]
-            ok = len(got) == len(old) and got[8 * K:] == old[8 * K:]
-            for u in range(0, 8 * K, UNIT):
+            ok = len(got) == len(old) and got[n:] == old[n:]
+            for u in range(0, n, UNIT):
                 sec = got[u:u + UNIT]
-                ok = ok and (sec == new[u:u + UNIT] or (not (acked and keep == 1)
+                ok = ok and (sec == new[u:u + UNIT] or (not durable(acked, keep)
                                                       and sec == old[u:u + UNIT]))
             if not ok or errors:
                 d = next((i for i in range(min(len(got), len(old)))
-                          if got[i] != (new + old[8 * K:])[i] and got[i] != old[i]), None)
+                          if got[i] != (new + old[n:])[i] and got[i] != old[i]), None)
                 bad.append(f"cut at {k}/{total}, keep {keep}, write acked {acked}: "
                            f"{len(got)} bytes, first foreign byte at {d}; {errors[:3]}")
             shutil.rmtree(tmp_path / f"k{k}-{keep}")
-    REPORT.append(f"cuts in promotions and a fill: {cuts} cuts at the {total} operations "
-                  f"of a run, {len(bad)} problems")
+    REPORT.append(f"{what}: {cuts} cuts at the {total} operations of a run, {len(bad)} problems")
     assert not bad, "\n".join(bad[:10])
     assert cuts >= total, (cuts, total)         # the runs' counts differ a little, not much
+
+
+def _array_with(tmp_path, old):
+    """A RAID1 x2 array in tmp_path/clean whose file f holds old, written
+    and synced without the tier."""
+    clean = tmp_path / "clean"
+    members = make(clean, "raid1", 2)
+    m = Mount(members, clean / "mnt", ["max_threads=8"])
+    m.start()
+    try:
+        pwrite(clean / "mnt" / "f", 0, old, sync=True)
+    finally:
+        m.stop()
+    return clean
+
+
+def test_cut_at_every_operation_of_a_promotion_and_a_fill(tmp_path):
+    """A promotion writes the slot, then commits the extent's record; a fill
+    writes the sectors the slot lacks, then marks them valid (flush.c
+    invariant 14).  Reversed, a death between the two leaves a record that
+    names bytes the slot never got (zeros, or another extent's).  The
+    daemon dies at each noted operation of one such run in turn
+    (_cut_each_operation), and after each the file reads back: the 8K
+    write if it was acknowledged (and a power cut did not take it: it was
+    not fsynced), else per sector the old bytes or the new, and the old
+    bytes everywhere else."""
+    old = random.Random(11).randbytes(256 * K)
+    new = b"N" * (8 * K)
+
+    def calib(s):
+        assert s["promotions"] >= 3 and s["fill_promotions"] == 1, s
+
+    _cut_each_operation(tmp_path, _array_with(tmp_path, old),
+                        ["max_threads=8", "cache_size=1M", "cache_extent=64K",
+                         "cache_promote=1", "cache_seq_cutoff=0"],
+                        lambda mnt: _promote_and_fill(mnt, new), calib, old, new,
+                        lambda acked, keep: acked and keep == 1,
+                        "cuts in promotions and a fill")
 
 
 # ---------------------------------------------------------------------------
@@ -1066,83 +1091,21 @@ def test_cut_at_every_operation_of_a_reclaim(tmp_path):
     lets eviction take it: the destage is the flusher's own (the members
     synced before the dirty bit goes, the record after), and the eviction
     deletes the record only once the extent is clean.  The daemon dies at
-    each noted operation of such a run in turn -- killed (the same boot)
-    and, at every third, by a power cut (a new boot) -- and after each the
-    file reads back the 8K write if its fsync returned, else per sector
-    the old bytes or the new, and the old bytes everywhere else.  An
-    eviction that let the record go before the members had synced the
+    each noted operation of such a run in turn (_cut_each_operation), and
+    after each the file reads back the 8K write if its fsync returned, else
+    per sector the old bytes or the new, and the old bytes everywhere else.
+    An eviction that let the record go before the members had synced the
     destaged bytes would lose the fsynced write to a power cut."""
     n = 20                                  # extents of the file; the tier has 16
     old = random.Random(12).randbytes(n * 64 * K)
     new = b"R" * (8 * K)
-    clean = tmp_path / "clean"
-    members = make(clean, "raid1", 2)
-    m = Mount(members, clean / "mnt", ["max_threads=8"])       # the file, without the tier
-    m.start()
-    try:
-        pwrite(clean / "mnt" / "f", 0, old, sync=True)
-    finally:
-        m.stop()
-    when = tmp_path / "now"
-    copts_ = ["max_threads=8", "cache_size=1M", "cache_extent=64K", "cache_promote=1",
-              "cache_seq_cutoff=0", "cache_policy=lru", "cache_reclaim=1",
-              "cache_dirty_low=90", "cache_dirty_high=95"]
 
-    def run(k, keep):
-        """One run cut at the k-th operation after the start of the work
-        (k=0: not cut); returns (mount after, acked or the calibration's
-        (acked, status), ops after start)."""
-        base = tmp_path / f"k{k}-{keep}"
-        shutil.copytree(clean, base, symlinks=True, ignore=shutil.ignore_patterns("mnt*"))
-        when.unlink(missing_ok=True)
-        ms = [base / f"m{i}" for i in range(2)]
-        spec = f"drop_unsynced,cut_keep={keep},cut_when={when},cut_after={k or 1 << 40}"
-        o = copts_ + [f"cache={base / 'cache'}"]
-        m = Mount(ms, base / "mnt", o, env={"TIERFS_FAULT": spec})
-        m.start()
-        when.touch()
-        try:
-            acked, s = _reclaim_run(pathlib.Path(m.mnt), new, n)
-        finally:
-            m.stop()            # dead already, or cut during the unmount
-        log = m.log()
-        if "fault: power cut" not in log:       # k past the end (or the calibration)
-            line = [l for l in log.splitlines() if "appeared" in l]
-            assert line, log[-2000:]
-            return None, (acked, s), int(line[0].split(",")[1].split()[0])
-        env = {} if keep == 1 else {"TIERFS_BOOT_ID": f"after-cut-{k}"}
-        after = Mount(ms, base / "mnt", o, env=env)
-        after.start()
-        return after, acked, None
+    def calib(s):
+        assert s["reclaimed"] == 1 and s["dirty_extents"] == 0, s
 
-    _, (acked, s), total = run(0, 1)
-    assert acked and total > 10, total
-    assert s["reclaimed"] == 1 and s["dirty_extents"] == 0, s     # what the cuts interrupt
-    shutil.rmtree(tmp_path / "k0-1")
-    bad, cuts = [], 0
-    for k in range(1, total + 1):
-        for keep in [1] if k % 3 else [1, 0]:
-            after, acked, _ = run(k, keep)
-            if after is None:           # the run noted fewer operations: no cut
-                shutil.rmtree(tmp_path / f"k{k}-{keep}")
-                continue
-            cuts += 1
-            try:
-                got = read_all(pathlib.Path(after.mnt) / "f")
-            finally:
-                after.stop()
-            errors = [l for l in after.log().splitlines() if ": error:" in l]
-            ok = len(got) == len(old) and got[8 * K:] == old[8 * K:]
-            for u in range(0, 8 * K, UNIT):
-                sec = got[u:u + UNIT]
-                ok = ok and (sec == new[u:u + UNIT] or (not acked and sec == old[u:u + UNIT]))
-            if not ok or errors:
-                d = next((i for i in range(min(len(got), len(old)))
-                          if got[i] != (new + old[8 * K:])[i] and got[i] != old[i]), None)
-                bad.append(f"cut at {k}/{total}, keep {keep}, write acked {acked}: "
-                           f"{len(got)} bytes, first foreign byte at {d}; {errors[:3]}")
-            shutil.rmtree(tmp_path / f"k{k}-{keep}")
-    REPORT.append(f"cuts in a reclaim: {cuts} cuts at the {total} operations of a run, "
-                  f"{len(bad)} problems")
-    assert not bad, "\n".join(bad[:10])
-    assert cuts >= total, (cuts, total)         # the runs' counts differ a little, not much
+    _cut_each_operation(tmp_path, _array_with(tmp_path, old),
+                        ["max_threads=8", "cache_size=1M", "cache_extent=64K",
+                         "cache_promote=1", "cache_seq_cutoff=0", "cache_policy=lru",
+                         "cache_reclaim=1", "cache_dirty_low=90", "cache_dirty_high=95"],
+                        lambda mnt: _reclaim_run(mnt, new, n), calib, old, new,
+                        lambda acked, keep: acked, "cuts in a reclaim")

@@ -1004,8 +1004,9 @@ def _cut_each_operation(tmp_path, clean, opts, work, calib, old, new, durable, w
                 ok = ok and (sec == new[u:u + UNIT] or (not durable(acked, keep)
                                                       and sec == old[u:u + UNIT]))
             if not ok or errors:
+                want = new + old[n:]    # once: built per byte it made this quadratic
                 d = next((i for i in range(min(len(got), len(old)))
-                          if got[i] != (new + old[n:])[i] and got[i] != old[i]), None)
+                          if got[i] != want[i] and got[i] != old[i]), None)
                 bad.append(f"cut at {k}/{total}, keep {keep}, write acked {acked}: "
                            f"{len(got)} bytes, first foreign byte at {d}; {errors[:3]}")
             shutil.rmtree(tmp_path / f"k{k}-{keep}")

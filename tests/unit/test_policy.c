@@ -466,6 +466,17 @@ static uint64_t pick_key(uint32_t cap, const struct ref *r)
 	}
 }
 
+/* A slot the reference holds (at least one must be), drawn at random. */
+static uint32_t pick_held(uint32_t cap)
+{
+	uint32_t s;
+
+	do
+		s = rnd_below(cap);
+	while (!R.held[s]);
+	return s;
+}
+
 static void test_random(enum tfs_policy_kind kind, uint32_t cap, uint64_t seed, uint32_t ops)
 {
 	static const double pin_p[] = { 0, 0, 0.1, 0.5, 0.9, 1.0 };
@@ -503,24 +514,18 @@ static void test_random(enum tfs_policy_kind kind, uint32_t cap, uint64_t seed, 
 
 			tfs_policy_seen(p, k * 0x100000001b3ull + 7);
 		} else if (r < 75) {			/* hit a held slot */
-			do
-				s = rnd_below(cap);
-			while (!R.held[s]);
+			s = pick_held(cap);
 			tfs_policy_hit(p, s);
 			ref_hit(&R, s);
 			mru = s;
 		} else if (r < 78) {			/* demote a held slot */
-			do
-				s = rnd_below(cap);
-			while (!R.held[s]);
+			s = pick_held(cap);
 			tfs_policy_demote(p, s);
 			ref_demote(&R, s);
 			if (s == mru)
 				mru = UINT32_MAX;
 		} else if (r < 80) {			/* invalidate */
-			do
-				s = rnd_below(cap);
-			while (!R.held[s]);
+			s = pick_held(cap);
 			tfs_policy_remove(p, s);
 			ref_remove(&R, s);
 			if (s == mru)

@@ -343,6 +343,19 @@ struct fjob {
 	bool reclaim;			/* of noted slots (invariant 15) */
 };
 
+/* Slot s's dirty sectors into *e, to be destaged: flagged flushing and
+ * pinned (invariant 2).  Under c->lock. */
+static void fl_take(struct tfs_cache *c, struct fl *e, uint32_t s)
+{
+	struct cext *x = &c->e[s];
+
+	*e = (struct fl){ .slot = s, .idx = x->idx, .wseq = x->wseq };
+	memcpy(e->dmask, x->dirty, sizeof(e->dmask));
+	memcpy(e->wmask, x->dirty, sizeof(e->wmask));
+	x->flushing = true;
+	x->pins++;
+}
+
 /* Destage up to FLUSH_BATCH dirty extents of f (held: c_file_hold),
  * skipping those written in the last min_age ticks (they would likely be
  * dirtied again at once).  The scan goes round the file's list from where
@@ -381,41 +394,31 @@ static bool flush_begin(struct tfs_cache *c, struct cfile *f, char *buf, uint32_
 		return false;	/* not found yet (after a restart) */
 	}
 	tfs_inode_ref(fs, in);
-	for (unsigned i = 0; i < nwant && n < FLUSH_BATCH; i++) {
-		struct cext *x = &c->e[want[i]];
+	if (want) {		/* a reclaim round's slots of f */
+		for (unsigned i = 0; i < nwant && n < FLUSH_BATCH; i++) {
+			struct cext *x = &c->e[want[i]];
 
-		if (!x->used || x->fid != f->fid || !x->reclaim || !bm_any(x->dirty) ||
-		    x->flushing)
-			continue;
-		fl[n] = (struct fl){ .slot = want[i], .idx = x->idx, .wseq = x->wseq };
-		memcpy(fl[n].dmask, x->dirty, sizeof(fl[n].dmask));
-		memcpy(fl[n].wmask, x->dirty, sizeof(fl[n].wmask));
-		x->flushing = true;
-		x->pins++;
-		n++;
-	}
-	sc = want ? C_NONE : f->fcur;
-	if (!want && (sc == C_NONE || !c->e[sc].used || c->e[sc].fid != f->fid))
-		sc = f->head;	/* the slot left the file */
-	for (unsigned seen = 0; sc != C_NONE && n < FLUSH_BATCH && seen < f->ncached &&
-	     seen < FLUSH_SCAN; seen++) {
-		uint32_t cur = sc;
-		struct cext *x = &c->e[cur];
+			if (x->used && x->fid == f->fid && x->reclaim && bm_any(x->dirty) &&
+			    !x->flushing)
+				fl_take(c, &fl[n++], want[i]);
+		}
+	} else {
+		sc = f->fcur;
+		if (sc == C_NONE || !c->e[sc].used || c->e[sc].fid != f->fid)
+			sc = f->head;	/* the slot left the file */
+		for (unsigned seen = 0; sc != C_NONE && n < FLUSH_BATCH && seen < f->ncached &&
+		     seen < FLUSH_SCAN; seen++) {
+			uint32_t cur = sc;
+			struct cext *x = &c->e[cur];
 
-		sc = x->fnext != C_NONE ? x->fnext : f->head;
-		if (!bm_any(x->dirty) || x->flushing ||
-		    tfs_flush_spares(now, x->wtime, min_age, c_heat_now(c, x->heat, x->heat_t, now),
-				     c_spare_hot(c)))
-			continue;
-		fl[n] = (struct fl){ .slot = cur, .idx = x->idx, .wseq = x->wseq };
-		memcpy(fl[n].dmask, x->dirty, sizeof(fl[n].dmask));
-		memcpy(fl[n].wmask, x->dirty, sizeof(fl[n].wmask));
-		x->flushing = true;
-		x->pins++;
-		n++;
-	}
-	if (!want)
+			sc = x->fnext != C_NONE ? x->fnext : f->head;
+			if (bm_any(x->dirty) && !x->flushing &&
+			    !tfs_flush_spares(now, x->wtime, min_age,
+					      c_heat_now(c, x->heat, x->heat_t, now), c_spare_hot(c)))
+				fl_take(c, &fl[n++], cur);
+		}
 		f->fcur = sc;
+	}
 	pthread_mutex_unlock(&c->lock);
 	if (n == 0)
 		goto out_unref;

@@ -978,7 +978,7 @@ static void *flusher(void *arg)
 		bool all = c->flush_req != c->flush_done;
 		bool idle = c->ndirty && now - c->last_io > IDLE_TICKS;
 		unsigned nfiles, nf, pause;
-		bool reclaimed;
+		bool rounded;		/* a reclaim round ran this turn */
 		struct tfs_flush_step step;
 		struct cfile *files[FLUSH_FILES];
 		int64_t r;
@@ -1022,8 +1022,8 @@ static void *flusher(void *arg)
 			touched = true;
 			continue;
 		}
-		reclaimed = c->nrq && !backoff;
-		if (reclaimed) {	/* eviction waits for these (invariant 15) */
+		rounded = c->nrq && !backoff;
+		if (rounded) {	/* eviction waits for these (invariant 15) */
 			touched = true;
 			if (reclaim_round(c, buf, jobs, want) < 0)
 				backoff = 1000;	/* the RAID said no: as below */
@@ -1057,7 +1057,7 @@ static void *flusher(void *arg)
 			backoff = 0;
 			continue;
 		}
-		if (reclaimed && !all && !idle && mono_ms() < paced_until &&
+		if (rounded && !all && !idle && mono_ms() < paced_until &&
 		    !tfs_dirty_over(c->ndirty, c->nslots, c->dirty_high)) {
 			/* woken inside a paced pause by a reclaim note: the
 			 * pause goes on to its end (dirty_high ends it, as in

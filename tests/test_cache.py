@@ -12,6 +12,7 @@ workload, a lost / corrupt / foreign cache directory, a warm cache after a
 clean remount, truncate / punch / unlink / rename / link on cached data, and
 detach.
 """
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -2726,3 +2727,65 @@ def test_a_partly_cached_extent_is_filled_by_reads(make_array, tmp_path):
     a.mounts[-1].stop()
     a.mount()
     assert read_all(p) == want
+
+
+@pytest.mark.parametrize("racer", ["punch", "write"])
+def test_a_fill_records_its_extent_before_letting_it_go(make_array, tmp_path, racer):
+    """A fill's record is committed while its extent is still the
+    filler's (index.c invariant 1).  It was committed after, and what came
+    in between was undone by it:
+    - punch: the punch deleted the record and freed the slot, then the
+      fill's record came back naming the freed slot for the punched
+      extent, its 8K of write-back data dirty.  The slot went to another
+      file's write; at the next start the store named the slot twice and
+      the cache was refused ("Structure needs cleaning"), as a CI run of
+      test_model_every_mode once found.
+    - write: a write-back write into the extent committed its record (the
+      sectors dirty), then the fill's record, made before it, said them
+      clean; after a durability point and a power cut the tier trusts
+      dirty sectors only, and the acknowledged, fsynced write was gone.
+    A slow store (store_put_delay) holds the fill's commit open for the
+    racer to come in and commit first."""
+    a = make_array("raid5", 3, "64K")
+    f, g = a.mnt / "f", a.mnt / "g"
+    old = random.Random(11).randbytes(256 * K)
+    m = a.mount()
+    pwrite(f, 0, old)
+    m.stop()
+    opts = copts(tmp_path / "cache", seq_cutoff=0)
+    when = tmp_path / "cut-now"
+    # the fill's record is the second put (after the 8K write's): it alone
+    # is slow, so the racer's own record can pass it
+    fault = "store_put_delay=1500:2"
+    if racer == "write":
+        fault += f",drop_unsynced,cut_when={when}"
+    m = a.mount(opts=opts, env={"TIERFS_FAULT": fault})
+    write_direct(f, 0, b"N" * (8 * K))            # 2 of the extent's 64 sectors, dirty
+    want = bytearray(b"N" * (8 * K) + old[8 * K:])
+    for _ in range(2):                             # heat: the promoter fills the rest
+        assert read_direct(f, 0, 256 * K) == want
+    time.sleep(0.5)                                # the fill is in its commit
+    if racer == "punch":
+        punch(f, 0, 256 * K)
+        want = bytearray(256 * K)
+        wait_stat(a.mnt, "promote_backlog", 0)
+        write_direct(g, 0, b"G" * (8 * K), create=True)   # takes the slot the punch freed
+        m.stop()
+        a.mount(opts=opts)                         # a start refused the extent map here
+    else:
+        pwrite(f, 192 * K, b"W" * (8 * K), create=False, sync=True)
+        want[192 * K:200 * K] = b"W" * (8 * K)
+        wait_stat(a.mnt, "promote_backlog", 0)
+        pwrite(g, 0, b"G" * (8 * K), sync=True)   # a durability point after the fill's
+        when.touch()                               # the power cut, at the next write
+        with contextlib.suppress(OSError):
+            pwrite(a.mnt / "bystander", 0, b"x" * 4096, sync=True)
+        m.wait_dead()
+        assert "fault: power cut: undid" in m.log(), m.log()[-2000:]
+        a.mount(opts=opts, env={"TIERFS_BOOT_ID": "after-the-cut"})
+    same(read_direct(f, 0, 256 * K), bytes(want), "f, read through the tier")
+    flush(a.mnt)
+    a.mounts[-1].stop()
+    a.mount()
+    same(read_all(f), bytes(want), "f, read back through an uncached mount")
+    assert read_all(g) == b"G" * (8 * K)

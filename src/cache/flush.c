@@ -82,8 +82,11 @@
  *     made it; a cut zeroed some of it) heats that extent as any miss, and
  *     at the promotion threshold the promoter fills its missing sectors from
  *     the RAID (fill_one): it owns the slot (busy) from before the RAID read
- *     to after the record, so no writer, cut or flush changes the extent
- *     meanwhile, and writes only sectors that were not valid (a valid one
+ *     to after its record is committed, so no writer, cut or flush changes
+ *     the extent meanwhile, nor commits a record of it that the fill's would
+ *     then undo (it let go before its commit once: a punch's deletion came
+ *     back, naming a freed slot; a write's dirty sectors were recorded
+ *     clean), and writes only sectors that were not valid (a valid one
  *     may be dirty, and the RAID's copy older).  Such extents were never
  *     filled: only extents not cached were promoted, and their reads missed
  *     for good (37% of the read misses of the zone trace, issue 16).
@@ -1258,12 +1261,19 @@ static void fill_one(struct tfs_cache *c, const struct promote_job *j)
 	} else {
 		done = 0;
 	}
-	c_release_busy(c, s);
 	pthread_mutex_unlock(&c->lock);
+	/* committed while the extent is still ours (index.c invariant 1): let
+	 * go first, a punch could drop it and free its slot, and this record
+	 * would then name the slot for it again (and a write's record made
+	 * meanwhile lose its dirty sectors) */
 	op = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &rec };
 	if (done && c_commit(c, &op, 1))
 		done = 0;	/* the record may not say so: the sectors stay unused */
 	pthread_mutex_lock(&c->lock);
+	if (!done)
+		for (unsigned w = 0; w < TFS_CEXT_WORDS; w++)
+			x->valid[w] &= ~want[w];
+	c_release_busy(c, s);
 	if (done)
 		c->st.fill_promotions++;
 	else

@@ -683,8 +683,39 @@ static int apply_fn(MDB_txn *txn, void *arg)
 	return rc ? rc : put_u64(txn, aa->cs, "logseq", aa->seq);
 }
 
+/* tests only (tfs_cstore_put_delay) */
+static long put_delay_ms;
+static unsigned long put_delay_nth, put_batches;
+
+void tfs_cstore_put_delay(long ms, unsigned long nth)
+{
+	__atomic_store_n(&put_delay_nth, nth, __ATOMIC_RELAXED);
+	__atomic_store_n(&put_delay_ms, ms, __ATOMIC_RELEASE);
+}
+
+/* A batch that puts an extent record sleeps first when the test knob says
+ * so: every such batch, or the nth only. */
+static void put_delay(const struct tfs_cstore_op *ops, unsigned n)
+{
+	long ms = __atomic_load_n(&put_delay_ms, __ATOMIC_ACQUIRE);
+	unsigned long nth, k;
+
+	if (ms <= 0)
+		return;
+	for (unsigned i = 0; i < n; i++) {
+		if (ops[i].op != TFS_CS_PUT_EXT)
+			continue;
+		nth = __atomic_load_n(&put_delay_nth, __ATOMIC_RELAXED);
+		k = __atomic_add_fetch(&put_batches, 1, __ATOMIC_RELAXED);
+		if (!nth || k == nth)
+			usleep((useconds_t)ms * 1000);
+		return;
+	}
+}
+
 int tfs_cstore_apply(struct tfs_cstore *cs, const struct tfs_cstore_op *ops, unsigned n)
 {
+
 	size_t len = sizeof(struct log_hdr) + (size_t)n * sizeof(struct log_op);
 	unsigned char *buf;
 	struct log_hdr *h;
@@ -696,6 +727,7 @@ int tfs_cstore_apply(struct tfs_cstore *cs, const struct tfs_cstore_op *ops, uns
 	for (unsigned i = 0; i < n; i++)
 		if (ops[i].op > TFS_CS_DEL_PIN || (ops[i].op == TFS_CS_PUT_EXT && !ops[i].rec))
 			return -EINVAL;
+	put_delay(ops, n);
 	buf = tfs_scratch_array(TFS_SCR_LOG, len, 1);	/* the thread's (scratch.c) */
 	if (!buf)
 		return -ENOMEM;

@@ -74,6 +74,7 @@ static const struct fuse_opt tierfs_opts[] = {
 	OPT("cache=%s", cache.dir),
 	OPT("cache_mode=%s", cache.mode),
 	OPT("cache_policy=%s", cache.policy),
+	OPT("cache_reclaim=%s", cache.reclaim),
 	OPT("fuse_uring=%s", fuse_uring),
 	OPT("log=%s", log),
 	OPT("search=%s", search),
@@ -128,7 +129,6 @@ static const struct numopt numopts[] = {
 	NUMOPT("cache_halflife", cache.halflife, TFS_NUM_REAL, 1, 604800, NULL, NEED_CACHE, false),
 	NUMOPT("cache_dirty_low", cache.dirty_low, TFS_NUM_UINT, 0, 99, NULL, NEED_CACHE, false),
 	NUMOPT("cache_dirty_high", cache.dirty_high, TFS_NUM_UINT, 1, 100, NULL, NEED_CACHE, false),
-	NUMOPT("cache_reclaim", cache.reclaim, TFS_NUM_UINT, 0, 1, "0: off", NEED_CACHE, false),
 	NUMOPT("miss_threads", miss_threads, TFS_NUM_UINT, 1, 1024, NULL, NEED_CACHE, false),
 	NUMOPT("hit_ring", hit_ring, TFS_NUM_UINT, 0, 1, "0: off", NEED_CACHE, false),
 };
@@ -202,6 +202,9 @@ static int opts_check(struct opts *o, char *err, size_t errlen)
 		return rc;
 	if (o->cache.policy && (rc = need_given(o, NEED_CACHE, "cache_policy", o->cache.policy,
 					       err, errlen)))
+		return rc;
+	if (o->cache.reclaim && (rc = need_given(o, NEED_CACHE, "cache_reclaim", o->cache.reclaim,
+						err, errlen)))
 		return rc;
 	if (o->member_model && strcmp(o->member_model, "hdd7200") != 0) {
 		snprintf(err, errlen, "unknown member_model '%s' (known: hdd7200)", o->member_model);
@@ -286,8 +289,9 @@ static void usage(const char *prog)
 	       "       chooses; N: the heat that promotes), cache_halflife=1 to 604800 (60 s),\n"
 	       "       cache_seq_cutoff=0 to 1T\n"
 	       "       (4M; 0: off), cache_dirty_low=0 to 99 (20), cache_dirty_high=1 to 100\n"
-	       "       (70) (percent of the cache; low < high), cache_reclaim=0 or 1 (0; 1:\n"
-	       "       dirty extents eviction wants are destaged first, then evicted)\n"
+	       "       (70) (percent of the cache; low < high), cache_reclaim=0|1|auto (auto;\n"
+	       "       1: dirty extents eviction wants are destaged first, then evicted;\n"
+	       "       auto: that, once the tier sees it pays)\n"
 	       "       miss_threads=1 to 1024 (64): threads for the requests that wait for\n"
 	       "       the HDDs, off the FUSE workers\n"
 	       "       hit_ring=0 or 1 (1): read hits on io_uring by one I/O thread\n"
@@ -666,6 +670,7 @@ out:
 	free(o.cache.dir);
 	free(o.cache.mode);
 	free(o.cache.policy);
+	free(o.cache.reclaim);
 	free(o.fuse_uring);
 	free(o.fsname);
 	free(o.log);

@@ -1031,6 +1031,64 @@ def test_reclaim_destages_what_eviction_wants(make_array, tmp_path):
     assert c1["hot"] >= c0["hot"] + 14, (c1, c0)
 
 
+def auto_run(make_array, tmp_path, reread):
+    """cache_reclaim=auto on 32 slots of 64K under LRU, threshold 1, the
+    flusher held off (watermarks 90:95): 8K written into 8 extents (dirty),
+    then 70 passes over 26 other extents read in turn (each read a miss:
+    24 clean slots for them), so each time the dirty 8 reach LRU's tail
+    eviction passes over them and takes a clean extent, which the pass
+    reads again soon; with reread, the 8 written are read back after each
+    pass.  Returns the tier's counts and the mount's log."""
+    E = 64 * K
+    a = make_array("raid0", 2, "64K")
+    p = a.mnt / "f"
+    data = bytearray(random.Random(1).randbytes(34 * E))
+    prefill(a, {"f": bytes(data)})
+    m = a.mount(opts=copts(tmp_path / f"cache-{reread}", size="2M", extent="64K", policy="lru",
+                           reclaim="auto", promote=1, seq_cutoff=0, dirty_low=90,
+                           dirty_high=95))
+    try:
+        for e in range(8):
+            data[e * E:e * E + 8 * K] = bytes([e]) * (8 * K)
+            write_direct(p, e * E, bytes(data[e * E:e * E + 8 * K]))
+        for _ in range(70):
+            for e in range(8, 34):
+                same(read_direct(p, e * E, 8 * K), bytes(data[e * E:e * E + 8 * K]), f"extent {e}")
+                wait_stat(a.mnt, "promote_backlog", 0)
+                wait_stat(a.mnt, "reclaim_backlog", 0)
+            for e in range(8) if reread else ():
+                same(read_direct(p, e * E, 8 * K), bytes(data[e * E:e * E + 8 * K]), f"written {e}")
+        s = cst(a.mnt)
+        same(read_all(p), bytes(data), "the file")
+        return s, m.log()
+    finally:
+        m.stop()
+
+
+def test_reclaim_auto_weighs_what_eviction_trades(make_array, tmp_path):
+    """cache_reclaim=auto (DESIGN §10.10, index.c invariant 7): eviction
+    passing over dirty extents for a clean one that is read again soon
+    scores for reclaim; a whole hit of a dirty extent it passed over (a
+    mail server's fresh message read) scores against.  Read back after
+    each pass, the 8 dirty extents outscore the one clean extent a pass
+    displaces: the evidence sinks and reclaim stays off (with the hit
+    ring's hits left out of the evidence, as they once were, it went up
+    instead).  Left alone, the
+    displaced extents win: the evidence reaches 64 and reclaim goes on
+    (logged, cache.reclaim 1), and the dirty extents are destaged and
+    evicted before the clean ones (reclaimed).  test_trace.py's agreement
+    test shows the model turning it on at the same point as the daemon."""
+    s, log = auto_run(make_array, tmp_path, True)
+    print({k: v for k, v in s.items() if "reclaim" in k})
+    assert s["reclaim_mode"] == "auto" and s["reclaim"] == 0, s
+    assert s["reclaim_evidence"] <= -16 and s["reclaimed"] == 0, s
+    assert "reclaim on" not in log, log
+    s, log = auto_run(make_array, tmp_path, False)
+    print({k: v for k, v in s.items() if "reclaim" in k})
+    assert s["reclaim"] == 1 and s["reclaim_evidence"] == 64 and s["reclaimed"] == 8, s
+    assert "reclaim on: eviction passed over dirty extents" in log, log
+
+
 # ---------------------------------------------------------------------------
 # 8. Mode switches at run time
 # ---------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import pytest
 from conftest import BUILD
 
 UNIT = ["layout", "parity", "policy", "cstore", "journal", "parse", "assemble", "rules",
-        "simpol"]
+        "simpol", "evidence"]
 
 
 @pytest.mark.parametrize("name", UNIT)

@@ -25,7 +25,7 @@
  *                  [--seed S] [--workloads hwc,hwc+scan,uniform,zipf]
  *                  [--admissions] [--trace FILE [--extent BYTES]
  *                  [--mode MODE] [--seq-cutoff BYTES] [--row BYTES]
- *                  [--dirty LOW:HIGH] [--halflife SECONDS] [--reclaim on|off]
+ *                  [--dirty LOW:HIGH] [--halflife SECONDS] [--reclaim on|off|auto]
  *                  [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]
  *                  [--format auto|tierfs|csv|vscsi]]
  * --trace replays a trace the tier's recorder wrote (tierctl trace;
@@ -1085,7 +1085,7 @@ static void usage(void)
 		"                 [--halve H] [--warmup FRACTION] [--seed S] [--workloads LIST]\n"
 		"                 [--admissions] [--trace FILE [--extent BYTES] [--mode MODE]\n"
 		"                 [--seq-cutoff BYTES] [--row BYTES] [--dirty LOW:HIGH]\n"
-		"                 [--halflife SECONDS] [--reclaim on|off]\n"
+		"                 [--halflife SECONDS] [--reclaim on|off|auto]\n"
 		"                 [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]\n"
 		"                 [--format auto|tierfs|csv|vscsi]]\n");
 	exit(2);
@@ -1156,9 +1156,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--halflife"))
 			o.mcfg.halflife = (uint32_t)(strtod(v, NULL) * 16);
 		else if (!strcmp(a, "--reclaim"))
-			rc = !strcmp(v, "on")	 ? (o.mcfg.reclaim = true, 0)
-			     : !strcmp(v, "off") ? (o.mcfg.reclaim = false, 0)
-						 : -EINVAL;
+			rc = tfs_reclaim_parse(v, &o.mcfg.reclaim);
 		else if (!strcmp(a, "--format"))
 			rc = parse_format(v, &o.format);
 		else

@@ -9,12 +9,12 @@ against LRU's, as a markdown table; and with --mrc, the live curve's
 largest error against the model at each trace's 10% tier.
 
     contrib/bench/policy_table.py [--build build] [--extent 65536]
-        [--threshold 2] [--policy s3fifo|lru|wtinylfu] [--reclaim on|off]
+        [--threshold 2] [--policy s3fifo|lru|wtinylfu] [--reclaim on|off|auto]
         [--mrc] TRACE...
 
 --policy names the tier's policy in the tierfs columns (tierfs_POLICY
 rows; the daemon's default, wtinylfu, if not given); --reclaim its
-cache_reclaim (off, the default, if not given).
+cache_reclaim (auto, the default, if not given).
 
 Misses are of pieces (a request's part in one extent), reads and writes
 together, after the first 20% (cache_sim's warm-up)."""
@@ -42,7 +42,7 @@ def main():
     ap.add_argument("--threshold", type=int, default=2, help="the daemon's (cache_promote)")
     ap.add_argument("--policy", default="wtinylfu", choices=["wtinylfu", "s3fifo", "lru"],
                     help="the tier's (cache_policy)")
-    ap.add_argument("--reclaim", default="off", choices=["on", "off"],
+    ap.add_argument("--reclaim", default="auto", choices=["on", "off", "auto"],
                     help="the tier's (cache_reclaim)")
     ap.add_argument("--mrc", action="store_true")
     ap.add_argument("traces", nargs="+")

@@ -38,7 +38,8 @@ struct tfs_cache_opts {
 	double halflife;	/* cache_halflife=SECONDS: heat halves */
 	unsigned dirty_low;	/* cache_dirty_low=PCT: the flusher starts */
 	unsigned dirty_high;	/* cache_dirty_high=PCT: writers are throttled */
-	unsigned reclaim;	/* cache_reclaim=1: dirty extents eviction wants go first */
+	char *reclaim;		/* cache_reclaim=0|1|auto: dirty extents eviction wants
+				 * go first (NULL: auto) */
 	int discard;		/* cache_discard: give up dirty data of a lost cache */
 };
 #define TFS_CACHE_OPTS_DEFAULT ((struct tfs_cache_opts){ .seq_cutoff = 4ull << 20, \

@@ -41,8 +41,9 @@ struct tfs_model_cfg {
 	enum tfs_cache_mode mode;
 	unsigned promote;		/* heat that promotes, at least 1 */
 	bool spare_hot_only;		/* tfs_flush_spares: young extents spared only if hot */
-	bool reclaim;			/* cache_reclaim: a dirty extent eviction wanted
-					 * is destaged first, then demoted */
+	enum tfs_reclaim reclaim;	/* cache_reclaim: a dirty extent eviction wanted
+					 * is destaged first, then demoted (auto: once
+					 * the evidence says so, invariant 7) */
 	uint32_t halflife;		/* ticks (1/16 s) in which heat halves, at least 1 */
 	uint64_t seq_cutoff;		/* bytes; 0: no cutoff */
 	uint64_t row_bytes;		/* the RAID's full row (tfs_seq_write); 0: any */
@@ -61,7 +62,8 @@ struct tfs_model_cfg {
 	((struct tfs_model_cfg){ .extent = 256 * 1024, .nslots = (slots),                  \
 				 .policy = TFS_POLICY_DEFAULT, .mode = TFS_CACHE_WRITEBACK, \
 				 .promote = 2, .halflife = 60 * 16, .seq_cutoff = 4 << 20, \
-				 .dirty_low = 20, .dirty_high = 70, .sample = UINT64_MAX })
+				 .dirty_low = 20, .dirty_high = 70, .sample = UINT64_MAX,  \
+				 .reclaim = TFS_RECLAIM_DEFAULT })
 
 /* Counts of the modelled pieces (one per extent a request touches). */
 struct tfs_model_stats {
@@ -111,8 +113,11 @@ void tfs_model_reset_stats(struct tfs_model *m);
 void tfs_model_set_promote(struct tfs_model *m, unsigned promote);
 /* Which young extents the flusher spares from now on (tfs_flush_spares). */
 void tfs_model_set_spare(struct tfs_model *m, bool hot_only);
-/* Reclaim on or off from now on (what was noted is still destaged). */
-void tfs_model_set_reclaim(struct tfs_model *m, bool on);
+/* Reclaim's setting from now on (what was noted is still destaged; auto
+ * starts off and turns on, for good, when the evidence says so). */
+void tfs_model_set_reclaim(struct tfs_model *m, enum tfs_reclaim r);
+/* Returns true if reclaim is on now (set on, or turned on by auto). */
+bool tfs_model_reclaiming(const struct tfs_model *m);
 /* Returns the model's slots. */
 uint32_t tfs_model_slots(const struct tfs_model *m);
 /* Returns the slots in use. */

@@ -75,6 +75,10 @@ void tfs_policy_remove(struct tfs_policy *p, uint32_t slot);
 /* slot (held) goes where the next victim of its part of the policy is
  * looked for, as if not used since it came (policy.c invariant 11). */
 void tfs_policy_demote(struct tfs_policy *p, uint32_t slot);
+/* W-TinyLFU: every protected entry goes to probation, ahead of what
+ * probation holds and in its order (policy.c invariant 12); other kinds:
+ * nothing.  O(protected). */
+void tfs_policy_unprotect(struct tfs_policy *p);
 /* Choose a victim among held slots with ok(arg, slot) true, looking at no
  * more than max entries; the victim is forgotten (its key goes to the
  * ghost, if the policy keeps one) and returned, or TFS_POLICY_NONE if none

@@ -31,6 +31,23 @@ const char *tfs_cache_mode_name(enum tfs_cache_mode m);
 /* Returns 0 with *m the mode named s, or -EINVAL (not a mode's name). */
 int tfs_cache_mode_parse(const char *s, enum tfs_cache_mode *m);
 
+/* Reclaim (cache_reclaim=, DESIGN §10.10): destage first the dirty
+ * extents eviction wants, never, always, or once the evidence says it
+ * pays (evidence.h). */
+enum tfs_reclaim {
+	TFS_RECLAIM_OFF,
+	TFS_RECLAIM_ON,
+	TFS_RECLAIM_AUTO,
+};
+
+#define TFS_RECLAIM_DEFAULT TFS_RECLAIM_AUTO	/* docs/CACHE_POLICY.md, "auto" */
+
+/* Returns "0", "1" or "auto" ("?" for a value that is not one). */
+const char *tfs_reclaim_name(enum tfs_reclaim r);
+/* Returns 0 with *r the setting s names ("0" or "off", "1" or "on",
+ * "auto"), or -EINVAL. */
+int tfs_reclaim_parse(const char *s, enum tfs_reclaim *r);
+
 /* Why a request went around the tier (a file's last_bypass). */
 enum tfs_bypass {
 	TFS_BYPASS_NONE,

@@ -483,8 +483,10 @@ int tfs_cache_start(struct tfs_fs *fs)
 	c->rqcap = c->nslots < TFS_FLUSH_FILES * TFS_FLUSH_BATCH ? c->nslots
 								 : TFS_FLUSH_FILES * TFS_FLUSH_BATCH;
 	c->rq = malloc((size_t)c->rqcap * sizeof(*c->rq));
+	if (c->reclaim_mode == TFS_RECLAIM_AUTO)
+		c->ev = tfs_evidence_new(c->nslots);
 	if (!c->e || !c->htab || !c->freel || !c->ftab || !c->uheat || !c->pol || !c->rq ||
-	    c_watch_start(c))
+	    (c->reclaim_mode == TFS_RECLAIM_AUTO && !c->ev) || c_watch_start(c))
 		return -ENOMEM;
 	memset(c->htab, 0xff, (size_t)(c->hmask + 1) * sizeof(*c->htab));
 

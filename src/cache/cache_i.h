@@ -42,6 +42,7 @@
 
 #include "tierfs/cache.h"
 #include "tierfs/cstore.h"
+#include "tierfs/evidence.h"
 #include "tierfs/hash.h"
 #include "tierfs/policy.h"
 #include "tierfs/rules.h"
@@ -73,6 +74,7 @@ struct cext {
 	bool dead;			/* dropped while pinned: freed at unpin */
 	bool keep;			/* its file is pinned: never evicted (pin.c) */
 	bool fillq;			/* a fill of its missing sectors is queued (flush.c) */
+	bool contested;			/* eviction passed over it dirty (index.c inv. 7) */
 	bool reclaim;			/* eviction wanted it dirty: destage, then demote
 					 * (flush.c invariant 15) */
 };
@@ -155,7 +157,11 @@ struct tfs_cache {
 					 * (rules.h tfs_flush_spares; atomic) */
 	uint32_t halflife;		/* 1/16 s */
 	unsigned dirty_low, dirty_high;	/* percent of slots */
-	bool reclaim_on;		/* cache_reclaim (flush.c invariant 15) */
+	enum tfs_reclaim reclaim_mode;	/* cache_reclaim */
+	bool reclaim_on;		/* reclaim now (flush.c invariant 15; auto:
+					 * once the evidence said so, index.c inv. 7) */
+	struct tfs_evidence *ev;	/* cache_reclaim=auto (index.c invariant 7) */
+	bool passed;			/* this eviction's look passed over a dirty slot */
 	enum tfs_policy_kind policy_kind;
 	enum tfs_cache_mode mode;	/* atomic loads */
 	bool readonly;
@@ -322,6 +328,12 @@ void c_unlink_slot(struct tfs_cache *c, uint32_t s);
  * hit, and eviction no longer wants it (flush.c invariant 15).  Under
  * c->lock. */
 void c_used(struct tfs_cache *c, uint32_t s);
+/* The evidence for reclaim (index.c invariant 7): a read piece of
+ * extent key missed, not cached.  Under c->lock. */
+void c_evidence_miss(struct tfs_cache *c, uint64_t key);
+/* A read piece hit slot s whole: c_used, and the evidence for reclaim
+ * (a dirty extent eviction passed over was read).  Under c->lock. */
+void c_read_hit(struct tfs_cache *c, uint32_t s);
 /* Fills r with slot s's record for the store.  Under c->lock. */
 void c_record(const struct tfs_cache *c, uint32_t s, struct tfs_cext_rec *r);
 /* Applies n changes to the store (none: nothing).  Returns 0 or -errno

@@ -56,6 +56,17 @@
  *     read in a fixed order neither ever reached the promotion threshold
  *     (135 of a hot 1 GiB file's 4096 extents never reached the tier;
  *     issue 16, test_cache.py test_extents_sharing_a_heat_slot_are_promoted).
+ *  7. With cache_reclaim=auto, until reclaim is on (DESIGN §10.10), the
+ *     evidence (evidence.h) is kept under c->lock as the model keeps it
+ *     (model.c invariant 7): evict_ok marks a dirty slot it refuses
+ *     (contested) and the look (c->passed); evict_some counts every
+ *     victim (evicted) and a victim of such a look is displaced; read.c
+ *     reports an uncached piece's miss (c_evidence_miss) and a whole hit
+ *     of a contested slot (c_read_hit: the read path's and the hit
+ *     ring's, which once left it out).  The first time it pays reclaim
+ *     goes on for the rest of the mount (reclaim_on; logged) and the
+ *     policy's protected segment goes to probation (tfs_policy_unprotect,
+ *     policy.c invariant 12).
  *
  * Extent states (per slot):
  *   free --c_alloc_slot--> busy (filling/writing) --clear busy--> clean|dirty
@@ -594,9 +605,16 @@ static bool evictable(void *arg, uint32_t s)
 	return x->used && !x->busy && !x->pins && !x->flushing && !x->keep && !bm_any(x->dirty);
 }
 
-/* The policy's ok() for evict_some: evictable; and with cache_reclaim, a
- * dirty extent of a file not pinned is noted for the flusher, once
- * (flush.c invariant 15). */
+/* Whether the evidence for reclaim is being kept (invariant 7). */
+static bool judging(const struct tfs_cache *c)
+{
+	return c->ev && !c->reclaim_on;
+}
+
+/* The policy's ok() for evict_some: evictable; a dirty extent of a file
+ * not pinned is marked for the evidence while it is kept (invariant 7),
+ * and noted for the flusher, once, while reclaim is on (flush.c
+ * invariant 15). */
 static bool evict_ok(void *arg, uint32_t s)
 {
 	struct tfs_cache *c = arg;
@@ -604,12 +622,45 @@ static bool evict_ok(void *arg, uint32_t s)
 
 	if (evictable(c, s))
 		return true;
-	if (c->reclaim_on && x->used && !x->keep && !x->reclaim && bm_any(x->dirty) &&
-	    c->nrq < c->rqcap) {
+	if (!x->used || x->keep || !bm_any(x->dirty))
+		return false;
+	if (judging(c)) {
+		x->contested = true;
+		c->passed = true;
+	}
+	if (c->reclaim_on && !x->reclaim && c->nrq < c->rqcap) {
 		x->reclaim = true;
 		c->rq[c->nrq++] = s;
 	}
 	return false;
+}
+
+/* After an event of the evidence: reclaim on, for good, once it pays. */
+static void judged(struct tfs_cache *c)
+{
+	if (!tfs_evidence_pays(c->ev))
+		return;
+	c->reclaim_on = true;
+	tfs_policy_unprotect(c->pol);
+	tfs_info("cache %s: reclaim on: eviction passed over dirty extents for clean ones "
+		 "read again soon (cache_reclaim=auto)", c->dir);
+}
+
+void c_evidence_miss(struct tfs_cache *c, uint64_t key)
+{
+	if (judging(c) && tfs_evidence_miss(c->ev, key))
+		judged(c);
+}
+
+void c_read_hit(struct tfs_cache *c, uint32_t s)
+{
+	struct cext *x = &c->e[s];
+
+	c_used(c, s);
+	if (!x->contested || !judging(c))
+		return;
+	x->contested = false;
+	tfs_evidence_kept(c->ev);
 }
 
 void c_used(struct tfs_cache *c, uint32_t s)
@@ -631,10 +682,17 @@ static void evict_some(struct tfs_cache *c)
 	while (n < batch && c->nused > c->ndirty) {
 		/* S3-FIFO may pass over main a few times lowering frequencies:
 		 * NONE from an unbounded look means nothing is evictable */
-		uint32_t s = tfs_policy_victim(c->pol, evict_ok, c, 4 * c->nslots + 64);
+		uint32_t s;
 
+		c->passed = false;
+		s = tfs_policy_victim(c->pol, evict_ok, c, 4 * c->nslots + 64);
 		if (s == TFS_POLICY_NONE)
 			break;
+		if (judging(c)) {	/* invariant 7 */
+			tfs_evidence_evicted(c->ev);
+			if (c->passed)
+				tfs_evidence_displaced(c->ev, c_ekey(c->e[s].fid, c->e[s].idx));
+		}
 		vict[n] = s;
 		ops[n++] = (struct tfs_cstore_op){ .op = TFS_CS_DEL_EXT, .fid = c->e[s].fid,
 						   .idx = c->e[s].idx };

@@ -21,7 +21,8 @@
  *  4. A piece of an extent outside the sample changes nothing and is not
  *     counted; the stream detector sees every request.
  *  5. Memory is allocated at tfs_model_new only.
- *  6. With cfg.reclaim, a dirty slot the policy looks at for eviction is
+ *  6. While reclaim is on (cfg.reclaim on, or auto once the evidence said
+ *     so: invariant 7), a dirty slot the policy looks at for eviction is
  *     noted (its reclaim flag, and the reclaim queue; at most nslots
  *     entries, a full queue notes nothing), as index.c notes one; a use
  *     of the extent takes the flag back.  The flusher, before anything
@@ -29,11 +30,19 @@
  *     (tfs_policy_demote), and a slot its batches clean while flagged is
  *     demoted too.  The daemon's flusher does this on its next round
  *     (flush.c invariant 15): in the model, before the next request.
+ *  7. With cfg.reclaim auto the model keeps the daemon's evidence (index.c
+ *     c_evidence_*, evidence.h) while reclaim is off: a dirty slot the
+ *     policy looks at is marked contested, every victim is counted
+ *     (evicted), one of a look that marked one is displaced, an uncached read piece is a miss for it,
+ *     and a whole read hit of a contested slot is kept (the mark
+ *     cleared).  When it pays, reclaim is on for good and W-TinyLFU's
+ *     protected segment goes to probation (tfs_policy_unprotect).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tierfs/evidence.h"
 #include "tierfs/model.h"
 #include "tierfs/rules.h"
 #include "tierfs/sectors.h"
@@ -47,6 +56,7 @@ struct mslot {
 	uint32_t hnext, wtime, heat_t;
 	uint16_t heat;
 	bool used, reclaim;
+	bool contested;			/* invariant 7 */
 };
 
 struct mseq {
@@ -68,6 +78,9 @@ struct tfs_model {
 	uint32_t fcur;			/* the flusher's next slot */
 	bool any_io;
 	uint32_t *rq, nrq;		/* invariant 6 */
+	bool reclaiming;		/* reclaim on now (invariants 6, 7) */
+	struct tfs_evidence *ev;	/* invariant 7 */
+	bool passed;			/* this look passed over a dirty slot */
 	struct tfs_model_stats st;
 };
 
@@ -103,7 +116,10 @@ struct tfs_model *tfs_model_new(const struct tfs_model_cfg *cfg)
 	m->seq = calloc(SEQ_FILES, sizeof(*m->seq));
 	m->rq = malloc((size_t)cfg->nslots * sizeof(*m->rq));
 	m->pol = tfs_policy_new(cfg->policy, cfg->nslots);
-	if (!m->e || !m->htab || !m->freel || !m->heat || !m->seq || !m->rq || !m->pol) {
+	m->ev = tfs_evidence_new(cfg->nslots);	/* auto may be set later */
+	m->reclaiming = cfg->reclaim == TFS_RECLAIM_ON;
+	if (!m->e || !m->htab || !m->freel || !m->heat || !m->seq || !m->rq || !m->pol ||
+	    !m->ev) {
 		tfs_model_free(m);
 		return NULL;
 	}
@@ -125,6 +141,7 @@ void tfs_model_free(struct tfs_model *m)
 	free(m->seq);
 	free(m->rq);
 	tfs_policy_free(m->pol);
+	tfs_evidence_free(m->ev);
 	free(m);
 }
 
@@ -132,7 +149,7 @@ uint64_t tfs_model_bytes(const struct tfs_model *m)
 {
 	return sizeof(*m) +
 	       (uint64_t)m->cfg.nslots * (sizeof(*m->e) + sizeof(*m->freel) + sizeof(*m->rq)) +
-	       tfs_policy_bytes(m->pol) +
+	       tfs_policy_bytes(m->pol) + tfs_evidence_bytes(m->ev) +
 	       ((uint64_t)m->hmask + 1) * sizeof(*m->htab) +
 	       ((uint64_t)m->heat_mask + 1) * sizeof(*m->heat) + SEQ_FILES * sizeof(*m->seq);
 }
@@ -157,9 +174,30 @@ void tfs_model_set_spare(struct tfs_model *m, bool hot_only)
 	m->cfg.spare_hot_only = hot_only;
 }
 
-void tfs_model_set_reclaim(struct tfs_model *m, bool on)
+void tfs_model_set_reclaim(struct tfs_model *m, enum tfs_reclaim r)
 {
-	m->cfg.reclaim = on;
+	m->cfg.reclaim = r;
+	m->reclaiming = r == TFS_RECLAIM_ON || (r == TFS_RECLAIM_AUTO && tfs_evidence_pays(m->ev));
+}
+
+bool tfs_model_reclaiming(const struct tfs_model *m)
+{
+	return m->reclaiming;
+}
+
+/* Whether the evidence is being kept: auto, and reclaim not on yet. */
+static bool judging(const struct tfs_model *m)
+{
+	return m->cfg.reclaim == TFS_RECLAIM_AUTO && !m->reclaiming;
+}
+
+/* After an event of the evidence: on, for good, if it pays (invariant 7). */
+static void judged(struct tfs_model *m)
+{
+	if (!tfs_evidence_pays(m->ev))
+		return;
+	m->reclaiming = true;
+	tfs_policy_unprotect(m->pol);
 }
 
 uint32_t tfs_model_slots(const struct tfs_model *m)
@@ -211,7 +249,11 @@ static bool evictable(void *arg, uint32_t s)
 		return false;
 	if (!bm_any(x->dirty))
 		return true;
-	if (m->cfg.reclaim && !x->reclaim && m->nrq < m->cfg.nslots) {
+	if (judging(m)) {
+		x->contested = true;
+		m->passed = true;
+	}
+	if (m->reclaiming && !x->reclaim && m->nrq < m->cfg.nslots) {
 		x->reclaim = true;
 		m->rq[m->nrq++] = s;
 	}
@@ -250,11 +292,18 @@ static uint32_t alloc_slot(struct tfs_model *m, uint64_t key, uint64_t fid, uint
 
 	if (!m->nfree) {
 		for (unsigned n = 0; n < m->cfg.evict_batch && m->nused > m->ndirty; n++) {
-			uint32_t v = tfs_policy_victim(m->pol, evictable, m,
-						       4 * m->cfg.nslots + 64);
+			uint32_t v;
 
+			m->passed = false;
+			v = tfs_policy_victim(m->pol, evictable, m, 4 * m->cfg.nslots + 64);
 			if (v == TFS_POLICY_NONE)
 				break;
+			if (judging(m)) {
+				tfs_evidence_evicted(m->ev);
+				if (m->passed)
+					tfs_evidence_displaced(m->ev, tfs_ext_key(m->e[v].fid,
+										  m->e[v].idx));
+			}
 			unlink_slot(m, v);
 			m->st.evictions++;
 		}
@@ -458,6 +507,12 @@ static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t le
 			r.dirty = bm_any(p.x->dirty);
 			if (r.full)
 				used(m, p.s);
+			if (r.full && p.x->contested && judging(m)) {
+				p.x->contested = false;
+				tfs_evidence_kept(m->ev);
+			}
+		} else if (judging(m) && tfs_evidence_miss(m->ev, p.key)) {
+			judged(m);
 		}
 		act = tfs_rule_read(&r);
 		if (act == TFS_RD_HIT) {

@@ -63,7 +63,12 @@ int c_config(struct tfs_cache *c, const struct tfs_cache_opts *o, char *err, siz
 	c->halflife = (uint32_t)(o->halflife * 16);	/* 1 to 604800 s, in 1/16 s */
 	c->dirty_low = o->dirty_low;
 	c->dirty_high = o->dirty_high;
-	c->reclaim_on = o->reclaim != 0;
+	c->reclaim_mode = TFS_RECLAIM_DEFAULT;
+	if (o->reclaim && tfs_reclaim_parse(o->reclaim, &c->reclaim_mode)) {
+		snprintf(err, errlen, "cache_reclaim=%s: 0, 1 or auto", o->reclaim);
+		return -EINVAL;
+	}
+	c->reclaim_on = c->reclaim_mode == TFS_RECLAIM_ON;
 	if (c->dirty_low >= c->dirty_high) {	/* each in range, but not together */
 		snprintf(err, errlen, "cache_dirty_low=%u, cache_dirty_high=%u: 0 <= low < high <= 100",
 			 c->dirty_low, c->dirty_high);

@@ -101,9 +101,19 @@
  *     (cache_reclaim, DESIGN §10.10): the refusal moved it as if used
  *     (invariant 4), which would otherwise keep a cold extent a whole
  *     queue longer for having been written.
+ * 12. tfs_policy_unprotect (W-TinyLFU) moves protected, oldest first, to
+ *     probation's head: protected's order kept, ahead of probation's
+ *     entries; nothing else moves.  The tier does it once, when the
+ *     evidence turns reclaim on (cache_reclaim=auto, DESIGN §10.10): a
+ *     window inflated by refused dirty entries leaves main no room to
+ *     grow, so protected, below its cap, had stopped aging and kept what
+ *     was hot long before; reclaim shrinks the window back, and without
+ *     this the slots it frees cycle through the window and probation
+ *     only (pgbench at 10%: 25,337 read hits against 29,420).
  *
  * Everything is O(1) (the ghost's, the window's moves on insert and the
- * sketch's halving amortised) except tfs_policy_victim's scan.
+ * sketch's halving amortised) except tfs_policy_victim's scan and
+ * tfs_policy_unprotect.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -553,6 +563,14 @@ void tfs_policy_demote(struct tfs_policy *p, uint32_t slot)
 		q = Q_MAIN;
 	p->freq[slot] = 0;
 	list_push_tail(p, q, slot);
+}
+
+void tfs_policy_unprotect(struct tfs_policy *p)
+{
+	if (p->kind != TFS_POLICY_WTINYLFU)
+		return;
+	while (p->prot.count)
+		list_move_head(p, Q_MAIN, p->prot.tail);
 }
 
 static uint32_t victim_lru(struct tfs_policy *p, bool (*ok)(void *, uint32_t),

@@ -159,7 +159,7 @@ enum tfs_hit tfs_cache_hit_begin(struct tfs_fs *fs, struct tfs_inode *in, bool d
 	c->last_io = now;
 	x->pins++;
 	c_heat_bump(c, &x->heat, &x->heat_t, now);
-	c_used(c, s);
+	c_read_hit(c, s);
 	c->st.read_hits++;
 	c->st.read_hit_bytes += len;
 	c->st.read_req_hits++;
@@ -236,13 +236,14 @@ ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, voi
 			r.heat = c_heat_bump(c, &x->heat, &x->heat_t, now);
 			r.blocked = x->fillq || x->busy;
 			if (r.full)
-				c_used(c, s);
+				c_read_hit(c, s);
 		} else {
 			uint64_t key = c_ekey(fid, p[i].idx);
 
 			g = c_uheat(c, key, now);
 			r.heat = c_heat_bump(c, &g->heat, &g->t, now);
 			tfs_policy_seen(c->pol, key);	/* W-TinyLFU's sketch counts misses */
+			c_evidence_miss(c, key);
 			r.blocked = g->queued || c->guard[key % C_GUARDS];
 		}
 		switch (tfs_rule_read(&r)) {

@@ -49,6 +49,25 @@ int tfs_cache_mode_parse(const char *s, enum tfs_cache_mode *m)
 	return -EINVAL;
 }
 
+const char *tfs_reclaim_name(enum tfs_reclaim r)
+{
+	return r == TFS_RECLAIM_OFF ? "0" : r == TFS_RECLAIM_ON ? "1" : r == TFS_RECLAIM_AUTO ? "auto"
+									       : "?";
+}
+
+int tfs_reclaim_parse(const char *s, enum tfs_reclaim *r)
+{
+	if (strcmp(s, "0") == 0 || strcmp(s, "off") == 0)
+		*r = TFS_RECLAIM_OFF;
+	else if (strcmp(s, "1") == 0 || strcmp(s, "on") == 0)
+		*r = TFS_RECLAIM_ON;
+	else if (strcmp(s, "auto") == 0)
+		*r = TFS_RECLAIM_AUTO;
+	else
+		return -EINVAL;
+	return 0;
+}
+
 uint32_t tfs_heat_entries(uint32_t nslots)
 {
 	return tfs_pow2_at_least((uint64_t)nslots * 4 > 65536 ? (uint64_t)nslots * 4 : 65536);

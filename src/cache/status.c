@@ -60,8 +60,9 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 	unsigned backlog, rbacklog;
 	uint64_t seq_cutoff;
 	enum tfs_cache_mode mode;
-	bool flushing, flush_unresolved;
+	bool flushing, flush_unresolved, reclaim_on;
 	char ferr[96] = "", hist[1024];
+	int evidence;
 	int l, flush_err;
 
 	if (!c || c->detached)
@@ -92,6 +93,8 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 	promote = c_promote(c);
 	backlog = c->qlen + c->qbusy;
 	rbacklog = c->nrq + c->rbusy;
+	reclaim_on = c->reclaim_on;
+	evidence = c->ev ? tfs_evidence_score(c->ev) : 0;
 	pin_files = c->pin_files;
 	pin_reserved = c->pin_reserved;
 	seq_cutoff = c->seq_cutoff;
@@ -128,7 +131,8 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     "cache.flush_writes=%" PRIu64 "\ncache.flush_syncs=%" PRIu64 "\n"
 		     "cache.full_stripe_flushes=%" PRIu64 "\n"
 		     "cache.throttled=%" PRIu64 "\ncache.flush_pending=%d\n"
-		     "cache.reclaim=%d\ncache.reclaimed=%" PRIu64 "\ncache.reclaim_backlog=%u\n"
+		     "cache.reclaim=%d\ncache.reclaim_mode=%s\ncache.reclaim_evidence=%d\n"
+		     "cache.reclaimed=%" PRIu64 "\ncache.reclaim_backlog=%u\n"
 		     "cache.unresolved_files=%u\ncache.promote_threshold=%u\n"
 		     "cache.seq_cutoff=%" PRIu64 "\ncache.dirty_low=%u\ncache.dirty_high=%u\n"
 		     "cache.flush_error=%s\n",
@@ -145,7 +149,8 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     (uint32_t)((uint64_t)c->nslots * C_PIN_CAP_PCT / 100), st.write_around, st.seq_bypass, st.full_bypass,
 		     st.promotions, st.promote_dropped, backlog, st.evictions, st.invalidations,
 		     st.fills, st.fill_promotions, st.fill_dropped, st.flushed_bytes, st.flush_writes, st.flush_syncs, st.full_stripe_flushes,
-		     st.throttled, flushing, c->reclaim_on, st.reclaimed, rbacklog, unresolved,
+		     st.throttled, flushing, reclaim_on, tfs_reclaim_name(c->reclaim_mode), evidence,
+		     st.reclaimed, rbacklog, unresolved,
 		     promote, seq_cutoff,
 		     dirty_low, dirty_high, ferr);
 	if (l >= 0 && (size_t)l < len)

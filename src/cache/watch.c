@@ -50,7 +50,7 @@ int c_watch_start(struct tfs_cache *c)
 	cfg.row_bytes = tfs_row_bytes(c->fs);
 	cfg.dirty_low = c->dirty_low;
 	cfg.dirty_high = c->dirty_high;
-	cfg.reclaim = c->reclaim_on;
+	cfg.reclaim = c->reclaim_mode;	/* auto: each miniature weighs its own */
 	c->mrc = tfs_mrc_new(&cfg, TFS_MRC_BUDGET, TFS_MRC_RATE, true);
 	return c->mrc ? 0 : -ENOMEM;
 }

@@ -241,6 +241,17 @@ static void ref_demote(struct ref *r, uint32_t s)
 	}
 }
 
+/* policy.c invariant 12: protected, oldest first, onto probation's
+ * newest end */
+static void ref_unprotect(struct ref *r)
+{
+	if (r->kind != TFS_POLICY_WTINYLFU)
+		return;
+	memcpy(r->bq + r->nb, r->tq, r->nt * sizeof(r->tq[0]));
+	r->nb += r->nt;
+	r->nt = 0;
+}
+
 static void ref_remove(struct ref *r, uint32_t s)
 {
 	r->held[s] = 0;
@@ -518,12 +529,15 @@ static void test_random(enum tfs_policy_kind kind, uint32_t cap, uint64_t seed, 
 			tfs_policy_hit(p, s);
 			ref_hit(&R, s);
 			mru = s;
-		} else if (r < 78) {			/* demote a held slot */
+		} else if (r < 77) {			/* demote a held slot */
 			s = pick_held(cap);
 			tfs_policy_demote(p, s);
 			ref_demote(&R, s);
 			if (s == mru)
 				mru = UINT32_MAX;
+		} else if (r < 78) {			/* reclaim turned on */
+			tfs_policy_unprotect(p);
+			ref_unprotect(&R);
 		} else if (r < 80) {			/* invalidate */
 			s = pick_held(cap);
 			tfs_policy_remove(p, s);

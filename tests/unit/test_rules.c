@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tierfs/evidence.h"
 #include "tierfs/model.h"
 #include "tierfs/rules.h"
 #include "unit.h"
@@ -193,7 +194,7 @@ static void model_random(void)
 		enum tfs_cache_mode mode = modes[run % 4];
 		struct tfs_model *m = model(slots, extent, mode, 1 + run % 3);
 
-		tfs_model_set_reclaim(m, run % 8 >= 4);
+		tfs_model_set_reclaim(m, (enum tfs_reclaim)(run / 4 % 3));
 		const struct tfs_model_stats *st;
 		uint64_t reads = 0, writes = 0;
 
@@ -220,7 +221,8 @@ static void model_random(void)
 		CHECK(G_MODEL_INV, st->read_hits <= st->reads && st->write_hits <= st->writes &&
 				   st->read_hit_bytes <= st->read_bytes,
 		      "hits over accesses");
-		CHECK(G_MODEL_INV, st->reclaimed <= st->flushed_extents && (run % 8 >= 4 || !st->reclaimed),
+		CHECK(G_MODEL_INV, st->reclaimed <= st->flushed_extents &&
+				   (tfs_model_reclaiming(m) || !st->reclaimed),
 		      "reclaimed %llu of %llu destaged", (unsigned long long)st->reclaimed,
 		      (unsigned long long)st->flushed_extents);
 		if (mode != TFS_CACHE_WRITEBACK)
@@ -337,22 +339,30 @@ static void sample(void)
  * destaged before it and is its victim; without, 2 is (0 moved to the
  * head as if used).  Then 0 is gone and 2 cached with reclaim, the other
  * way round without. */
+/* Four slots of 64K under LRU, threshold 1, one victim an eviction, the
+ * flusher held off by its watermarks: the reclaim cases' tier. */
+static struct tfs_model *lru4(enum tfs_reclaim r)
+{
+	struct tfs_model_cfg cfg = TFS_MODEL_CFG_DEFAULT(4);
+
+	cfg.extent = 65536;
+	cfg.policy = TFS_POLICY_LRU;
+	cfg.promote = 1;
+	cfg.evict_batch = 1;
+	cfg.dirty_low = 98;
+	cfg.dirty_high = 99;
+	cfg.reclaim = r;
+	return tfs_model_new(&cfg);
+}
+
 static void model_reclaim(void)
 {
 	for (int on = 0; on < 2; on++) {
-		struct tfs_model_cfg cfg = TFS_MODEL_CFG_DEFAULT(4);
 		const struct tfs_model_stats *st;
 		struct tfs_model *m;
 
 		snprintf(ctx, sizeof(ctx), "reclaim %s", on ? "on" : "off");
-		cfg.extent = 65536;
-		cfg.policy = TFS_POLICY_LRU;
-		cfg.promote = 1;
-		cfg.evict_batch = 1;
-		cfg.dirty_low = 98;
-		cfg.dirty_high = 99;
-		cfg.reclaim = on;
-		m = tfs_model_new(&cfg);
+		m = lru4(on ? TFS_RECLAIM_ON : TFS_RECLAIM_OFF);
 		tfs_model_request(m, 1, 0, 4096, true, 0);
 		for (uint64_t e = 1; e <= 5; e++)
 			tfs_model_request(m, 1, e * 65536, 65536, false, 0);
@@ -367,6 +377,49 @@ static void model_reclaim(void)
 	}
 }
 
+/* Reclaim's evidence (model.c invariant 7), four slots under LRU,
+ * threshold 1, no flusher: extent 0 written (dirty), then reads cycle
+ * over extents 1-4, three slots for four: each time 0 reaches the LRU
+ * tail eviction passes over it and takes a clean extent, which the cycle
+ * reads again (a miss: +1).  After TFS_EVIDENCE_ON of those reclaim is
+ * on, and 0 is destaged and evicted.  With 0 read after each of its
+ * contests (a hit of a kept extent: -1) the score never gets there. */
+static void model_evidence(void)
+{
+	for (int reread = 0; reread < 2; reread++) {
+		const struct tfs_model_stats *st;
+		struct tfs_model *m;
+		unsigned reads = 0, at = 0;
+
+		snprintf(ctx, sizeof(ctx), "evidence, extent 0 %s", reread ? "re-read" : "not read");
+		m = lru4(TFS_RECLAIM_AUTO);
+		tfs_model_request(m, 1, 0, 4096, true, 0);
+		while (reads < 4000 && !at) {
+			for (uint64_t e = 1; e <= 4; e++, reads++)
+				tfs_model_request(m, 1, e * 65536, 65536, false, 0);
+			if (reread)
+				tfs_model_request(m, 1, 0, 4096, false, 0);
+			if (tfs_model_reclaiming(m))
+				at = reads;
+		}
+		if (!reread) {
+			/* a read counts once at most: TFS_EVIDENCE_ON of them at least */
+			CHECK(G_MODEL_CASES, at >= TFS_EVIDENCE_ON && at <= 8 * TFS_EVIDENCE_ON,
+			      "reclaim on after %u reads", at);
+			for (uint64_t e = 1; e <= 4; e++)
+				tfs_model_request(m, 1, e * 65536, 65536, false, 0);
+			st = tfs_model_stats(m);
+			CHECK(G_MODEL_CASES, st->reclaimed == 1 && tfs_model_dirty(m) == 0,
+			      "reclaimed %llu, %u dirty", (unsigned long long)st->reclaimed,
+			      tfs_model_dirty(m));
+		} else {
+			CHECK(G_MODEL_CASES, !at && tfs_model_dirty(m) == 1,
+			      "reclaim on after %u reads; %u dirty", at, tfs_model_dirty(m));
+		}
+		tfs_model_free(m);
+	}
+}
+
 int main(void)
 {
 	read_rule();
@@ -377,6 +430,7 @@ int main(void)
 	model_random();
 	model_cases();
 	model_reclaim();
+	model_evidence();
 	sample();
 	return unit_summary(groups, G_COUNT) ? 1 : 0;
 }

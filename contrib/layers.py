@@ -20,9 +20,11 @@ import sys
 ORDER = ["main", "fuse", "data", "cache", "raid", "ns", "meta", "array", "member", "io",
          "math", "util"]
 # pure functions with no state, below everything: placement, parity, the
-# eviction policies, the tier's rules and its model (each tested on its own)
+# eviction policies, the tier's rules, the evidence for reclaim and the
+# tier's model (each tested on its own)
 MATH = {"src_raid_layout.c.o", "src_raid_parity.c.o", "src_cache_policy.c.o",
-        "src_cache_rules.c.o", "src_cache_model.c.o", "src_cache_mrc.c.o"}
+        "src_cache_rules.c.o", "src_cache_model.c.o", "src_cache_mrc.c.o",
+        "src_cache_evidence.c.o"}
 
 
 # The folder each header is the interface of.  fs.h (struct tfs_fs, the
@@ -36,7 +38,7 @@ HEADERS = {
     "super.h": "array", "member.h": "member", "powercut.h": "member", "uring.h": "io",
     "layout.h": "math", "parity.h": "math", "policy.h": "math", "rules.h": "math",
     "sectors.h": "math",
-    "model.h": "math", "mrc.h": "math", "hash.h": "util",
+    "model.h": "math", "mrc.h": "math", "evidence.h": "math", "hash.h": "util",
     "kvjson.h": "util", "log.h": "util", "parse.h": "util", "scratch.h": "util", "secure.h": "util",
 }
 INCLUDE = re.compile(r'^#include "tierfs/([a-z_]+\.h)"', re.M)

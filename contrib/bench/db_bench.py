@@ -642,7 +642,8 @@ def table(c, summ, env):
 # What the tier and the array did during a cell (tierfs targets): the
 # status counters' growth, logged and kept in the cell's row ("tier").
 CELL_COUNTERS = ("cache.read_hits", "cache.read_misses", "cache.flushed_bytes",
-                 "cache.throttled", "cache.promotions", "raid.file_syncs", "journal.commits")
+                 "cache.throttled", "cache.promotions", "cache.reclaimed", "raid.file_syncs",
+                 "journal.commits")
 
 
 def tier_counters(t):

@@ -82,12 +82,6 @@ int tfs_cstore_info_get(struct tfs_cstore *cs, const char *key, char *buf, size_
  * Returns 0, or -errno (-EINVAL: val NULL or over 255 bytes). */
 int tfs_cstore_info_set(struct tfs_cstore *cs, const char *key, const char *val);
 
-/* Tests (fault.c's store_put_delay=MS[:N]): every later batch that puts
- * an extent record (or the nth of them only, counted from the first,
- * when nth is not 0) sleeps ms milliseconds before it is logged: a slow
- * store, to widen a race in a test.  Process-wide; ms 0 turns it off. */
-void tfs_cstore_put_delay(long ms, unsigned long nth);
-
 /* Apply ops in order, as one batch (all or nothing): logged before it
  * returns, committed at the next durability point.  DEL of a missing key
  * is not an error.  Returns 0 or -errno (nothing applied). */

@@ -4,8 +4,9 @@
  * can, per its spec, fail calls, kill members, or kill the daemon at a
  * chosen point (optionally undoing what a power cut would have lost).
  * Tests use it to prove error handling and crash recovery; it is off unless
- * TIERFS_FAULT is set.  The same spec sets the cache store's one knob
- * (store_put_delay, kept by cstore.c), so one variable configures them all.
+ * TIERFS_FAULT is set.  The same spec holds the cache store's one knob
+ * (store_put_delay, which cstore.c reads from it), so one variable
+ * configures them all.
  *
  * Spec (comma separated; OP is a member call: openat, mkdirat, renameat2,
  * unlinkat, ftruncate, ... or a data request: read, write, fsync, fdatasync):
@@ -31,7 +32,7 @@
  *   store_put_delay=MS[:N]  every batch of the cache's store that puts
  *                      an extent record (the N-th only, with N) sleeps MS
  *                      milliseconds before it is logged
- *                      (tfs_cstore_put_delay): a slow store, to widen a
+ *                      (cstore.c reads it): a slow store, to widen a
  *                      race between two records of one extent in a test.
  *   eio_member=M       member M is dead from the start: every call fails.
  *   fail_after=OP:N:M  after the N-th successful OP (any member), member M
@@ -83,7 +84,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tierfs/cstore.h"
 #include "tierfs/hash.h"
 #include "tierfs/layout.h"
 #include "tierfs/log.h"
@@ -465,9 +465,7 @@ static bool parse_eio(const char *tok, const char *key, double *p)
 static bool parse_token(struct fault *f, const char *tok)
 {
 	unsigned long long seed;
-	unsigned long nth = 0;
-	long m, ms;
-	int got;
+	long m;
 
 	if (sscanf(tok, "crash_after=%31[a-z0-9_]:%ld", f->crash_op, &f->crash_n) == 2)
 		return f->crash_n > 0;
@@ -500,10 +498,8 @@ static bool parse_token(struct fault *f, const char *tok)
 		return (f->cut.when = strdup(tok + 9)) != NULL;
 	if (sscanf(tok, "own_sync_delay=%ld", &f->cut.own_sync_delay_ms) == 1)
 		return f->cut.own_sync_delay_ms > 0;
-	if ((got = sscanf(tok, "store_put_delay=%ld:%lu", &ms, &nth)) >= 1 && ms > 0) {
-		tfs_cstore_put_delay(ms, got == 2 ? nth : 0);
-		return got == 1 || nth > 0;
-	}
+	if (strncmp(tok, "store_put_delay=", 16) == 0)
+		return true;	/* the store's: cstore.c reads it */
 	if (strcmp(tok, "torn") == 0)
 		return f->torn = true;
 	return parse_eio(tok, "eio_read", f->eio_read) || parse_eio(tok, "eio_write", f->eio_write) ||

@@ -683,32 +683,35 @@ static int apply_fn(MDB_txn *txn, void *arg)
 	return rc ? rc : put_u64(txn, aa->cs, "logseq", aa->seq);
 }
 
-/* tests only (tfs_cstore_put_delay) */
-static long put_delay_ms;
+/* TIERFS_FAULT's store_put_delay=MS[:N] (fault.c lists it; tests only):
+ * every batch that puts an extent record sleeps MS ms before it is
+ * logged, or the N-th such batch only.  Read once, process-wide. */
+static long put_delay_ms = -1;
 static unsigned long put_delay_nth, put_batches;
+static pthread_once_t put_delay_once = PTHREAD_ONCE_INIT;
 
-void tfs_cstore_put_delay(long ms, unsigned long nth)
+static void put_delay_read(void)
 {
-	__atomic_store_n(&put_delay_nth, nth, __ATOMIC_RELAXED);
-	__atomic_store_n(&put_delay_ms, ms, __ATOMIC_RELEASE);
+	const char *f = getenv("TIERFS_FAULT"), *t = f ? strstr(f, "store_put_delay=") : NULL;
+
+	put_delay_ms = 0;
+	if (t && sscanf(t + 16, "%ld:%lu", &put_delay_ms, &put_delay_nth) < 1)
+		put_delay_ms = 0;
 }
 
-/* A batch that puts an extent record sleeps first when the test knob says
- * so: every such batch, or the nth only. */
 static void put_delay(const struct tfs_cstore_op *ops, unsigned n)
 {
-	long ms = __atomic_load_n(&put_delay_ms, __ATOMIC_ACQUIRE);
-	unsigned long nth, k;
-
-	if (ms <= 0)
+	pthread_once(&put_delay_once, put_delay_read);
+	if (put_delay_ms <= 0)
 		return;
 	for (unsigned i = 0; i < n; i++) {
+		unsigned long k;
+
 		if (ops[i].op != TFS_CS_PUT_EXT)
 			continue;
-		nth = __atomic_load_n(&put_delay_nth, __ATOMIC_RELAXED);
 		k = __atomic_add_fetch(&put_batches, 1, __ATOMIC_RELAXED);
-		if (!nth || k == nth)
-			usleep((useconds_t)ms * 1000);
+		if (!put_delay_nth || k == put_delay_nth)
+			usleep((useconds_t)put_delay_ms * 1000);
 		return;
 	}
 }

@@ -12,8 +12,8 @@
  * by key: a fingerprint and when, or 0); the
  * dirty ones passed over are marked by the caller (the slot's contested
  * bit), which reports their first whole hit.  The score stays within
- * [-TFS_EVIDENCE_ON, TFS_EVIDENCE_ON]; at TFS_EVIDENCE_ON reclaim pays,
- * and the verdict stands.
+ * [-on, on]; at on (TFS_EVIDENCE_ON in the daemon, that scaled by the
+ * sample in a miniature) reclaim pays, and the verdict stands.
  * Pure: no locks (the caller serialises calls on one instance), memory
  * allocated at tfs_evidence_new only.
  */
@@ -27,9 +27,9 @@
 
 struct tfs_evidence;
 
-/* A table for a tier of nslots slots (at least 1), score 0; NULL if out
- * of memory. */
-struct tfs_evidence *tfs_evidence_new(uint32_t nslots);
+/* A table for a tier of nslots slots (at least 1), score 0, paying at
+ * on (at least 1); NULL if out of memory. */
+struct tfs_evidence *tfs_evidence_new(uint32_t nslots, int on);
 void tfs_evidence_free(struct tfs_evidence *e);	/* NULL is fine */
 /* Returns the bytes e holds. */
 uint64_t tfs_evidence_bytes(const struct tfs_evidence *e);
@@ -46,8 +46,8 @@ bool tfs_evidence_miss(struct tfs_evidence *e, uint64_t key);
 void tfs_evidence_kept(struct tfs_evidence *e);
 /* Returns the score. */
 int tfs_evidence_score(const struct tfs_evidence *e);
-/* Returns true once the score reached TFS_EVIDENCE_ON, and for good:
- * from then on nothing changes the score. */
+/* Returns true once the score reached on, and for good: from then on
+ * nothing changes the score. */
 bool tfs_evidence_pays(const struct tfs_evidence *e);
 
 #endif

@@ -484,7 +484,7 @@ int tfs_cache_start(struct tfs_fs *fs)
 								 : TFS_FLUSH_FILES * TFS_FLUSH_BATCH;
 	c->rq = malloc((size_t)c->rqcap * sizeof(*c->rq));
 	if (c->reclaim_mode == TFS_RECLAIM_AUTO)
-		c->ev = tfs_evidence_new(c->nslots);
+		c->ev = tfs_evidence_new(c->nslots, TFS_EVIDENCE_ON);
 	if (!c->e || !c->htab || !c->freel || !c->ftab || !c->uheat || !c->pol || !c->rq ||
 	    (c->reclaim_mode == TFS_RECLAIM_AUTO && !c->ev) || c_watch_start(c))
 		return -ENOMEM;

@@ -35,8 +35,10 @@
  *     policy looks at is marked contested, every victim is counted
  *     (evicted), one of a look that marked one is displaced, an uncached read piece is a miss for it,
  *     and a whole read hit of a contested slot is kept (the mark
- *     cleared).  When it pays, reclaim is on for good and W-TinyLFU's
- *     protected segment goes to probation (tfs_policy_unprotect).
+ *     cleared).  When it pays (at TFS_EVIDENCE_ON times the sample's
+ *     share: a miniature sees that share of the events), reclaim is on
+ *     for good and W-TinyLFU's protected segment goes to probation
+ *     (tfs_policy_unprotect).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -116,7 +118,10 @@ struct tfs_model *tfs_model_new(const struct tfs_model_cfg *cfg)
 	m->seq = calloc(SEQ_FILES, sizeof(*m->seq));
 	m->rq = malloc((size_t)cfg->nslots * sizeof(*m->rq));
 	m->pol = tfs_policy_new(cfg->policy, cfg->nslots);
-	m->ev = tfs_evidence_new(cfg->nslots);	/* auto may be set later */
+	/* auto may be set later; a sample sees its share of the evidence
+	 * (evidence.c invariant 3) */
+	m->ev = tfs_evidence_new(cfg->nslots, (int)(TFS_EVIDENCE_ON * ((double)cfg->sample /
+								       18446744073709551616.0) + 0.5));
 	m->reclaiming = cfg->reclaim == TFS_RECLAIM_ON;
 	if (!m->e || !m->htab || !m->freel || !m->heat || !m->seq || !m->rq || !m->pol ||
 	    !m->ev) {

@@ -30,7 +30,7 @@ struct ref {
 	uint8_t full[MAXENT];
 	uint32_t mask, unit;
 	uint64_t evictions;
-	int score;
+	int score, on;
 	int paid;
 };
 
@@ -45,9 +45,9 @@ static void ref_add(struct ref *r, int d)
 	if (r->paid)
 		return;
 	r->score += d;
-	if (r->score < -TFS_EVIDENCE_ON)
-		r->score = -TFS_EVIDENCE_ON;
-	r->paid = r->score >= TFS_EVIDENCE_ON;
+	if (r->score < -r->on)
+		r->score = -r->on;
+	r->paid = r->score >= r->on;
 }
 
 static void random_runs(void)
@@ -63,12 +63,15 @@ static void random_runs(void)
 			uint64_t universe = run % 2 ? (uint64_t)n + 3 : 8ull * n + 5;
 			/* bias: early runs lean to misses, later to kept hits */
 			unsigned kept_pct = run % 4 == 0 ? 5 : run % 4 == 1 ? 20 : run % 4 == 2 ? 35 : 50;
-			struct tfs_evidence *e = tfs_evidence_new(n);
+			/* the daemon's verdict, and a miniature's (a share of it) */
+			int on = run % 3 == 0 ? TFS_EVIDENCE_ON : run % 3 == 1 ? 16 : 1;
+			struct tfs_evidence *e = tfs_evidence_new(n, on);
 
 			memset(&r, 0, sizeof(r));
+			r.on = on;
 			r.mask = tfs_pow2_at_least(n) - 1;
 			r.unit = n / 16 ? n / 16 : 1;
-			snprintf(ctx, sizeof(ctx), "slots %u run %u", n, run);
+			snprintf(ctx, sizeof(ctx), "slots %u run %u on %d", n, run, on);
 			if (!e) {
 				unit_fail(&groups[G_RANDOM], "tfs_evidence_new failed");
 				continue;
@@ -122,7 +125,7 @@ static void colliding(uint64_t *a, uint64_t *b)
 
 static void cases(void)
 {
-	struct tfs_evidence *e = tfs_evidence_new(16);
+	struct tfs_evidence *e = tfs_evidence_new(16, TFS_EVIDENCE_ON);
 	uint64_t a, b;
 
 	snprintf(ctx, sizeof(ctx), "cases");

@@ -420,6 +420,52 @@ static void model_evidence(void)
 	}
 }
 
+/* A miniature (model.h: a quarter of the extents in a quarter of the
+ * slots) turns reclaim on at about the request the tier it stands for
+ * does (evidence.c invariant 3): 400 slots against 100 at rate 1/4, 8K
+ * written into 200 extents (dirty: the flusher held off), random reads
+ * over 600 others.  Returns the request at which m turned it on, or 0. */
+static unsigned evidence_turn(struct tfs_model *m)
+{
+	uint64_t rs = 99;
+
+	for (unsigned i = 1; i <= 200000; i++) {
+		uint64_t r = unit_rnd(&rs);
+
+		if (r % 4 == 0)
+			tfs_model_request(m, 1, (r >> 8) % 200 * 65536, 8192, true, i / 64);
+		else
+			tfs_model_request(m, 2, (r >> 8) % 600 * 65536, 8192, false, i / 64);
+		if (tfs_model_reclaiming(m))
+			return i;
+	}
+	return 0;
+}
+
+static void model_evidence_sampled(void)
+{
+	struct tfs_model_cfg cfg = TFS_MODEL_CFG_DEFAULT(400);
+	struct tfs_model *full, *mini;
+	unsigned a, b;
+
+	snprintf(ctx, sizeof(ctx), "evidence in a miniature");
+	cfg.extent = 65536;
+	cfg.promote = 1;
+	cfg.dirty_low = 90;
+	cfg.dirty_high = 95;
+	cfg.reclaim = TFS_RECLAIM_AUTO;
+	full = tfs_model_new(&cfg);
+	cfg.nslots = 100;
+	cfg.sample = UINT64_MAX / 4;
+	mini = tfs_model_new(&cfg);
+	a = evidence_turn(full);
+	b = evidence_turn(mini);
+	CHECK(G_MODEL_CASES, a && b && b < 2 * a && a < 2 * b,
+	      "reclaim on at request %u in the tier, %u in its miniature", a, b);
+	tfs_model_free(full);
+	tfs_model_free(mini);
+}
+
 int main(void)
 {
 	read_rule();
@@ -431,6 +477,7 @@ int main(void)
 	model_cases();
 	model_reclaim();
 	model_evidence();
+	model_evidence_sampled();
 	sample();
 	return unit_summary(groups, G_COUNT) ? 1 : 0;
 }

@@ -31,11 +31,11 @@
  *     demoted too.  The daemon's flusher does this on its next round
  *     (flush.c invariant 15): in the model, before the next request.
  *  7. With cfg.reclaim auto the model keeps the daemon's evidence (index.c
- *     c_evidence_*, evidence.h) while reclaim is off: a dirty slot the
+ *     invariant 7, evidence.h) while reclaim is off: a dirty slot the
  *     policy looks at is marked contested, every victim is counted
- *     (evicted), one of a look that marked one is displaced, an uncached read piece is a miss for it,
- *     and a whole read hit of a contested slot is kept (the mark
- *     cleared).  When it pays (at TFS_EVIDENCE_ON times the sample's
+ *     (evicted), one of a look that marked one is displaced, an uncached
+ *     read piece is a miss for it, and a whole read hit of a contested
+ *     slot is kept (the mark cleared).  When it pays (at TFS_EVIDENCE_ON times the sample's
  *     share: a miniature sees that share of the events), reclaim is on
  *     for good and W-TinyLFU's protected segment goes to probation
  *     (tfs_policy_unprotect).

@@ -9,9 +9,9 @@
  * the extent would have gone by then anyway), and a later read of the
  * dirty one, hit, against it (-1).  The displaced clean extents are
  * remembered in a ghost table of one 32-bit entry a slot (direct-mapped
- * by key: a fingerprint and when, or 0); the
- * dirty ones passed over are marked by the caller (the slot's contested
- * bit), which reports their first whole hit.  The score stays within
+ * by key: a fingerprint and when, or 0); the dirty ones passed over are
+ * marked by the caller (the slot's contested bit), which reports their
+ * first whole hit.  The score stays within
  * [-on, on]; at on (TFS_EVIDENCE_ON in the daemon, that scaled by the
  * sample in a miniature) reclaim pays, and the verdict stands.
  * Pure: no locks (the caller serialises calls on one instance), memory
@@ -33,11 +33,9 @@ struct tfs_evidence *tfs_evidence_new(uint32_t nslots, int on);
 void tfs_evidence_free(struct tfs_evidence *e);	/* NULL is fine */
 /* Returns the bytes e holds. */
 uint64_t tfs_evidence_bytes(const struct tfs_evidence *e);
-/* The policy evicted an extent (any: the clock of the displaced ones). */
-void tfs_evidence_evicted(struct tfs_evidence *e);
-/* Clean extent key, just evicted, was taken by a look that passed over a
- * dirty one. */
-void tfs_evidence_displaced(struct tfs_evidence *e, uint64_t key);
+/* The policy evicted extent key (every victim counts: the clock of the
+ * displaced ones); displaced: its look passed over a dirty extent. */
+void tfs_evidence_victim(struct tfs_evidence *e, uint64_t key, bool displaced);
 /* A read missed extent key (not cached): +1 if it was displaced within
  * the last tier's worth of evictions or so (its entry is cleared).
  * Returns true if it counted. */

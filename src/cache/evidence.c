@@ -10,7 +10,7 @@
  *     the fingerprint is forced to 1, so no entry in use is 0.  A newer
  *     displaced key takes the entry over; a miss counts only on an equal
  *     fingerprint (a false match: about one in 2^23 per look).
- *  2. The epoch is the evictions counted (tfs_evidence_evicted) over a
+ *  2. The epoch is the evictions counted (tfs_evidence_victim) over a
  *     unit of max(1, slots / 16), modulo 256; a miss counts only if its
  *     entry's epoch is less than 16 units old: read again within about a
  *     tier's worth of evictions.  Kept, the extent would have been a
@@ -101,15 +101,14 @@ static void score_add(struct tfs_evidence *e, int d)
 	e->paid = e->score >= e->on;
 }
 
-void tfs_evidence_evicted(struct tfs_evidence *e)
+void tfs_evidence_victim(struct tfs_evidence *e, uint64_t key, bool displaced)
 {
+	uint32_t fp, *g;
+
 	e->evictions++;
-}
-
-void tfs_evidence_displaced(struct tfs_evidence *e, uint64_t key)
-{
-	uint32_t fp, *g = entry(e, key, &fp);
-
+	if (!displaced)
+		return;
+	g = entry(e, key, &fp);
 	*g = fp | epoch(e);
 }
 

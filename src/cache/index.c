@@ -59,8 +59,8 @@
  *  7. With cache_reclaim=auto, until reclaim is on (DESIGN §10.10), the
  *     evidence (evidence.h) is kept under c->lock as the model keeps it
  *     (model.c invariant 7): evict_ok marks a dirty slot it refuses
- *     (contested) and the look (c->passed); evict_some counts every
- *     victim (evicted) and a victim of such a look is displaced; read.c
+ *     (contested) and the look (c->passed); evict_some reports every
+ *     victim, displaced if its look passed one (tfs_evidence_victim); read.c
  *     reports an uncached piece's miss (c_evidence_miss) and a whole hit
  *     of a contested slot (c_read_hit: the read path's and the hit
  *     ring's, which once left it out).  The first time it pays reclaim
@@ -688,11 +688,8 @@ static void evict_some(struct tfs_cache *c)
 		s = tfs_policy_victim(c->pol, evict_ok, c, 4 * c->nslots + 64);
 		if (s == TFS_POLICY_NONE)
 			break;
-		if (judging(c)) {	/* invariant 7 */
-			tfs_evidence_evicted(c->ev);
-			if (c->passed)
-				tfs_evidence_displaced(c->ev, c_ekey(c->e[s].fid, c->e[s].idx));
-		}
+		if (judging(c))		/* invariant 7 */
+			tfs_evidence_victim(c->ev, c_ekey(c->e[s].fid, c->e[s].idx), c->passed);
 		vict[n] = s;
 		ops[n++] = (struct tfs_cstore_op){ .op = TFS_CS_DEL_EXT, .fid = c->e[s].fid,
 						   .idx = c->e[s].idx };

@@ -32,8 +32,8 @@
  *     (flush.c invariant 15): in the model, before the next request.
  *  7. With cfg.reclaim auto the model keeps the daemon's evidence (index.c
  *     invariant 7, evidence.h) while reclaim is off: a dirty slot the
- *     policy looks at is marked contested, every victim is counted
- *     (evicted), one of a look that marked one is displaced, an uncached
+ *     policy looks at is marked contested, every victim is reported,
+ *     displaced if its look marked one (tfs_evidence_victim), an uncached
  *     read piece is a miss for it, and a whole read hit of a contested
  *     slot is kept (the mark cleared).  When it pays (at TFS_EVIDENCE_ON times the sample's
  *     share: a miniature sees that share of the events), reclaim is on
@@ -303,12 +303,9 @@ static uint32_t alloc_slot(struct tfs_model *m, uint64_t key, uint64_t fid, uint
 			v = tfs_policy_victim(m->pol, evictable, m, 4 * m->cfg.nslots + 64);
 			if (v == TFS_POLICY_NONE)
 				break;
-			if (judging(m)) {
-				tfs_evidence_evicted(m->ev);
-				if (m->passed)
-					tfs_evidence_displaced(m->ev, tfs_ext_key(m->e[v].fid,
-										  m->e[v].idx));
-			}
+			if (judging(m))
+				tfs_evidence_victim(m->ev, tfs_ext_key(m->e[v].fid, m->e[v].idx),
+						    m->passed);
 			unlink_slot(m, v);
 			m->st.evictions++;
 		}

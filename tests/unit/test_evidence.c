@@ -82,10 +82,11 @@ static void random_runs(void)
 				unsigned what = (unsigned)(unit_rnd(&st) % 100);
 
 				if (what < 25) {
-					tfs_evidence_evicted(e);
+					tfs_evidence_victim(e, k, false);
 					r.evictions++;
 				} else if (what < 50) {
-					tfs_evidence_displaced(e, k);
+					tfs_evidence_victim(e, k, true);
+					r.evictions++;
 					r.key[i] = k;
 					r.at[i] = r.evictions;
 					r.full[i] = 1;
@@ -135,24 +136,24 @@ static void cases(void)
 	}
 	colliding(&a, &b);
 	CHECK(G_CASES, !tfs_evidence_miss(e, a), "a key never displaced counted");
-	tfs_evidence_displaced(e, a);
+	tfs_evidence_victim(e, a, true);
 	CHECK(G_CASES, tfs_evidence_miss(e, a) && tfs_evidence_score(e) == 1,
 	      "a displaced key's miss: score %d", tfs_evidence_score(e));
 	CHECK(G_CASES, !tfs_evidence_miss(e, a) && tfs_evidence_score(e) == 1,
 	      "its second miss counted: score %d", tfs_evidence_score(e));
-	tfs_evidence_displaced(e, a);
-	tfs_evidence_displaced(e, b);	/* takes a's entry over */
+	tfs_evidence_victim(e, a, true);
+	tfs_evidence_victim(e, b, true);	/* takes a's entry over */
 	CHECK(G_CASES, !tfs_evidence_miss(e, a) && tfs_evidence_miss(e, b),
 	      "the newer of two keys of one entry is the one kept");
 	/* 16 slots: a unit of 1 eviction, 16 units kept */
-	tfs_evidence_displaced(e, a);
+	tfs_evidence_victim(e, a, true);
 	for (int i = 0; i < 15; i++)
-		tfs_evidence_evicted(e);
+		tfs_evidence_victim(e, 0, false);
 	CHECK(G_CASES, tfs_evidence_miss(e, a) && tfs_evidence_score(e) == 3,
 	      "read again 15 evictions later: score %d", tfs_evidence_score(e));
-	tfs_evidence_displaced(e, a);
+	tfs_evidence_victim(e, a, true);
 	for (int i = 0; i < 16; i++)
-		tfs_evidence_evicted(e);
+		tfs_evidence_victim(e, 0, false);
 	CHECK(G_CASES, !tfs_evidence_miss(e, a) && tfs_evidence_score(e) == 3,
 	      "read again 16 evictions later counted: score %d", tfs_evidence_score(e));
 	for (int i = 0; i < 3 * TFS_EVIDENCE_ON; i++)
@@ -160,13 +161,13 @@ static void cases(void)
 	CHECK(G_CASES, tfs_evidence_score(e) == -TFS_EVIDENCE_ON, "floor: score %d",
 	      tfs_evidence_score(e));
 	for (uint64_t k = 100; k < 100 + 2 * TFS_EVIDENCE_ON - 1; k++) {
-		tfs_evidence_displaced(e, k);
+		tfs_evidence_victim(e, k, true);
 		tfs_evidence_miss(e, k);
 	}
 	CHECK(G_CASES, !tfs_evidence_pays(e) && tfs_evidence_score(e) == TFS_EVIDENCE_ON - 1,
 	      "one short of the verdict: score %d pays %d", tfs_evidence_score(e),
 	      tfs_evidence_pays(e));
-	tfs_evidence_displaced(e, 7);
+	tfs_evidence_victim(e, 7, true);
 	tfs_evidence_miss(e, 7);
 	CHECK(G_CASES, tfs_evidence_pays(e), "at %d it pays", tfs_evidence_score(e));
 	for (int i = 0; i < 3 * TFS_EVIDENCE_ON; i++)

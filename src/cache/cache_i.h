@@ -158,8 +158,6 @@ struct tfs_cache {
 	uint32_t halflife;		/* 1/16 s */
 	unsigned dirty_low, dirty_high;	/* percent of slots */
 	enum tfs_reclaim reclaim_mode;	/* cache_reclaim */
-	bool reclaim_on;		/* reclaim now (flush.c invariant 15; auto:
-					 * once the evidence said so, index.c inv. 7) */
 	struct tfs_evidence *ev;	/* cache_reclaim=auto (index.c invariant 7) */
 	bool passed;			/* this eviction's look passed over a dirty slot */
 	enum tfs_policy_kind policy_kind;
@@ -328,6 +326,9 @@ void c_unlink_slot(struct tfs_cache *c, uint32_t s);
  * hit, and eviction no longer wants it (flush.c invariant 15).  Under
  * c->lock. */
 void c_used(struct tfs_cache *c, uint32_t s);
+/* Returns true if reclaim is on now (flush.c invariant 15): set on, or
+ * auto once the evidence said so (index.c invariant 7).  Under c->lock. */
+bool c_reclaiming(const struct tfs_cache *c);
 /* The evidence for reclaim (index.c invariant 7): a read piece of
  * extent key missed, not cached.  Under c->lock. */
 void c_evidence_miss(struct tfs_cache *c, uint64_t key);

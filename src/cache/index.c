@@ -64,7 +64,8 @@
  *     reports an uncached piece's miss (c_evidence_miss) and a whole hit
  *     of a contested slot (c_read_hit: the read path's and the hit
  *     ring's, which once left it out).  The first time it pays reclaim
- *     goes on for the rest of the mount (reclaim_on; logged) and the
+ *     goes on for the rest of the mount (c_reclaiming, derived from the
+ *     evidence's verdict, which stands; logged) and the
  *     policy's protected segment goes to probation (tfs_policy_unprotect,
  *     policy.c invariant 12).
  *
@@ -605,10 +606,15 @@ static bool evictable(void *arg, uint32_t s)
 	return x->used && !x->busy && !x->pins && !x->flushing && !x->keep && !bm_any(x->dirty);
 }
 
+bool c_reclaiming(const struct tfs_cache *c)
+{
+	return c->reclaim_mode == TFS_RECLAIM_ON || (c->ev && tfs_evidence_pays(c->ev));
+}
+
 /* Whether the evidence for reclaim is being kept (invariant 7). */
 static bool judging(const struct tfs_cache *c)
 {
-	return c->ev && !c->reclaim_on;
+	return c->ev && !tfs_evidence_pays(c->ev);
 }
 
 /* The policy's ok() for evict_some: evictable; a dirty extent of a file
@@ -628,19 +634,19 @@ static bool evict_ok(void *arg, uint32_t s)
 		x->contested = true;
 		c->passed = true;
 	}
-	if (c->reclaim_on && !x->reclaim && c->nrq < c->rqcap) {
+	if (c_reclaiming(c) && !x->reclaim && c->nrq < c->rqcap) {
 		x->reclaim = true;
 		c->rq[c->nrq++] = s;
 	}
 	return false;
 }
 
-/* After an event of the evidence: reclaim on, for good, once it pays. */
+/* After an event of the evidence: once it pays (reclaim on from now on,
+ * c_reclaiming), what the turn does once. */
 static void judged(struct tfs_cache *c)
 {
 	if (!tfs_evidence_pays(c->ev))
 		return;
-	c->reclaim_on = true;
 	tfs_policy_unprotect(c->pol);
 	tfs_info("cache %s: reclaim on: eviction passed over dirty extents for clean ones "
 		 "read again soon (cache_reclaim=auto)", c->dir);

@@ -80,7 +80,6 @@ struct tfs_model {
 	uint32_t fcur;			/* the flusher's next slot */
 	bool any_io;
 	uint32_t *rq, nrq;		/* invariant 6 */
-	bool reclaiming;		/* reclaim on now (invariants 6, 7) */
 	struct tfs_evidence *ev;	/* invariant 7 */
 	bool passed;			/* this look passed over a dirty slot */
 	struct tfs_model_stats st;
@@ -122,7 +121,6 @@ struct tfs_model *tfs_model_new(const struct tfs_model_cfg *cfg)
 	 * (evidence.c invariant 3) */
 	m->ev = tfs_evidence_new(cfg->nslots, (int)(TFS_EVIDENCE_ON * ((double)cfg->sample /
 								       18446744073709551616.0) + 0.5));
-	m->reclaiming = cfg->reclaim == TFS_RECLAIM_ON;
 	if (!m->e || !m->htab || !m->freel || !m->heat || !m->seq || !m->rq || !m->pol ||
 	    !m->ev) {
 		tfs_model_free(m);
@@ -182,27 +180,26 @@ void tfs_model_set_spare(struct tfs_model *m, bool hot_only)
 void tfs_model_set_reclaim(struct tfs_model *m, enum tfs_reclaim r)
 {
 	m->cfg.reclaim = r;
-	m->reclaiming = r == TFS_RECLAIM_ON || (r == TFS_RECLAIM_AUTO && tfs_evidence_pays(m->ev));
 }
 
 bool tfs_model_reclaiming(const struct tfs_model *m)
 {
-	return m->reclaiming;
+	return m->cfg.reclaim == TFS_RECLAIM_ON ||
+	       (m->cfg.reclaim == TFS_RECLAIM_AUTO && tfs_evidence_pays(m->ev));
 }
 
 /* Whether the evidence is being kept: auto, and reclaim not on yet. */
 static bool judging(const struct tfs_model *m)
 {
-	return m->cfg.reclaim == TFS_RECLAIM_AUTO && !m->reclaiming;
+	return m->cfg.reclaim == TFS_RECLAIM_AUTO && !tfs_evidence_pays(m->ev);
 }
 
-/* After an event of the evidence: on, for good, if it pays (invariant 7). */
+/* After an event of the evidence: once it pays (reclaim on from now on),
+ * what the turn does once (invariant 7). */
 static void judged(struct tfs_model *m)
 {
-	if (!tfs_evidence_pays(m->ev))
-		return;
-	m->reclaiming = true;
-	tfs_policy_unprotect(m->pol);
+	if (tfs_evidence_pays(m->ev))
+		tfs_policy_unprotect(m->pol);
 }
 
 uint32_t tfs_model_slots(const struct tfs_model *m)
@@ -258,7 +255,7 @@ static bool evictable(void *arg, uint32_t s)
 		x->contested = true;
 		m->passed = true;
 	}
-	if (m->reclaiming && !x->reclaim && m->nrq < m->cfg.nslots) {
+	if (tfs_model_reclaiming(m) && !x->reclaim && m->nrq < m->cfg.nslots) {
 		x->reclaim = true;
 		m->rq[m->nrq++] = s;
 	}

@@ -68,7 +68,6 @@ int c_config(struct tfs_cache *c, const struct tfs_cache_opts *o, char *err, siz
 		snprintf(err, errlen, "cache_reclaim=%s: 0, 1 or auto", o->reclaim);
 		return -EINVAL;
 	}
-	c->reclaim_on = c->reclaim_mode == TFS_RECLAIM_ON;
 	if (c->dirty_low >= c->dirty_high) {	/* each in range, but not together */
 		snprintf(err, errlen, "cache_dirty_low=%u, cache_dirty_high=%u: 0 <= low < high <= 100",
 			 c->dirty_low, c->dirty_high);

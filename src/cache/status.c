@@ -93,7 +93,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 	promote = c_promote(c);
 	backlog = c->qlen + c->qbusy;
 	rbacklog = c->nrq + c->rbusy;
-	reclaim_on = c->reclaim_on;
+	reclaim_on = c_reclaiming(c);
 	evidence = c->ev ? tfs_evidence_score(c->ev) : 0;
 	pin_files = c->pin_files;
 	pin_reserved = c->pin_reserved;

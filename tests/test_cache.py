@@ -1065,6 +1065,21 @@ def auto_run(make_array, tmp_path, reread):
         m.stop()
 
 
+def test_cache_reclaim_names(make_array, tmp_path):
+    """cache_reclaim takes 0 or off, 1 or on, auto (the default); anything
+    else refuses the mount with a one-line error naming them."""
+    a = make_array("raid0", 2, "64K")
+    for given, mode, on in ((None, "auto", 0), ("off", 0, 0), ("0", 0, 0), ("on", 1, 1),
+                            ("1", 1, 1), ("auto", "auto", 0)):
+        kw = {} if given is None else {"reclaim": given}
+        m = a.mount(opts=copts(tmp_path / "cache", **kw))
+        s = cst(a.mnt)
+        assert (s["reclaim_mode"], s["reclaim"]) == (mode, on), (given, s)
+        m.stop()
+    msg = refused(a, copts(tmp_path / "cache", reclaim="2"))
+    assert "cache_reclaim=2: 0, 1 or auto" in msg, msg
+
+
 def test_reclaim_auto_weighs_what_eviction_trades(make_array, tmp_path):
     """cache_reclaim=auto (DESIGN §10.10, index.c invariant 7): eviction
     passing over dirty extents for a clean one that is read again soon

@@ -49,23 +49,26 @@ int tfs_cache_mode_parse(const char *s, enum tfs_cache_mode *m)
 	return -EINVAL;
 }
 
+/* cache_reclaim's names, and the other name each value also goes by */
+static const char *const reclaim_names[][2] = {
+	[TFS_RECLAIM_OFF] = { "0", "off" },
+	[TFS_RECLAIM_ON] = { "1", "on" },
+	[TFS_RECLAIM_AUTO] = { "auto", "auto" },
+};
+
 const char *tfs_reclaim_name(enum tfs_reclaim r)
 {
-	return r == TFS_RECLAIM_OFF ? "0" : r == TFS_RECLAIM_ON ? "1" : r == TFS_RECLAIM_AUTO ? "auto"
-									       : "?";
+	return r <= TFS_RECLAIM_AUTO ? reclaim_names[r][0] : "?";
 }
 
 int tfs_reclaim_parse(const char *s, enum tfs_reclaim *r)
 {
-	if (strcmp(s, "0") == 0 || strcmp(s, "off") == 0)
-		*r = TFS_RECLAIM_OFF;
-	else if (strcmp(s, "1") == 0 || strcmp(s, "on") == 0)
-		*r = TFS_RECLAIM_ON;
-	else if (strcmp(s, "auto") == 0)
-		*r = TFS_RECLAIM_AUTO;
-	else
-		return -EINVAL;
-	return 0;
+	for (unsigned i = 0; i <= TFS_RECLAIM_AUTO; i++)
+		if (strcmp(s, reclaim_names[i][0]) == 0 || strcmp(s, reclaim_names[i][1]) == 0) {
+			*r = (enum tfs_reclaim)i;
+			return 0;
+		}
+	return -EINVAL;
 }
 
 uint32_t tfs_heat_entries(uint32_t nslots)

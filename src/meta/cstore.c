@@ -686,7 +686,7 @@ static int apply_fn(MDB_txn *txn, void *arg)
 /* TIERFS_FAULT's store_put_delay=MS[:N] (fault.c lists it; tests only):
  * every batch that puts an extent record sleeps MS ms before it is
  * logged, or the N-th such batch only.  Read once, process-wide. */
-static long put_delay_ms = -1;
+static long put_delay_ms;
 static unsigned long put_delay_nth, put_batches;
 static pthread_once_t put_delay_once = PTHREAD_ONCE_INIT;
 
@@ -694,7 +694,6 @@ static void put_delay_read(void)
 {
 	const char *f = getenv("TIERFS_FAULT"), *t = f ? strstr(f, "store_put_delay=") : NULL;
 
-	put_delay_ms = 0;
 	if (t && sscanf(t + 16, "%ld:%lu", &put_delay_ms, &put_delay_nth) < 1)
 		put_delay_ms = 0;
 }
@@ -718,7 +717,6 @@ static void put_delay(const struct tfs_cstore_op *ops, unsigned n)
 
 int tfs_cstore_apply(struct tfs_cstore *cs, const struct tfs_cstore_op *ops, unsigned n)
 {
-
 	size_t len = sizeof(struct log_hdr) + (size_t)n * sizeof(struct log_op);
 	unsigned char *buf;
 	struct log_hdr *h;

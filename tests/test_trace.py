@@ -143,8 +143,7 @@ def test_the_model_agrees_with_the_daemon_that_recorded_the_trace(make_array, tm
     n = 96                                          # extents of the file
     # auto: more writes, to cold extents, kept dirty longer, so that
     # eviction passes over dirty extents for hot ones and the evidence
-    # turns reclaim on midway
-    # (at most 80 rounds, ending 5 after the turn)
+    # turns reclaim on midway (at most 80 rounds, the last 5 after the turn)
     rounds, writes, dirty = (80, 6, (60, 90)) if reclaim == "auto" else (25, 2, (20, 70))
     a = make_array("raid5", 3, "64K")
     p = a.mnt / "f"
@@ -165,8 +164,8 @@ def test_the_model_agrees_with_the_daemon_that_recorded_the_trace(make_array, tm
     fd = os.open(p, os.O_RDWR | os.O_DIRECT)
     buf = abuf(8 * K)
     try:
-        done, after = 0, None
-        while done < rounds and after != 0:
+        done, turned = 0, None
+        while done < rounds and (turned is None or done < turned + 5):
             done += 1
             order = hot + rng.sample(cold, 8)      # no extent twice in a round: the
                                                     # second read would race its promotion
@@ -182,8 +181,8 @@ def test_the_model_agrees_with_the_daemon_that_recorded_the_trace(make_array, tm
             wait_stat(a.mnt, "promote_backlog", 0)  # the promoters drained their queue
             wait_stat(a.mnt, "reclaim_backlog", 0)  # and the flusher its notes
             time.sleep(0.15)                        # (the flusher's pace is real time)
-            if reclaim == "auto":
-                after = after - 1 if after else 5 if cst(a.mnt)["reclaim"] else None
+            if reclaim == "auto" and turned is None and cst(a.mnt)["reclaim"]:
+                turned = done
     finally:
         os.close(fd)
     r = tierctl("trace", a.mnt, "stop")

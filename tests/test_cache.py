@@ -981,30 +981,38 @@ def test_wtinylfu_keeps_hot_set_through_cold_scan(make_array, tmp_path):
     assert res["lru"] <= res["wtinylfu"] - 8, f"lru kept as much as wtinylfu: {res}"
 
 
-def reclaim_run(make_array, tmp_path, reclaim):
+def reclaim_run(make_array, tmp_path, reclaim, old=0, nnew=32):
     """A tier of 64 slots of 64K, LRU, threshold 1, watermarks too high for
-    the paced flusher: 16 extents of "cold" written (dirty, the oldest),
-    the 48 of "hot" read (promoted, clean), then 32 extents of "new" read,
-    one at a time, each promotion (and reclaim round) waited for.  The
-    first promotion's eviction meets the 16 dirty extents first.  Returns
-    the tier's counts and the cached and dirty extents of cold and hot."""
+    the paced flusher: old extents of "old" read (promoted, clean, the
+    oldest), 16 extents of "cold" written (dirty), 48 - old of "hot" read
+    (promoted, clean), then nnew extents of "new" read, one at a time, each
+    promotion (and reclaim round) waited for; an eviction frees 8 slots.
+    Returns the tier's counts and the cached and dirty extents of cold and
+    hot."""
     a = make_array("raid0", 2, "64K")
     rng = random.Random(11)
-    hot, new, cold = rng.randbytes(48 * 64 * K), rng.randbytes(32 * 64 * K), rng.randbytes(M)
-    prefill(a, {"hot": hot, "new": new})
-    m = a.mount(opts=copts(tmp_path / f"cache-{reclaim}", size="4M", extent="64K",
+    nhot = 48 - old
+    olds, hot, new, cold = (rng.randbytes(old * 64 * K), rng.randbytes(nhot * 64 * K),
+                            rng.randbytes(nnew * 64 * K), rng.randbytes(M))
+    prefill(a, {"old": olds, "hot": hot, "new": new})
+    m = a.mount(opts=copts(tmp_path / f"cache-{reclaim}-{old}", size="4M", extent="64K",
                            policy="lru", promote=1, seq_cutoff=0, dirty_low=90,
                            dirty_high=95, reclaim=reclaim))
+
+    def read_in(path, data, i):
+        same(read_direct(path, i * 64 * K, 64 * K), data[i * 64 * K:(i + 1) * 64 * K], path)
+        wait_stat(a.mnt, "promote_backlog", 0)
+        wait_stat(a.mnt, "reclaim_backlog", 0)
+
     try:
-        cp, hp, np_ = (os.path.join(a.mnt, n) for n in ("cold", "hot", "new"))
+        op, cp, hp, np_ = (os.path.join(a.mnt, n) for n in ("old", "cold", "hot", "new"))
+        for i in range(old):
+            read_in(op, olds, i)
         write_direct(cp, 0, cold, create=True)
-        for i in range(48):
-            same(read_direct(hp, i * 64 * K, 64 * K), hot[i * 64 * K:(i + 1) * 64 * K], "hot")
-            wait_stat(a.mnt, "promote_backlog", 0)
-        for i in range(32):
-            same(read_direct(np_, i * 64 * K, 64 * K), new[i * 64 * K:(i + 1) * 64 * K], "new")
-            wait_stat(a.mnt, "promote_backlog", 0)
-            wait_stat(a.mnt, "reclaim_backlog", 0)
+        for i in range(nhot):
+            read_in(hp, hot, i)
+        for i in range(nnew):
+            read_in(np_, new, i)
         s = cst(a.mnt)
         fc, fh = fcache(cp), fcache(hp)
         same(read_direct(cp, 0, M), cold, "cold, after")
@@ -1029,6 +1037,26 @@ def test_reclaim_destages_what_eviction_wants(make_array, tmp_path):
     assert s1["reclaimed"] == 16 and c1["cold"] == 0 and s1["dirty_extents"] == 0, (s1, c1)
     assert s0["reclaimed"] == 0 and c0["cold"] == 16 and c0["cold_dirty"] == 16, (s0, c0)
     assert c1["hot"] >= c0["hot"] + 14, (c1, c0)
+
+
+def test_reclaim_cleans_ahead_of_eviction(make_array, tmp_path):
+    """cache_reclaim=1 (flush.c invariant 15, clean-ahead): after each
+    eviction the dirty extents among the policy's next 2 batches of
+    victims are noted, and the flusher cleans them before eviction gets
+    there; they keep their place.  8 old clean extents are the oldest, the
+    16 written ones next: the first eviction takes the 8 old and notes the
+    16, so the second takes 8 of the written ones, clean by then, and the
+    40 hot extents all stay.  Without clean-ahead the second eviction met
+    the 16 dirty, passed over them (as if used) and took 8 hot ones instead
+    (hot kept 32).  Without reclaim nothing is noted and the written 16 stay
+    dirty.  Every byte read is checked, the written file's after it left
+    the tier too."""
+    s1, c1 = reclaim_run(make_array, tmp_path, 1, old=8, nnew=16)
+    s0, c0 = reclaim_run(make_array, tmp_path, 0, old=8, nnew=16)
+    print(f"reclaim on: {c1}, reclaimed {s1['reclaimed']}; off: {c0}, reclaimed {s0['reclaimed']}")
+    assert c1["hot"] == 40 and c1["cold"] == 8 and c1["cold_dirty"] == 0, (s1, c1)
+    assert s1["reclaimed"] == 16 and s1["evictions"] == 16, s1
+    assert c0["hot"] == 32 and c0["cold_dirty"] == 16 and s0["reclaimed"] == 0, (s0, c0)
 
 
 def auto_run(make_array, tmp_path, reread):

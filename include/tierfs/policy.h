@@ -85,6 +85,11 @@ void tfs_policy_unprotect(struct tfs_policy *p);
  * of the entries looked at could be evicted. */
 uint32_t tfs_policy_victim(struct tfs_policy *p, bool (*ok)(void *arg, uint32_t slot),
 			   void *arg, uint32_t max);
+/* Writes to out up to n held slots, in the order eviction will look at
+ * them as the queues stand (exact for lru; the next victims among the
+ * first for the others: policy.c invariant 13), moving nothing and
+ * counting no access.  Returns how many.  O(n). */
+uint32_t tfs_policy_next(const struct tfs_policy *p, uint32_t *out, uint32_t n);
 /* Returns the bytes p allocated (its arrays, ghost and sketch). */
 uint64_t tfs_policy_bytes(const struct tfs_policy *p);
 /* Returns the number of slots held. */

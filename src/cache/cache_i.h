@@ -75,8 +75,10 @@ struct cext {
 	bool keep;			/* its file is pinned: never evicted (pin.c) */
 	bool fillq;			/* a fill of its missing sectors is queued (flush.c) */
 	bool contested;			/* eviction passed over it dirty (index.c inv. 7) */
-	bool reclaim;			/* eviction wanted it dirty: destage, then demote
+	bool reclaim;			/* noted for the flusher: destage it first
 					 * (flush.c invariant 15) */
+	bool refused;			/* eviction passed over it dirty (moved as if
+					 * used): demoted once clean */
 };
 
 /* A file with cached extents (or a size the cache knows). */

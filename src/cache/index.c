@@ -554,7 +554,7 @@ void c_unlink_slot(struct tfs_cache *c, uint32_t s)
 
 	if (tfs_policy_holds(c->pol, s))
 		tfs_policy_remove(c->pol, s);
-	x->reclaim = false;
+	x->reclaim = x->refused = false;
 	hash_remove(c, s);
 	if (x->fprev != C_NONE)
 		c->e[x->fprev].fnext = x->fnext;
@@ -617,6 +617,19 @@ static bool judging(const struct tfs_cache *c)
 	return c->ev && !tfs_evidence_pays(c->ev);
 }
 
+/* Slot s, dirty, is noted for the flusher (flush.c invariant 15), once,
+ * while the queue has room; refused: eviction passed over it. */
+static void note_reclaim(struct tfs_cache *c, uint32_t s, bool refused)
+{
+	struct cext *x = &c->e[s];
+
+	x->refused |= refused && (x->reclaim || c->nrq < c->rqcap);
+	if (x->reclaim || c->nrq == c->rqcap)
+		return;
+	x->reclaim = true;
+	c->rq[c->nrq++] = s;
+}
+
 /* The policy's ok() for evict_some: evictable; a dirty extent of a file
  * not pinned is marked for the evidence while it is kept (invariant 7),
  * and noted for the flusher, once, while reclaim is on (flush.c
@@ -634,10 +647,8 @@ static bool evict_ok(void *arg, uint32_t s)
 		x->contested = true;
 		c->passed = true;
 	}
-	if (c_reclaiming(c) && !x->reclaim && c->nrq < c->rqcap) {
-		x->reclaim = true;
-		c->rq[c->nrq++] = s;
-	}
+	if (c_reclaiming(c))
+		note_reclaim(c, s, true);
 	return false;
 }
 
@@ -672,7 +683,23 @@ void c_read_hit(struct tfs_cache *c, uint32_t s)
 void c_used(struct tfs_cache *c, uint32_t s)
 {
 	tfs_policy_hit(c->pol, s);
-	c->e[s].reclaim = false;
+	c->e[s].reclaim = c->e[s].refused = false;
+}
+
+/* Clean-ahead (flush.c invariant 15): the dirty extents among eviction's
+ * next 2 batches of victims, noted for the flusher, which cleans them
+ * before eviction gets there; they keep their place. */
+static void note_ahead(struct tfs_cache *c, unsigned batch)
+{
+	uint32_t next[2 * TFS_EVICT_BATCH];
+	uint32_t n = tfs_policy_next(c->pol, next, 2 * batch);
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct cext *x = &c->e[next[i]];
+
+		if (x->used && !x->keep && bm_any(x->dirty))
+			note_reclaim(c, next[i], false);
+	}
 }
 
 /* Free up to 32 clean slots chosen by the policy; their records are gone
@@ -700,6 +727,8 @@ static void evict_some(struct tfs_cache *c)
 		ops[n++] = (struct tfs_cstore_op){ .op = TFS_CS_DEL_EXT, .fid = c->e[s].fid,
 						   .idx = c->e[s].idx };
 	}
+	if (c_reclaiming(c))
+		note_ahead(c, batch);
 	if (c->nrq > noted)
 		pthread_cond_signal(&c->fcond);	/* the flusher's first work */
 	if (n && c_commit(c, ops, n)) {

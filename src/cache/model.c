@@ -23,13 +23,16 @@
  *  5. Memory is allocated at tfs_model_new only.
  *  6. While reclaim is on (cfg.reclaim on, or auto once the evidence said
  *     so: invariant 7), a dirty slot the policy looks at for eviction is
- *     noted (its reclaim flag, and the reclaim queue; at most nslots
- *     entries, a full queue notes nothing), as index.c notes one; a use
- *     of the extent takes the flag back.  The flusher, before anything
- *     else, destages every noted slot still flagged and demotes it
- *     (tfs_policy_demote), and a slot its batches clean while flagged is
- *     demoted too.  The daemon's flusher does this on its next round
- *     (flush.c invariant 15): in the model, before the next request.
+ *     noted, refused, and after each eviction batch the dirty slots among
+ *     the policy's next 2 batches of victims are noted (clean-ahead,
+ *     tfs_policy_next), as index.c notes them (note_reclaim: the reclaim
+ *     flag, and the reclaim queue; at most nslots entries, a full queue
+ *     notes nothing); a use of the extent takes the flags back.  The
+ *     flusher, before anything else, destages every noted slot still
+ *     flagged, and a slot cleaned while flagged drops the flags and is
+ *     demoted (tfs_policy_demote) if it was refused.  The daemon's
+ *     flusher does this on its next round (flush.c invariant 15): in the
+ *     model, before the next request.
  *  7. With cfg.reclaim auto the model keeps the daemon's evidence (index.c
  *     invariant 7, evidence.h) while reclaim is off: a dirty slot the
  *     policy looks at is marked contested, every victim is reported,
@@ -57,7 +60,7 @@ struct mslot {
 	uint64_t valid[TFS_CEXT_WORDS], dirty[TFS_CEXT_WORDS];
 	uint32_t hnext, wtime, heat_t;
 	uint16_t heat;
-	bool used, reclaim;
+	bool used, reclaim, refused;	/* invariant 6 */
 	bool contested;			/* invariant 7 */
 };
 
@@ -240,6 +243,20 @@ static void unlink_slot(struct tfs_model *m, uint32_t s)
 	m->freel[m->nfree++] = s;
 }
 
+/* Slot s, dirty, is noted for the flusher, once, while the queue has
+ * room; refused: eviction passed over it (invariant 6, index.c
+ * note_reclaim). */
+static void note_reclaim(struct tfs_model *m, uint32_t s, bool refused)
+{
+	struct mslot *x = &m->e[s];
+
+	x->refused |= refused && (x->reclaim || m->nrq < m->cfg.nslots);
+	if (x->reclaim || m->nrq == m->cfg.nslots)
+		return;
+	x->reclaim = true;
+	m->rq[m->nrq++] = s;
+}
+
 /* The policy's ok(): a clean slot goes, a dirty one is noted
  * (invariant 6). */
 static bool evictable(void *arg, uint32_t s)
@@ -255,10 +272,8 @@ static bool evictable(void *arg, uint32_t s)
 		x->contested = true;
 		m->passed = true;
 	}
-	if (tfs_model_reclaiming(m) && !x->reclaim && m->nrq < m->cfg.nslots) {
-		x->reclaim = true;
-		m->rq[m->nrq++] = s;
-	}
+	if (tfs_model_reclaiming(m))
+		note_reclaim(m, s, true);
 	return false;
 }
 
@@ -266,7 +281,7 @@ static bool evictable(void *arg, uint32_t s)
 static void used(struct tfs_model *m, uint32_t s)
 {
 	tfs_policy_hit(m->pol, s);
-	m->e[s].reclaim = false;
+	m->e[s].reclaim = m->e[s].refused = false;
 }
 
 /* x's dirty sectors reach the RAID; flagged, it is demoted. */
@@ -278,10 +293,22 @@ static void destage(struct tfs_model *m, uint32_t s)
 	m->st.flushed_extents++;
 	memset(x->dirty, 0, sizeof(x->dirty));
 	m->ndirty--;
-	if (x->reclaim) {
-		x->reclaim = false;
+	if (x->refused)
 		tfs_policy_demote(m->pol, s);
-	}
+	x->reclaim = x->refused = false;
+}
+
+/* Clean-ahead: the dirty slots among eviction's next 2 batches of
+ * victims, noted (invariant 6, index.c note_ahead). */
+static void note_ahead(struct tfs_model *m)
+{
+	uint32_t next[2 * TFS_EVICT_BATCH], n = 2 * m->cfg.evict_batch;
+
+	n = tfs_policy_next(m->pol, next, n < 2 * TFS_EVICT_BATCH ? n : 2 * TFS_EVICT_BATCH);
+
+	for (uint32_t i = 0; i < n; i++)
+		if (m->e[next[i]].used && bm_any(m->e[next[i]].dirty))
+			note_reclaim(m, next[i], false);
 }
 
 /* A free slot for (fid, idx), linked, empty, heat 0 as of now (index.c
@@ -306,6 +333,8 @@ static uint32_t alloc_slot(struct tfs_model *m, uint64_t key, uint64_t fid, uint
 			unlink_slot(m, v);
 			m->st.evictions++;
 		}
+		if (tfs_model_reclaiming(m))
+			note_ahead(m);
 	}
 	if (!m->nfree)
 		return NONE;
@@ -385,8 +414,8 @@ static void reclaim(struct tfs_model *m)
 		if (bm_any(x->dirty)) {
 			m->st.reclaimed++;
 			destage(m, s);
-		} else {		/* cleaned, and demoted, already */
-			x->reclaim = false;
+		} else {		/* cleaned, and let go, already */
+			x->reclaim = x->refused = false;
 		}
 	}
 	m->nrq = 0;

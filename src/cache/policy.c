@@ -110,10 +110,22 @@
  *     was hot long before; reclaim shrinks the window back, and without
  *     this the slots it frees cycle through the window and probation
  *     only (pgbench at 10%: 25,337 read hits against 29,420).
+ * 13. tfs_policy_next lists, without moving an entry or counting an
+ *     access, up to n held slots in the order eviction will look at them
+ *     as the queues stand: LRU's from the tail; S3-FIFO's small queue from
+ *     its tail (half of n at most), then main's; W-TinyLFU's window
+ *     entries that will be candidates (window + pending - wcap + 1 of
+ *     them: the window is at its level while window + pending >= wcap,
+ *     invariant 8) from its tail, half of n at most, then probation's,
+ *     then protected's from their tails.  Exact for LRU with every entry
+ *     evictable; for the others the next victims are among the first (a
+ *     duel picks between the window's and main's oldest, S3-FIFO passes
+ *     over used entries).  The tier cleans the dirty extents among its
+ *     next victims before eviction reaches them (flush.c invariant 15).
  *
  * Everything is O(1) (the ghost's, the window's moves on insert and the
- * sketch's halving amortised) except tfs_policy_victim's scan and
- * tfs_policy_unprotect.
+ * sketch's halving amortised) except tfs_policy_victim's scan,
+ * tfs_policy_unprotect and tfs_policy_next (O(n)).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -713,6 +725,37 @@ uint32_t tfs_policy_victim(struct tfs_policy *p, bool (*ok)(void *arg, uint32_t 
 	if (p->kind == TFS_POLICY_WTINYLFU)
 		return victim_tlfu(p, ok, arg, max);
 	return victim_s3fifo(p, ok, arg, max);
+}
+
+/* Appends q's entries from its tail to out[have..lim); returns the new
+ * count. */
+static uint32_t list_from_tail(const struct tfs_policy *p, const struct queue *q,
+			       uint32_t *out, uint32_t have, uint32_t lim)
+{
+	for (uint32_t s = q->tail; s != NIL && have < lim; s = p->prev[s])
+		out[have++] = s;
+	return have;
+}
+
+/* Invariant 13. */
+uint32_t tfs_policy_next(const struct tfs_policy *p, uint32_t *out, uint32_t n)
+{
+	uint32_t have = 0, over;
+
+	if (p->kind == TFS_POLICY_LRU)
+		return list_from_tail(p, &p->small, out, 0, n);
+	if (p->kind == TFS_POLICY_S3FIFO)
+		return list_from_tail(p, &p->main, out, list_from_tail(p, &p->small, out, 0, n / 2),
+				      n);
+	/* the window's oldest is a candidate while it is at its level
+	 * (invariant 8: window + pending >= wcap) */
+	over = p->small.count + p->pending + 1 > p->small_cap ?
+	       p->small.count + p->pending + 1 - p->small_cap : 0;
+	if (over > p->small.count)
+		over = p->small.count;
+	have = list_from_tail(p, &p->small, out, 0, over < n / 2 ? over : n / 2);
+	have = list_from_tail(p, &p->main, out, have, n);
+	return list_from_tail(p, &p->prot, out, have, n);
 }
 
 uint64_t tfs_policy_bytes(const struct tfs_policy *p)

@@ -14,7 +14,7 @@
 /* ------------------------------------------------------------------ */
 
 enum { G_API, G_EDGE, G_VICTIM, G_LOOKED, G_COUNT_HOLDS, G_LRU_MRU, G_SCAN, G_GHOST,
-       G_SCALE, G_WAITS, G_SKETCH, G_SEEN, G_BATCH, G_BAR, G_DEMOTE, G_COUNT };
+       G_SCALE, G_WAITS, G_SKETCH, G_SEEN, G_BATCH, G_BAR, G_DEMOTE, G_NEXT, G_COUNT };
 
 static struct unit_group groups[G_COUNT] = {
 	[G_API] = { .name = "parse/name/new" },
@@ -32,6 +32,7 @@ static struct unit_group groups[G_COUNT] = {
 	[G_BATCH] = { .name = "wtinylfu: every entry of a batch duels" },
 	[G_BAR] = { .name = "wtinylfu: the bar keeps main's hotter entries" },
 	[G_DEMOTE] = { .name = "a demoted entry is the next victim of its queue" },
+	[G_NEXT] = { .name = "next: eviction's order as the reference's queues stand" },
 };
 
 static uint64_t rng_state;
@@ -423,6 +424,46 @@ struct okarg {
 	const struct tfs_policy *p;
 };
 
+/* policy.c invariant 13: up to n slots in the order eviction looks at
+ * them, from the reference's queues (oldest first) */
+static uint32_t ref_next(const struct ref *r, uint32_t *out, uint32_t n)
+{
+	uint32_t have = 0, over;
+
+	if (r->kind == TFS_POLICY_LRU) {
+		uint64_t after = 0;	/* t of the last one taken */
+
+		while (have < n) {
+			uint32_t best = UINT32_MAX;
+
+			for (uint32_t s = 0; s < r->cap; s++)
+				if (r->held[s] && (have == 0 || r->t[s] > after) &&
+				    (best == UINT32_MAX || r->t[s] < r->t[best]))
+					best = s;
+			if (best == UINT32_MAX)
+				break;
+			out[have++] = best;
+			after = r->t[best];
+		}
+		return have;
+	}
+	if (r->kind == TFS_POLICY_S3FIFO) {
+		for (uint32_t i = 0; i < r->ns && have < n / 2; i++)
+			out[have++] = r->sq[i];
+		for (uint32_t i = 0; i < r->nm && have < n; i++)
+			out[have++] = r->mq[i];
+		return have;
+	}
+	over = r->nw + r->pending + 1 > r->wcap ? r->nw + r->pending + 1 - r->wcap : 0;
+	for (uint32_t i = 0; i < r->nw && i < over && have < n / 2; i++)
+		out[have++] = r->wq[i];
+	for (uint32_t i = 0; i < r->nb && have < n; i++)
+		out[have++] = r->bq[i];
+	for (uint32_t i = 0; i < r->nt && have < n; i++)
+		out[have++] = r->tq[i];
+	return have;
+}
+
 static bool ok_pin(void *arg, uint32_t slot)
 {
 	struct okarg *a = arg;
@@ -457,6 +498,7 @@ static bool ok_none(void *arg, uint32_t slot)
 
 static struct ref R;
 static uint32_t log_ref[LOGMAX], log_pol[LOGMAX];
+static uint32_t next_ref[MAXCAP + 3], next_pol[MAXCAP + 3];
 
 /* Keys are drawn from 3*cap+3 values, half the time from a tenth of
  * them, so that evicted keys come back while the ghost remembers them
@@ -555,8 +597,18 @@ static void test_random(enum tfs_policy_kind kind, uint32_t cap, uint64_t seed, 
 				pin[s] = (double)(rnd() >> 11) / 9007199254740992.0 < pp;
 				other_ok |= R.held[s] && !pin[s] && s != mru;
 			}
+			/* what eviction looks at next, asked first: the victim
+			 * that follows shows the asking moved nothing */
+			uint32_t want = rnd_below(cap + 3), got = tfs_policy_next(p, next_pol, want);
+			uint32_t gotr = ref_next(&R, next_ref, want);
+
+			CHECK(G_NEXT, got == gotr && memcmp(next_pol, next_ref, got * sizeof(next_ref[0])) == 0,
+			      "next(%u): %u slots, reference %u (first %u, reference %u)", want, got, gotr,
+			      got ? next_pol[0] : UINT32_MAX, gotr ? next_ref[0] : UINT32_MAX);
 			v = tfs_policy_victim(p, ok_pin, &a, max);
 			vr = ref_victim(&R, pin, max, log_ref, &nref);
+			if (kind == TFS_POLICY_LRU && pp == 0 && got)
+				CHECK(G_NEXT, v == next_pol[0], "lru: victim %u, next said %u", v, next_pol[0]);
 			CHECK(G_VICTIM, v == vr, "victim %u, reference %u (max %u, pin %.1f)",
 			      v, vr, max, pp);
 			CHECK(G_LOOKED, !a.bad && a.n == nref &&

@@ -355,24 +355,53 @@ static struct tfs_model *lru4(enum tfs_reclaim r)
 	return tfs_model_new(&cfg);
 }
 
+/* lru4 with reclaim on or off, after requests: "w<e>" writes 4K at the
+ * start of extent e, "r<e>" reads extent e whole.  One extent was
+ * written, so: reclaimed once with reclaim on (none dirty), never off. */
+static struct tfs_model *lru4_after(int on, const char *what, const char *reqs)
+{
+	struct tfs_model *m = lru4(on ? TFS_RECLAIM_ON : TFS_RECLAIM_OFF);
+	const struct tfs_model_stats *st;
+	char op;
+	int e, used;
+
+	snprintf(ctx, sizeof(ctx), "%s, reclaim %s", what, on ? "on" : "off");
+	for (; sscanf(reqs, " %c%d%n", &op, &e, &used) == 2; reqs += used)
+		tfs_model_request(m, 1, (uint64_t)e * 65536, op == 'w' ? 4096 : 65536, op == 'w', 0);
+	st = tfs_model_stats(m);
+	CHECK(G_MODEL_CASES, st->reclaimed == (uint64_t)on && tfs_model_dirty(m) == 1u - on,
+	      "reclaimed %llu, %u dirty", (unsigned long long)st->reclaimed, tfs_model_dirty(m));
+	return m;
+}
+
 static void model_reclaim(void)
 {
 	for (int on = 0; on < 2; on++) {
-		const struct tfs_model_stats *st;
-		struct tfs_model *m;
+		struct tfs_model *m = lru4_after(on, "reclaim", "w0 r1 r2 r3 r4 r5");
 
-		snprintf(ctx, sizeof(ctx), "reclaim %s", on ? "on" : "off");
-		m = lru4(on ? TFS_RECLAIM_ON : TFS_RECLAIM_OFF);
-		tfs_model_request(m, 1, 0, 4096, true, 0);
-		for (uint64_t e = 1; e <= 5; e++)
-			tfs_model_request(m, 1, e * 65536, 65536, false, 0);
-		st = tfs_model_stats(m);
-		CHECK(G_MODEL_CASES, st->reclaimed == (uint64_t)on && tfs_model_dirty(m) == 1u - on,
-		      "reclaimed %llu, %u dirty", (unsigned long long)st->reclaimed, tfs_model_dirty(m));
 		CHECK(G_MODEL_CASES, tfs_model_request(m, 1, 2 * 65536, 65536, false, 0) == on,
 		      "extent 2 %s", on ? "missed" : "hit");
 		CHECK(G_MODEL_CASES, tfs_model_request(m, 1, 0, 4096, false, 0) == !on,
 		      "extent 0 %s", on ? "hit" : "missed");
+		tfs_model_free(m);
+	}
+}
+
+/* Clean-ahead (model.c invariant 6): extent 10 read (clean, the
+ * oldest), 0 written (dirty), 11 and 12 read: full.  Reading 13 evicts
+ * 10, and with reclaim on notes 0, the next victim but one, which the
+ * flusher cleans before the next request: reading 14 evicts 0, and 11
+ * and 12 stay.  Without reclaim (or without clean-ahead) eviction passes
+ * over 0 and takes 11. */
+static void model_clean_ahead(void)
+{
+	for (int on = 0; on < 2; on++) {
+		struct tfs_model *m = lru4_after(on, "clean-ahead", "r10 w0 r11 r12 r13 r14");
+
+		CHECK(G_MODEL_CASES, tfs_model_request(m, 1, 12 * 65536, 65536, false, 0),
+		      "extent 12 missed");
+		CHECK(G_MODEL_CASES, tfs_model_request(m, 1, 11 * 65536, 65536, false, 0) == on,
+		      "extent 11 %s", on ? "missed" : "hit");
 		tfs_model_free(m);
 	}
 }
@@ -476,6 +505,7 @@ int main(void)
 	model_random();
 	model_cases();
 	model_reclaim();
+	model_clean_ahead();
 	model_evidence();
 	model_evidence_sampled();
 	sample();

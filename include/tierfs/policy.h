@@ -76,8 +76,9 @@ void tfs_policy_remove(struct tfs_policy *p, uint32_t slot);
  * looked for, as if not used since it came (policy.c invariant 11). */
 void tfs_policy_demote(struct tfs_policy *p, uint32_t slot);
 /* W-TinyLFU: every protected entry goes to probation, ahead of what
- * probation holds and in its order (policy.c invariant 12); other kinds:
- * nothing.  O(protected). */
+ * probation holds and in its order, then the window's entries over its
+ * cap, ahead of those (policy.c invariant 12); other kinds: nothing.
+ * O(protected + window). */
 void tfs_policy_unprotect(struct tfs_policy *p);
 /* Choose a victim among held slots with ok(arg, slot) true, looking at no
  * more than max entries; the victim is forgotten (its key goes to the

@@ -243,14 +243,21 @@ static void ref_demote(struct ref *r, uint32_t s)
 }
 
 /* policy.c invariant 12: protected, oldest first, onto probation's
- * newest end */
+ * newest end, then the window's entries over wcap, oldest first */
 static void ref_unprotect(struct ref *r)
 {
+	uint32_t over;
+
 	if (r->kind != TFS_POLICY_WTINYLFU)
 		return;
 	memcpy(r->bq + r->nb, r->tq, r->nt * sizeof(r->tq[0]));
 	r->nb += r->nt;
 	r->nt = 0;
+	over = r->nw > r->wcap ? r->nw - r->wcap : 0;
+	memcpy(r->bq + r->nb, r->wq, over * sizeof(r->wq[0]));
+	r->nb += over;
+	memmove(r->wq, r->wq + over, (r->nw - over) * sizeof(r->wq[0]));
+	r->nw -= over;
 }
 
 static void ref_remove(struct ref *r, uint32_t s)

@@ -128,8 +128,12 @@ def test_the_model_agrees_with_the_daemon_that_recorded_the_trace(make_array, tm
     agree on nearly every request -- and a model with another promotion
     threshold must not, or the comparison would prove nothing.  What the
     model leaves out (the promoters' queue and their order, the flusher's
-    real time) is kept out of it: a round reads each extent once, each
-    request waits for the promotion it queued (the model promotes before
+    real time) is kept out of it: a round reads each extent once, a read
+    stays within one extent (one that crossed into the next queued two
+    promotions, which the daemon's promoters ran side by side, the second
+    one's eviction passing over the first one's slot, busy, where the
+    model promotes one after the other: 98.4% agreed with reclaim=auto),
+    each request waits for the promotion it queued (the model promotes before
     the next request; with the wait only at a round's end, under two CPU
     hogs 1 run in 8 agreed on 98.7%) and for the notes of cache_reclaim=1
     (the model destages them before the next request, the daemon's
@@ -171,7 +175,7 @@ def test_the_model_agrees_with_the_daemon_that_recorded_the_trace(make_array, tm
                                                     # second read would race its promotion
             rng.shuffle(order)
             for e in order:
-                os.preadv(fd, [buf], e * E + rng.randrange(16) * 4 * K)
+                os.preadv(fd, [buf], e * E + rng.randrange(15) * 4 * K)
                 wait_stat(a.mnt, "promote_backlog", 0)      # the model promotes at once,
                 wait_stat(a.mnt, "reclaim_backlog", 0)      # and destages the notes
             for _ in range(writes):
@@ -202,20 +206,15 @@ def test_the_model_agrees_with_the_daemon_that_recorded_the_trace(make_array, tm
     other_policy = rows[("tierfs_s3fifo" if policy == "wtinylfu" else "tierfs_wtinylfu", 2)]
     assert float(other[6]) <= float(same[6]) - 0.05, got.stdout
     assert float(other_policy[6]) <= float(same[6]) - 0.03, got.stdout
+    assert float(same[6]) >= 0.99, got.stdout
     if reclaim != "auto":
-        assert float(same[6]) >= 0.99, got.stdout
         return
     # the daemon turned reclaim on midway, and the model must have done so
     # at about the same request: it agrees better than a model that never
     # or always reclaims.  The load ends 5 rounds after the turn: after it
     # the flusher's rounds race the writes into the extents they destage
-    # (the daemon's, not the model's instant ones).  The two keep the same
-    # evidence request by request for 32 rounds; in the 33rd one read the
-    # model hit and the daemon missed, every run (not explained yet), the
-    # two scores part by 2 and the turn comes a round apart: 97.96% agreed
-    # (98.6% in a run with the turn at the same round).
+    # (the daemon's, not the model's instant ones).
     assert latched == 1, f"the evidence never turned reclaim on: {cst(a.mnt)}"
-    assert float(same[6]) >= 0.97, got.stdout
     for fixed in ("0", "1"):
         r = subprocess.run([str(SIM), "--trace", str(out), "--extent", str(E), "--agree", "32",
                             "--threshold", "2", "--reclaim", fixed,

@@ -61,6 +61,7 @@ enum tfs_bypass {
 #define TFS_FLUSH_IDLE_TICKS (5 * 16)	/* no requests for 5 s: flush everything */
 #define TFS_FLUSH_WRITE_AGE (5 * 16)	/* paced: extents not written for 5 s */
 #define TFS_EVICT_BATCH 32		/* clean slots freed by one eviction */
+#define TFS_PROMOTERS 4			/* promotions (and fills) in flight at once */
 #define TFS_FLUSH_FILES 16		/* files a flusher batch destages (= TFS_SYNC_MANY) */
 #define TFS_FLUSH_BATCH 64		/* extents of a file a batch destages */
 

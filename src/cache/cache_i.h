@@ -53,7 +53,6 @@
 #define C_NONE UINT32_MAX
 #define C_GUARDS 4096		/* hashed in-flight counters of RAID writes */
 #define C_PROMOTE_QUEUE 1024
-#define C_PROMOTERS 4		/* promotions in flight (each one RAID read) */
 
 /* One slot of the data file and the extent it holds. */
 struct cext {
@@ -191,7 +190,7 @@ struct tfs_cache {
 	uint32_t pin_files, pin_reserved;	/* pinned files, extents reserved (pin.c) */
 
 	/* flusher and promoter */
-	pthread_t flusher, promoter[C_PROMOTERS];
+	pthread_t flusher, promoter[TFS_PROMOTERS];
 	bool threads, stop;
 	pthread_cond_t fcond;		/* wakes the flusher */
 	/* dirty slots eviction wanted, for the flusher (flush.c invariant

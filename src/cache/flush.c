@@ -1397,9 +1397,9 @@ int c_threads_start(struct tfs_cache *c)
 	c->stop = false;
 	if (pthread_create(&c->flusher, NULL, flusher, c))
 		return -EAGAIN;
-	while (n < C_PROMOTERS && pthread_create(&c->promoter[n], NULL, promoter, c) == 0)
+	while (n < TFS_PROMOTERS && pthread_create(&c->promoter[n], NULL, promoter, c) == 0)
 		n++;
-	if (n < C_PROMOTERS) {
+	if (n < TFS_PROMOTERS) {
 		pthread_mutex_lock(&c->lock);
 		c->stop = true;
 		pthread_cond_broadcast(&c->fcond);
@@ -1425,7 +1425,7 @@ void c_threads_stop(struct tfs_cache *c)
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 	pthread_join(c->flusher, NULL);
-	for (unsigned i = 0; i < C_PROMOTERS; i++)
+	for (unsigned i = 0; i < TFS_PROMOTERS; i++)
 		pthread_join(c->promoter[i], NULL);
 	c->threads = false;
 }

@@ -623,11 +623,13 @@ static void note_reclaim(struct tfs_cache *c, uint32_t s, bool refused)
 {
 	struct cext *x = &c->e[s];
 
-	x->refused |= refused && (x->reclaim || c->nrq < c->rqcap);
-	if (x->reclaim || c->nrq == c->rqcap)
-		return;
-	x->reclaim = true;
-	c->rq[c->nrq++] = s;
+	if (!x->reclaim) {
+		if (c->nrq == c->rqcap)
+			return;		/* a full queue notes nothing */
+		x->reclaim = true;
+		c->rq[c->nrq++] = s;
+	}
+	x->refused |= refused;
 }
 
 /* The policy's ok() for evict_some: evictable; a dirty extent of a file

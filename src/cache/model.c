@@ -10,7 +10,11 @@
  *  1. Every decision the daemon makes by a rule is made here by the same
  *     rule with the same inputs, in the same order within a request:
  *     heat is bumped, the piece decided, then counted; promotions and fills
- *     follow the request (the daemon queues them after its RAID read).
+ *     follow the request (the daemon queues them after its RAID read), in
+ *     its order, and each one's slot is held (busy: not evictable) while
+ *     the next TFS_PROMOTERS - 1 are done, as the daemon's promoters run
+ *     them side by side (a job queue of MODEL_JOBS: a request with more
+ *     pieces to promote runs a full queue's jobs first).
  *  2. Dirty sectors are valid, and only clean slots are evicted, in
  *     batches of tfs_evict_batch, victims chosen by the policy.
  *  3. The flusher runs before each request, in the request's time: it
@@ -61,11 +65,20 @@ struct mslot {
 	uint32_t hnext, wtime, heat_t;
 	uint16_t heat;
 	bool used, reclaim, refused;	/* invariant 6 */
+	bool busy;			/* invariant 1: a job of this request holds it */
 	bool contested;			/* invariant 7 */
 };
 
 struct mseq {
 	uint64_t fid, next, run;
+};
+
+#define MODEL_JOBS 256		/* a request's promotions and fills (invariant 1) */
+
+struct mjob {
+	uint64_t fid, idx, key;
+	uint32_t s;		/* a fill's slot; a promotion's once it has one */
+	bool fill;
 };
 
 struct tfs_model {
@@ -85,6 +98,8 @@ struct tfs_model {
 	uint32_t *rq, nrq;		/* invariant 6 */
 	struct tfs_evidence *ev;	/* invariant 7 */
 	bool passed;			/* this look passed over a dirty slot */
+	struct mjob *jobs;		/* invariant 1 */
+	unsigned njobs;
 	struct tfs_model_stats st;
 };
 
@@ -119,13 +134,14 @@ struct tfs_model *tfs_model_new(const struct tfs_model_cfg *cfg)
 	m->heat = calloc(hn, sizeof(*m->heat));
 	m->seq = calloc(SEQ_FILES, sizeof(*m->seq));
 	m->rq = malloc((size_t)cfg->nslots * sizeof(*m->rq));
+	m->jobs = malloc(MODEL_JOBS * sizeof(*m->jobs));
 	m->pol = tfs_policy_new(cfg->policy, cfg->nslots);
 	/* auto may be set later; a sample sees its share of the evidence
 	 * (evidence.c invariant 3) */
 	m->ev = tfs_evidence_new(cfg->nslots, (int)(TFS_EVIDENCE_ON * ((double)cfg->sample /
 								       18446744073709551616.0) + 0.5));
-	if (!m->e || !m->htab || !m->freel || !m->heat || !m->seq || !m->rq || !m->pol ||
-	    !m->ev) {
+	if (!m->e || !m->htab || !m->freel || !m->heat || !m->seq || !m->rq || !m->jobs ||
+	    !m->pol || !m->ev) {
 		tfs_model_free(m);
 		return NULL;
 	}
@@ -146,6 +162,7 @@ void tfs_model_free(struct tfs_model *m)
 	free(m->heat);
 	free(m->seq);
 	free(m->rq);
+	free(m->jobs);
 	tfs_policy_free(m->pol);
 	tfs_evidence_free(m->ev);
 	free(m);
@@ -157,7 +174,8 @@ uint64_t tfs_model_bytes(const struct tfs_model *m)
 	       (uint64_t)m->cfg.nslots * (sizeof(*m->e) + sizeof(*m->freel) + sizeof(*m->rq)) +
 	       tfs_policy_bytes(m->pol) + tfs_evidence_bytes(m->ev) +
 	       ((uint64_t)m->hmask + 1) * sizeof(*m->htab) +
-	       ((uint64_t)m->heat_mask + 1) * sizeof(*m->heat) + SEQ_FILES * sizeof(*m->seq);
+	       ((uint64_t)m->heat_mask + 1) * sizeof(*m->heat) + SEQ_FILES * sizeof(*m->seq) +
+	       MODEL_JOBS * sizeof(*m->jobs);
 }
 
 const struct tfs_model_stats *tfs_model_stats(const struct tfs_model *m)
@@ -250,11 +268,13 @@ static void note_reclaim(struct tfs_model *m, uint32_t s, bool refused)
 {
 	struct mslot *x = &m->e[s];
 
-	x->refused |= refused && (x->reclaim || m->nrq < m->cfg.nslots);
-	if (x->reclaim || m->nrq == m->cfg.nslots)
-		return;
-	x->reclaim = true;
-	m->rq[m->nrq++] = s;
+	if (!x->reclaim) {
+		if (m->nrq == m->cfg.nslots)
+			return;		/* a full queue notes nothing */
+		x->reclaim = true;
+		m->rq[m->nrq++] = s;
+	}
+	x->refused |= refused;
 }
 
 /* The policy's ok(): a clean slot goes, a dirty one is noted
@@ -267,7 +287,7 @@ static bool evictable(void *arg, uint32_t s)
 	if (!x->used)
 		return false;
 	if (!bm_any(x->dirty))
-		return true;
+		return !x->busy;
 	if (judging(m)) {
 		x->contested = true;
 		m->passed = true;
@@ -514,6 +534,41 @@ static void fill(struct tfs_model *m, struct mslot *x)
 	m->st.fills++;
 }
 
+/* The request's promotions and fills, in its order, each one's slot busy
+ * while the next TFS_PROMOTERS - 1 run (invariant 1). */
+static void run_jobs(struct tfs_model *m, uint32_t now)
+{
+	for (unsigned i = 0; i < m->njobs; i++) {
+		struct mjob *j = &m->jobs[i];
+		struct mslot *x;
+
+		if (i >= TFS_PROMOTERS - 1 && m->jobs[i - (TFS_PROMOTERS - 1)].s != NONE)
+			m->e[m->jobs[i - (TFS_PROMOTERS - 1)].s].busy = false;
+		if (j->fill) {
+			x = &m->e[j->s];
+			if (!x->used || x->fid != j->fid || x->idx != j->idx) {
+				j->s = NONE;	/* evicted by a promotion before it */
+				continue;
+			}
+			fill(m, x);
+		} else {
+			j->s = alloc_slot(m, j->key, j->fid, j->idx, now);
+			if (j->s == NONE)
+				continue;	/* every slot dirty or busy: given up */
+			x = &m->e[j->s];
+			bm_set(x->valid, 0, m->spe);
+			m->st.ssd_write_bytes += m->cfg.extent;
+			m->st.raid_read_bytes += m->cfg.extent;
+			m->st.promotions++;
+		}
+		x->busy = true;
+	}
+	for (unsigned i = 0; i < m->njobs; i++)
+		if (m->jobs[i].s != NONE)
+			m->e[m->jobs[i].s].busy = false;
+	m->njobs = 0;
+}
+
 static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool seq,
 		    uint32_t now)
 {
@@ -524,7 +579,6 @@ static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t le
 		struct tfs_rd_in r = { .mode = c->mode, .seq = seq, .promote = c->promote };
 		enum tfs_rd_act act;
 		struct mpiece p;
-		uint32_t s;
 
 		if (!piece(m, fid, off, len, idx, &p, &m->st.reads, &m->st.read_bytes))
 			continue;
@@ -556,21 +610,17 @@ static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t le
 			m->st.bypass_seq++;
 			break;
 		case TFS_RD_FILL:	/* the promoter fills what is missing */
-			fill(m, p.x);
-			break;
 		case TFS_RD_PROMOTE:	/* ... or reads the extent into a fresh slot */
-			s = alloc_slot(m, p.key, fid, idx, now);
-			if (s == NONE)
-				break;	/* every slot dirty: the promoter gives up */
-			bm_set(m->e[s].valid, 0, m->spe);
-			m->st.ssd_write_bytes += c->extent;
-			m->st.raid_read_bytes += c->extent;
-			m->st.promotions++;
+			if (m->njobs == MODEL_JOBS)
+				run_jobs(m, now);
+			m->jobs[m->njobs++] = (struct mjob){ .fid = fid, .idx = idx, .key = p.key,
+							     .s = p.s, .fill = act == TFS_RD_FILL };
 			break;
 		default:
 			break;
 		}
 	}
+	run_jobs(m, now);
 	return whole;
 }
 

@@ -406,6 +406,33 @@ static void model_clean_ahead(void)
 	}
 }
 
+/* A request's promotions run side by side (model.c invariant 1): under
+ * W-TinyLFU, four slots (a window of one), threshold 1, extents 1-4 read
+ * (promoted: full), then one read across extents 5 and 6.  Promoting 6
+ * evicts; the window's oldest, 5, is the candidate and loses its duel (a
+ * tie), but it is still being promoted (busy), so it stays and main's
+ * oldest goes.  Promoted one after the other, 5 went at once. */
+static void model_siblings(void)
+{
+	struct tfs_model_cfg cfg = TFS_MODEL_CFG_DEFAULT(4);
+	struct tfs_model *m;
+
+	cfg.extent = 65536;
+	cfg.policy = TFS_POLICY_WTINYLFU;
+	cfg.promote = 1;
+	cfg.evict_batch = 1;
+	m = tfs_model_new(&cfg);
+	snprintf(ctx, sizeof(ctx), "siblings");
+	for (uint64_t e = 1; e <= 4; e++)
+		tfs_model_request(m, 1, e * 65536, 65536, false, 0);
+	tfs_model_request(m, 1, 5 * 65536 + 32768, 65536, false, 0);
+	CHECK(G_MODEL_CASES, tfs_model_stats(m)->promotions == 6, "%llu promotions",
+	      (unsigned long long)tfs_model_stats(m)->promotions);
+	CHECK(G_MODEL_CASES, tfs_model_request(m, 1, 6 * 65536, 65536, false, 0), "extent 6 missed");
+	CHECK(G_MODEL_CASES, tfs_model_request(m, 1, 5 * 65536, 65536, false, 0), "extent 5 missed");
+	tfs_model_free(m);
+}
+
 /* Reclaim's evidence (model.c invariant 7), four slots under LRU,
  * threshold 1, no flusher: extent 0 written (dirty), then reads cycle
  * over extents 1-4, three slots for four: each time 0 reaches the LRU
@@ -506,6 +533,7 @@ int main(void)
 	model_cases();
 	model_reclaim();
 	model_clean_ahead();
+	model_siblings();
 	model_evidence();
 	model_evidence_sampled();
 	sample();

@@ -542,8 +542,8 @@ static void run_jobs(struct tfs_model *m, uint32_t now)
 		struct mjob *j = &m->jobs[i];
 		struct mslot *x;
 
-		if (i >= TFS_PROMOTERS - 1 && m->jobs[i - (TFS_PROMOTERS - 1)].s != NONE)
-			m->e[m->jobs[i - (TFS_PROMOTERS - 1)].s].busy = false;
+		if (i >= TFS_PROMOTERS && m->jobs[i - TFS_PROMOTERS].s != NONE)
+			m->e[m->jobs[i - TFS_PROMOTERS].s].busy = false;
 		if (j->fill) {
 			x = &m->e[j->s];
 			if (!x->used || x->fid != j->fid || x->idx != j->idx) {

@@ -411,7 +411,9 @@ static void model_clean_ahead(void)
  * (promoted: full), then one read across extents 5 and 6.  Promoting 6
  * evicts; the window's oldest, 5, is the candidate and loses its duel (a
  * tie), but it is still being promoted (busy), so it stays and main's
- * oldest goes.  Promoted one after the other, 5 went at once. */
+ * oldest goes.  Promoted one after the other, 5 went at once.  Then one
+ * read of extents 7-10, four promotions: the fourth's eviction finds the
+ * first three busy (TFS_PROMOTERS in flight), and all four stay. */
 static void model_siblings(void)
 {
 	struct tfs_model_cfg cfg = TFS_MODEL_CFG_DEFAULT(4);
@@ -430,6 +432,10 @@ static void model_siblings(void)
 	      (unsigned long long)tfs_model_stats(m)->promotions);
 	CHECK(G_MODEL_CASES, tfs_model_request(m, 1, 6 * 65536, 65536, false, 0), "extent 6 missed");
 	CHECK(G_MODEL_CASES, tfs_model_request(m, 1, 5 * 65536, 65536, false, 0), "extent 5 missed");
+	tfs_model_request(m, 1, 7 * 65536, 4 * 65536, false, 0);
+	for (uint64_t e = 7; e <= 10; e++)
+		CHECK(G_MODEL_CASES, tfs_model_request(m, 1, e * 65536, 65536, false, 0),
+		      "extent %llu missed after a read of 7-10", (unsigned long long)e);
 	tfs_model_free(m);
 }
 

@@ -566,7 +566,7 @@ out_unref:
 
 /* Noted slot s is clean now: let go, demoted if eviction refused it
  * (invariant 15). */
-static void reclaimed(struct tfs_cache *c, uint32_t s)
+static void reclaim_done(struct tfs_cache *c, uint32_t s)
 {
 	struct cext *x = &c->e[s];
 
@@ -605,7 +605,7 @@ static int64_t flush_end(struct tfs_cache *c, struct fjob *j)
 		if (before && !bm_any(x->dirty))
 			c_file_cleaned(c, f, x);
 		if (!bm_any(x->dirty) && x->reclaim && !j->reclaim)
-			reclaimed(c, fl[i].slot);	/* invariant 15 */
+			reclaim_done(c, fl[i].slot);	/* invariant 15 */
 		c_record(c, fl[i].slot, &recs[nops]);
 		ops[nops] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &recs[nops] };
 		nops++;
@@ -948,7 +948,7 @@ static int64_t reclaim_round(struct tfs_cache *c, char *buf, struct fjob *jobs, 
 
 		if (!x->used || !x->reclaim || x->flushing || bm_any(x->dirty))
 			continue;
-		reclaimed(c, want[i]);
+		reclaim_done(c, want[i]);
 		done++;
 	}
 	c->st.reclaimed += done;

@@ -304,7 +304,8 @@ static void used(struct tfs_model *m, uint32_t s)
 	m->e[s].reclaim = m->e[s].refused = false;
 }
 
-/* x's dirty sectors reach the RAID; flagged, it is demoted. */
+/* x's dirty sectors reach the RAID; noted, it is let go, demoted if
+ * eviction refused it (invariant 6). */
 static void destage(struct tfs_model *m, uint32_t s)
 {
 	struct mslot *x = &m->e[s];
@@ -325,7 +326,6 @@ static void note_ahead(struct tfs_model *m)
 	uint32_t next[2 * TFS_EVICT_BATCH], n = 2 * m->cfg.evict_batch;
 
 	n = tfs_policy_next(m->pol, next, n < 2 * TFS_EVICT_BATCH ? n : 2 * TFS_EVICT_BATCH);
-
 	for (uint32_t i = 0; i < n; i++)
 		if (m->e[next[i]].used && bm_any(m->e[next[i]].dirty))
 			note_reclaim(m, next[i], false);

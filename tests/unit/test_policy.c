@@ -431,27 +431,29 @@ struct okarg {
 	const struct tfs_policy *p;
 };
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 /* policy.c invariant 13: up to n slots in the order eviction looks at
  * them, from the reference's queues (oldest first) */
 static uint32_t ref_next(const struct ref *r, uint32_t *out, uint32_t n)
 {
 	uint32_t have = 0, over;
 
-	if (r->kind == TFS_POLICY_LRU) {
-		uint64_t after = 0;	/* t of the last one taken */
+	if (r->kind == TFS_POLICY_LRU) {	/* the held, oldest (lowest t) first */
+		static uint64_t ts[MAXCAP];	/* t << 16 | slot: t unique, slot < 2^16 */
+		uint32_t nh = 0;
 
-		while (have < n) {
-			uint32_t best = UINT32_MAX;
-
-			for (uint32_t s = 0; s < r->cap; s++)
-				if (r->held[s] && (have == 0 || r->t[s] > after) &&
-				    (best == UINT32_MAX || r->t[s] < r->t[best]))
-					best = s;
-			if (best == UINT32_MAX)
-				break;
-			out[have++] = best;
-			after = r->t[best];
-		}
+		for (uint32_t s = 0; s < r->cap; s++)
+			if (r->held[s])
+				ts[nh++] = r->t[s] << 16 | s;
+		qsort(ts, nh, sizeof(ts[0]), cmp_u64);
+		for (; have < n && have < nh; have++)
+			out[have] = (uint32_t)(ts[have] & 0xffff);
 		return have;
 	}
 	if (r->kind == TFS_POLICY_S3FIFO) {

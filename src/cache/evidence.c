@@ -26,8 +26,8 @@
  *     daemon's TFS_EVIDENCE_ON times that share (model.c), else it would
  *     turn reclaim on later than the tier it stands for (the live curve
  *     of pgbench off by 0.068 at 2x, 0.026 with the same verdict).
- *  4. Once the score reached on, tfs_evidence_pays is true
- *     for good and nothing changes the score again (the caller's latch,
+ *  4. Once the score reached on, tfs_evidence_pays (score == on) is true
+ *     for good: nothing changes the score again (the caller's latch,
  *     DESIGN §10.10: measured with reclaim on, the count means something
  *     else).
  */
@@ -43,8 +43,7 @@ struct tfs_evidence {
 	uint32_t mask;
 	uint32_t unit;		/* evictions an epoch lasts */
 	uint64_t evictions;
-	int score, on;
-	bool paid;		/* invariant 4 */
+	int score, on;		/* invariants 3 and 4 */
 };
 
 struct tfs_evidence *tfs_evidence_new(uint32_t nslots, int on)
@@ -93,12 +92,11 @@ static uint32_t *entry(const struct tfs_evidence *e, uint64_t key, uint32_t *fp)
 
 static void score_add(struct tfs_evidence *e, int d)
 {
-	if (e->paid)
+	if (tfs_evidence_pays(e))
 		return;
 	e->score += d;
 	if (e->score < -e->on)
 		e->score = -e->on;
-	e->paid = e->score >= e->on;
 }
 
 void tfs_evidence_victim(struct tfs_evidence *e, uint64_t key, bool displaced)
@@ -135,5 +133,5 @@ int tfs_evidence_score(const struct tfs_evidence *e)
 
 bool tfs_evidence_pays(const struct tfs_evidence *e)
 {
-	return e->paid;
+	return e->score >= e->on;
 }

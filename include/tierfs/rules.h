@@ -42,6 +42,13 @@ enum tfs_reclaim {
 
 #define TFS_RECLAIM_DEFAULT TFS_RECLAIM_AUTO	/* docs/CACHE_POLICY.md, "auto" */
 
+/* Returns true if reclaim is on under setting r, paid: the evidence's
+ * verdict (tfs_evidence_pays; auto only).  The daemon's and the model's
+ * one rule. */
+static inline bool tfs_reclaim_on(enum tfs_reclaim r, bool paid)
+{
+	return r == TFS_RECLAIM_ON || (r == TFS_RECLAIM_AUTO && paid);
+}
 /* Returns "0", "1" or "auto" ("?" for a value that is not one). */
 const char *tfs_reclaim_name(enum tfs_reclaim r);
 /* Returns 0 with *r the setting s names ("0" or "off", "1" or "on",

@@ -608,7 +608,7 @@ static bool evictable(void *arg, uint32_t s)
 
 bool c_reclaiming(const struct tfs_cache *c)
 {
-	return c->reclaim_mode == TFS_RECLAIM_ON || (c->ev && tfs_evidence_pays(c->ev));
+	return tfs_reclaim_on(c->reclaim_mode, c->ev && tfs_evidence_pays(c->ev));
 }
 
 /* Whether the evidence for reclaim is being kept (invariant 7). */

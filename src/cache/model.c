@@ -205,8 +205,7 @@ void tfs_model_set_reclaim(struct tfs_model *m, enum tfs_reclaim r)
 
 bool tfs_model_reclaiming(const struct tfs_model *m)
 {
-	return m->cfg.reclaim == TFS_RECLAIM_ON ||
-	       (m->cfg.reclaim == TFS_RECLAIM_AUTO && tfs_evidence_pays(m->ev));
+	return tfs_reclaim_on(m->cfg.reclaim, tfs_evidence_pays(m->ev));
 }
 
 /* Whether the evidence is being kept: auto, and reclaim not on yet. */
@@ -302,6 +301,20 @@ static void used(struct tfs_model *m, uint32_t s)
 {
 	tfs_policy_hit(m->pol, s);
 	m->e[s].reclaim = m->e[s].refused = false;
+}
+
+/* A read piece hit slot s whole: used, and the evidence for reclaim (a
+ * dirty extent eviction passed over was read: invariant 7; index.c
+ * c_read_hit). */
+static void read_hit(struct tfs_model *m, uint32_t s)
+{
+	struct mslot *x = &m->e[s];
+
+	used(m, s);
+	if (!x->contested || !judging(m))
+		return;
+	x->contested = false;
+	tfs_evidence_kept(m->ev);
 }
 
 /* x's dirty sectors reach the RAID; noted, it is let go, demoted if
@@ -588,11 +601,7 @@ static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t le
 			r.full = bm_all(p.x->valid, p.s0, p.s1);
 			r.dirty = bm_any(p.x->dirty);
 			if (r.full)
-				used(m, p.s);
-			if (r.full && p.x->contested && judging(m)) {
-				p.x->contested = false;
-				tfs_evidence_kept(m->ev);
-			}
+				read_hit(m, p.s);
 		} else if (judging(m) && tfs_evidence_miss(m->ev, p.key)) {
 			judged(m);
 		}

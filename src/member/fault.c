@@ -4,8 +4,8 @@
  * can, per its spec, fail calls, kill members, or kill the daemon at a
  * chosen point (optionally undoing what a power cut would have lost).
  * Tests use it to prove error handling and crash recovery; it is off unless
- * TIERFS_FAULT is set.  The same spec holds the cache store's one knob
- * (store_put_delay, which cstore.c reads from it), so one variable
+ * TIERFS_FAULT is set.  The same spec holds two knobs read where they act
+ * (store_put_delay: cstore.c; lookup_bind_delay: ns.c), so one variable
  * configures them all.
  *
  * Spec (comma separated; OP is a member call: openat, mkdirat, renameat2,
@@ -34,6 +34,9 @@
  *                      milliseconds before it is logged
  *                      (cstore.c reads it): a slow store, to widen a
  *                      race between two records of one extent in a test.
+ *   lookup_bind_delay=MS  every lookup sleeps MS milliseconds between its
+ *                      stat of the primary and binding the inode (ns.c
+ *                      reads it): widens the window a failover raced into.
  *   eio_member=M       member M is dead from the start: every call fails.
  *   fail_after=OP:N:M  after the N-th successful OP (any member), member M
  *                      dies: every later call on it fails with EIO, and so

@@ -19,9 +19,9 @@
  *  2. Objects are created as the daemon and then given the caller's
  *     fsuid/fsgid (the parent's gid when the parent is setgid), the way the
  *     kernel's own filesystems own new files.
- *  3. A change of names updates the inode table (aliases, binding by the
- *     primary's inode number, unhashing) before it lets go of the
- *     directory fds, i.e. of ns_lock shared.  A failover re-keys the
+ *  3. A change of names, and a lookup, update the inode table (aliases,
+ *     binding by the primary's inode number, unhashing) before they let go
+ *     of the directory fds, i.e. of ns_lock shared.  A failover re-keys the
  *     table under ns_lock exclusive by looking every alias's path up on
  *     the new primary: in between, a renamed directory's old path was not
  *     there any more, the directory kept the old primary's inode number,
@@ -99,6 +99,28 @@ static int child_open(struct tfs_fs *fs, struct tfs_inode *parent, const char *n
 /* Lookup                                                              */
 /* ------------------------------------------------------------------ */
 
+/* TIERFS_FAULT's lookup_bind_delay=MS (fault.c lists it; tests only):
+ * every lookup sleeps MS ms between its stat of the primary and binding
+ * the inode, to widen the window a failover once raced into.  Read once,
+ * process-wide. */
+static long bind_delay_ms;
+static pthread_once_t bind_delay_once = PTHREAD_ONCE_INIT;
+
+static void bind_delay_read(void)
+{
+	const char *f = getenv("TIERFS_FAULT"), *t = f ? strstr(f, "lookup_bind_delay=") : NULL;
+
+	if (t && sscanf(t + 18, "%ld", &bind_delay_ms) != 1)
+		bind_delay_ms = 0;
+}
+
+static void bind_delay(void)
+{
+	pthread_once(&bind_delay_once, bind_delay_read);
+	if (bind_delay_ms > 0)
+		usleep((useconds_t)bind_delay_ms * 1000);
+}
+
 int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		  struct tfs_entry *e)
 {
@@ -109,13 +131,17 @@ int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	if (rc)
 		return rc;
 	rc = OPS(fs)->fstatat(BE(fs), tfs_primary(fs), dfd[tfs_primary(fs)], name, &e->st);
+	bind_delay();
+	/* bound by the primary's inode number before the directory fds go
+	 * (invariant 3): bound after, a failover's re-keying in between made
+	 * it a second inode of the file, keyed by the old primary's number,
+	 * and the two refused each other's identity (EUCLEAN) */
+	if (rc == 0 && !(e->in = tfs_inode_bind(fs, parent, name, &e->st, false)))
+		rc = -ENOMEM;
 	dirs_close(fs, &loc);
 	tfs_loc_put(fs, &loc);
 	if (rc)
 		return rc;
-	e->in = tfs_inode_bind(fs, parent, name, &e->st, false);
-	if (!e->in)
-		return -ENOMEM;
 	if (S_ISREG(e->st.st_mode)) {
 		rc = tfs_ns_getattr(fs, e->in, &e->st);
 		if (rc) {

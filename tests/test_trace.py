@@ -63,6 +63,24 @@ def test_replay_counts_hits_by_the_tiers_rules(tmp_path):
     assert got[("lru", 1, 100)] == (1, 3), got
 
 
+def test_ssd_writes_are_counted_in_sectors_by_every_policy(tmp_path):
+    """Flash is written in pages: a write costs the SSD the 4 KiB sectors it
+    touches, in the reference policies' count as in the tier's model.  The
+    references counted a write's bytes, so a 100-byte write cost LRU 100
+    bytes and the tier 4096 (maildir's SSD writes looked 1.13-1.26x LRU's)."""
+    E = 64 * K
+    p = tmp_path / "w.trace"
+    # 100 bytes inside a sector of extent 0; 100 across two sectors of extent 1
+    write_trace(p, [(1, 3, 0, 100, "W"), (2, 3, E + 2 * 4 * K - 50, 100, "W")])
+    r = subprocess.run([str(SIM), "--trace", str(p), "--extent", str(E), "--threshold", "1",
+                        "--sizes", "100", "--warmup", "0"], capture_output=True, text=True,
+                       timeout=60, check=True)
+    ssd = {w[1]: int(w[-1]) for w in (l.split(",") for l in r.stdout.splitlines()[1:])}
+    for pol in ("lru", "ref_lru", "arc", "lirs", "2q", "ref_s3fifo", "wtinylfu", "belady",
+                "tierfs_lru", "tierfs_s3fifo", "tierfs_wtinylfu"):
+        assert ssd[pol] == 3 * 4 * K, (pol, ssd)
+
+
 def test_a_trace_recorded_on_a_mount_replays(tiered, tmp_path):
     m = tiered.mnt
     out = tmp_path / "m.trace"

@@ -62,8 +62,10 @@
  * and with --admissions one more column: extents admitted (written to the
  * SSD) in the counted accesses; for a trace, three more: the hit ratio of
  * reads alone, of bytes, and the bytes written to the SSD (an admission
- * on a read writes the extent, a write its bytes; the model counts its
- * promotions, fills and writes into slots).
+ * on a read writes the extent, a write the TFS_SECTOR sectors it
+ * touches; the model counts its promotions, fills and writes into slots
+ * in the same sectors: flash is written in pages, so a 100-byte write
+ * costs every policy a 4 KiB page, not 100 bytes).
  */
 #include <errno.h>
 #include <math.h>
@@ -76,6 +78,7 @@
 #include "tierfs/model.h"
 #include "tierfs/mrc.h"
 #include "tierfs/policy.h"
+#include "tierfs/sectors.h"
 #include "tierfs/trace.h"
 #include "simpol.h"
 
@@ -110,6 +113,7 @@ struct opts {
 	uint64_t extent;
 	uint32_t *ids;
 	uint32_t *lens;			/* bytes of each access (a trace's) */
+	uint32_t *slens;		/* and of the TFS_SECTOR sectors it touches */
 	struct tfs_trace_rec *recs;	/* the trace's reads and writes, in time order */
 	size_t nrecs;
 	/* the tier's model (tfs_model) on a trace: its other settings */
@@ -282,7 +286,7 @@ static void tally(struct result *r, const struct opts *o, uint64_t t, bool hit, 
 	r->reads += !wr;
 	r->read_hits += !wr && hit;
 	if (wr)
-		r->ssd_bytes += hit || admitted ? len : 0;
+		r->ssd_bytes += (hit || admitted) && o->slens ? o->slens[t] : 0;
 	else if (admitted)
 		r->ssd_bytes += o->extent;
 }
@@ -782,10 +786,11 @@ static void load_trace(struct opts *o)
 				hval[j] = ++o->z;
 			}
 			if (na == acap) {
-				size_t lcap = acap;
+				size_t lcap = acap, scap = acap;
 
 				o->ids = grow(o->ids, &acap, sizeof(*o->ids));
 				o->lens = grow(o->lens, &lcap, sizeof(*o->lens));
+				o->slens = grow(o->slens, &scap, sizeof(*o->slens));
 			}
 			{	/* the part of the request in extent x */
 				uint64_t a = r[i].off > x * o->extent ? r[i].off : x * o->extent;
@@ -793,6 +798,8 @@ static void load_trace(struct opts *o)
 						     r[i].off + r[i].len : (x + 1) * o->extent;
 
 				o->lens[na] = (uint32_t)(b - a);
+				o->slens[na] = (uint32_t)(((b + TFS_SECTOR - 1) / TFS_SECTOR -
+							   a / TFS_SECTOR) * TFS_SECTOR);
 			}
 			o->ids[na++] = (hval[j] - 1) | (r[i].op == TFS_TR_WRITE ? WRITE_BIT : 0);
 		}

@@ -871,7 +871,7 @@ static bool feed(const struct opts *o, struct tfs_model *m, struct tfs_mrc *r, b
 	bool wr = q->op == TFS_TR_WRITE, seq = tfs_model_seq(m, q->fid, q->off, q->len, wr);
 	bool hit = tfs_model_apply(m, q->fid, q->off, q->len, wr, seq, now);
 
-	if (r && tfs_mrc_watches(r, q->fid, q->off, q->len, (uint32_t)o->extent)) {
+	if (r && tfs_mrc_watches(r, q->fid, q->off, q->len)) {
 		struct tfs_tune t;
 
 		tfs_mrc_request(r, q->fid, q->off, q->len, wr, seq, now);

@@ -100,6 +100,9 @@ bool tfs_model_request(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t
  * Returns what tfs_model_request returns. */
 bool tfs_model_apply(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write,
 		     bool seq, uint32_t now);
+/* Returns true if an extent of [off, off+len) of fid is in m's sample:
+ * the requests a miniature is given (tfs_model_apply). */
+bool tfs_model_samples(const struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len);
 /* The model's own detector, which tfs_model_request asks: returns true if
  * the read or write (write) of [off, off+len) of fid goes around the tier
  * as part of a stream past the cutoff (the request noted; a write, only

@@ -710,6 +710,15 @@ bool tfs_model_apply(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 	return write ? do_write(m, fid, off, len, seq, now) : do_read(m, fid, off, len, seq, now);
 }
 
+bool tfs_model_samples(const struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len)
+{
+	for (uint64_t idx = off / m->cfg.extent; len && idx <= (off + len - 1) / m->cfg.extent;
+	     idx++)
+		if (tfs_ext_key(fid, idx) < m->cfg.sample)
+			return true;
+	return false;
+}
+
 bool tfs_model_request(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write,
 		       uint32_t now)
 {

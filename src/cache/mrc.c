@@ -5,14 +5,18 @@
  * sample bound, the tuner's windows and its choice.
  *
  * Invariants:
- *  1. Every miniature sees the same requests with the same sequential
- *     verdict and time, and keeps only the extents of the one sample; a
- *     miniature of scale s has round(N x s x R) slots (at least 1), a
- *     heat table R times the daemon's (at least 64 entries), and R times
- *     the batches of a tier of N x s slots (an eviction's slots, a file's
- *     extents a flusher batch destages; at least 1), so what fits in it,
- *     how heat collides and how much goes at once are the full tier's,
- *     scaled.
+ *  1. Every miniature sees the requests touching its sample, with the
+ *     tier's sequential verdict and time, and keeps only the extents of
+ *     that sample, at its
+ *     rate Rs: R, or for a curve size s with N x s x R under
+ *     TFS_MRC_MIN_SLOTS, min(1, TFS_MRC_MIN_SLOTS / (N x s)) (so Rs never
+ *     grows with s; the samples nest, and the requests watched are those
+ *     of the largest, the 0.25x size's).  A miniature of scale s has
+ *     round(N x s x Rs) slots (at least 1), a heat table Rs times the
+ *     daemon's (at least 64 entries), and Rs times the batches of a tier
+ *     of N x s slots (an eviction's slots, a file's extents a flusher
+ *     batch destages; at least 1), so what fits in it, how heat collides
+ *     and how much goes at once are the full tier's, scaled.
  *  2. The curve's miniatures run the tier's settings (tfs_mrc_set follows
  *     the tier's changes); the tuner's run theirs, fixed.
  *  3. The tuner decides at the end of a window of TFS_TUNE_WINDOW read
@@ -36,7 +40,6 @@ const struct tfs_tune tfs_tune[TFS_TUNE_CHOICES] = {
 };
 
 struct tfs_mrc {
-	uint64_t sample;
 	double rate;
 	struct tfs_model *curve[TFS_MRC_SIZES];
 	struct tfs_model *tune[TFS_TUNE_CHOICES];
@@ -45,23 +48,39 @@ struct tfs_mrc {
 	int chosen;			/* index in tfs_tune, or -1 */
 };
 
-static struct tfs_model *mini(const struct tfs_model_cfg *tier, const struct tfs_mrc *r,
-			      double scale, unsigned promote, bool spare_hot)
+/* The sample of a rate: the keys under it (invariant 1). */
+static uint64_t sample_of(double rate)
+{
+	return rate >= 1 ? UINT64_MAX : (uint64_t)(rate * 18446744073709551616.0);
+}
+
+/* The rate of curve size scale (invariant 1). */
+static double size_rate(const struct tfs_model_cfg *tier, double rate, double scale)
+{
+	double slots = (double)tier->nslots * scale;
+
+	if (slots * rate >= TFS_MRC_MIN_SLOTS)
+		return rate;
+	return TFS_MRC_MIN_SLOTS / slots < 1 ? TFS_MRC_MIN_SLOTS / slots : 1;
+}
+
+static struct tfs_model *mini(const struct tfs_model_cfg *tier, double rate, double scale,
+			      unsigned promote, bool spare_hot)
 {
 	struct tfs_model_cfg cfg = *tier;
-	double slots = floor((double)tier->nslots * scale * r->rate + 0.5);
+	double slots = floor((double)tier->nslots * scale * rate + 0.5);
 
 	cfg.nslots = slots < 1 ? 1 : (uint32_t)slots;
-	cfg.sample = r->sample;
+	cfg.sample = sample_of(rate);
 	cfg.promote = promote;
 	cfg.spare_hot_only = spare_hot;
-	cfg.heat_entries = tfs_pow2_at_least((uint64_t)ceil(tfs_heat_entries(tier->nslots) * r->rate));
+	cfg.heat_entries = tfs_pow2_at_least((uint64_t)ceil(tfs_heat_entries(tier->nslots) * rate));
 	if (cfg.heat_entries < 64)
 		cfg.heat_entries = 64;
 	/* the batches of a tier of its full size, scaled as its slots */
 	cfg.evict_batch = (uint32_t)floor(tfs_evict_batch((uint32_t)(tier->nslots * scale)) *
-					  r->rate + 0.5);
-	cfg.flush_batch = (uint32_t)floor(TFS_FLUSH_BATCH * r->rate + 0.5);
+					  rate + 0.5);
+	cfg.flush_batch = (uint32_t)floor(TFS_FLUSH_BATCH * rate + 0.5);
 	if (!cfg.evict_batch)
 		cfg.evict_batch = 1;
 	if (!cfg.flush_batch)
@@ -80,14 +99,14 @@ struct tfs_mrc *tfs_mrc_new(const struct tfs_model_cfg *tier, uint32_t budget, d
 	r->rate = (double)budget / (8.0 * (double)tier->nslots);
 	if (r->rate > max_rate)
 		r->rate = max_rate;
-	r->sample = r->rate >= 1 ? UINT64_MAX : (uint64_t)(r->rate * 18446744073709551616.0);
 	r->chosen = -1;
 	for (unsigned i = 0; i < TFS_MRC_SIZES && ok; i++)
-		ok = (r->curve[i] = mini(tier, r, tfs_mrc_scale[i], tier->promote,
+		ok = (r->curve[i] = mini(tier, size_rate(tier, r->rate, tfs_mrc_scale[i]),
+					 tfs_mrc_scale[i], tier->promote,
 					 tier->spare_hot_only)) != NULL;
 	for (unsigned i = 0; i < TFS_TUNE_CHOICES && ok && tune; i++)
-		ok = (r->tune[i] = mini(tier, r, 1, tfs_tune[i].promote, tfs_tune[i].spare_hot)) !=
-		     NULL;
+		ok = (r->tune[i] = mini(tier, r->rate, 1, tfs_tune[i].promote,
+					tfs_tune[i].spare_hot)) != NULL;
 	if (!ok) {
 		tfs_mrc_free(r);
 		return NULL;
@@ -111,13 +130,18 @@ double tfs_mrc_rate(const struct tfs_mrc *r)
 	return r->rate;
 }
 
-bool tfs_mrc_watches(const struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len,
-		     uint32_t extent)
+bool tfs_mrc_watches(const struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len)
 {
-	for (uint64_t idx = off / extent; len && idx <= (off + len - 1) / extent; idx++)
-		if (tfs_ext_key(fid, idx) < r->sample)
-			return true;
-	return false;
+	/* the 0.25x size's sample holds every other (invariant 1) */
+	return tfs_model_samples(r->curve[0], fid, off, len);
+}
+
+/* One request to miniature m, if it touches m's sample (invariant 1). */
+static void mini_request(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len,
+			 bool write, bool seq, uint32_t now)
+{
+	if (tfs_model_samples(m, fid, off, len))
+		tfs_model_apply(m, fid, off, len, write, seq, now);
 }
 
 /* The end of a window: choose (invariant 3), and start the next. */
@@ -154,11 +178,11 @@ void tfs_mrc_request(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len
 		     bool seq, uint32_t now)
 {
 	for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
-		tfs_model_apply(r->curve[i], fid, off, len, write, seq, now);
+		mini_request(r->curve[i], fid, off, len, write, seq, now);
 	if (!r->tune[0])
 		return;
 	for (unsigned i = 0; i < TFS_TUNE_CHOICES; i++)
-		tfs_model_apply(r->tune[i], fid, off, len, write, seq, now);
+		mini_request(r->tune[i], fid, off, len, write, seq, now);
 	if (tfs_model_stats(r->tune[0])->reads - r->w_reads >= TFS_TUNE_WINDOW)
 		tune_window(r);
 }
@@ -170,7 +194,7 @@ uint64_t tfs_mrc_curve(const struct tfs_mrc *r, double *out)
 
 		out[i] = st->reads ? (double)st->read_hits / (double)st->reads : -1;
 	}
-	return tfs_model_stats(r->curve[0])->reads;
+	return tfs_model_stats(r->curve[TFS_MRC_SIZES - 1])->reads;
 }
 
 void tfs_mrc_reset(struct tfs_mrc *r)

@@ -59,7 +59,7 @@ void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool
 {
 	struct tfs_tune t;
 
-	if (!c->mrc || !tfs_mrc_watches(c->mrc, fid, off, len, c->extent))
+	if (!c->mrc || !tfs_mrc_watches(c->mrc, fid, off, len))
 		return;
 	pthread_mutex_lock(&c->mlock);
 	tfs_mrc_request(c->mrc, fid, off, len, write, seq, c_now());

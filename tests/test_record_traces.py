@@ -1,7 +1,8 @@
 """Issue 16: contrib/bench/record_traces.py records its workloads on real
 mounts: two cheap ones (maildir, copy-edit) at a tiny scale leave traces
 that parse (the header, 32-byte records, reads, writes and syncs of many
-files, as many records as it reports) and that cache_sim --trace replays;
+files, as many records as it reports) and that cache_sim --trace replays,
+with the tier's counters over them beside;
 nothing stays mounted, the work directory goes; a bad command line or build
 directory is a one-line error."""
 import os
@@ -42,6 +43,9 @@ def test_recorded_traces_parse_and_replay(tmp_path):
         rows = [l.split(",") for l in s.stdout.splitlines()[1:]]
         assert {(w[1], w[2]) for w in rows} >= {("lru", "1"), ("lru", "2"), ("belady", "0")}
         assert all(int(w[5]) > 0 for w in rows), s.stdout
+        # the tier's counters over the traced part: its reads are the trace's
+        st = dict(l.split("=") for l in (out / f"{name}.status").read_text().splitlines())
+        assert int(st["cache.read_hits"]) + int(st["cache.read_misses"]) > 0, st
     # the --stats line of a trace is the one the run printed, bar the time
     st = record("--stats", out / "maildir.trace")
     assert st.returncode == 0 and st.stdout.rsplit(",", 1)[0] == lines[0].rsplit(",", 1)[0]

@@ -81,6 +81,33 @@ def test_ssd_writes_are_counted_in_sectors_by_every_policy(tmp_path):
         assert ssd[pol] == 3 * 4 * K, (pol, ssd)
 
 
+def test_a_slow_raid_fills_the_model_with_dirty_extents(tmp_path):
+    """cache_sim --destage-mbps: the model's destages take the time the RAID
+    takes (model.c invariant 3).  200 writes of 64K, 1 ms apart, over 40
+    extents into a tier of 10 slots: destaged at once, every write goes
+    into the tier (200 x 64K to the SSD); at 1 MB/s (65 ms an extent) the
+    tier is soon all dirty and most writes go around it, as the daemon's do
+    when its flusher falls behind (full_bypass); at 1 GB/s only the writes
+    that come while a round is on its way at dirty_high do."""
+    E = 64 * K
+    p = tmp_path / "w.trace"
+    write_trace(p, [(i * 1000000, 3, (i * 7 % 40) * E, E, "W") for i in range(200)])
+
+    def ssd_bytes(*extra):
+        r = subprocess.run([str(SIM), "--trace", str(p), "--extent", str(E), "--sizes", "25",
+                            "--threshold", "1", "--warmup", "0", *extra], capture_output=True,
+                           text=True, timeout=60, check=True)
+        return {w[1]: int(w[-1]) for w in (l.split(",") for l in r.stdout.splitlines()[1:])}
+    instant, slow, fast = (ssd_bytes("--destage-mbps", r)["tierfs_wtinylfu"]
+                           for r in ("0", "1", "1000"))
+    assert instant == 200 * E, instant
+    assert slow < 100 * E < fast < instant, (slow, fast)
+    assert ssd_bytes()["tierfs_wtinylfu"] == instant        # 0, the default: at once
+    r = subprocess.run([str(SIM), "--trace", str(p), "--destage-mbps", "x"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+
+
 def test_a_trace_recorded_on_a_mount_replays(tiered, tmp_path):
     m = tiered.mnt
     out = tmp_path / "m.trace"

@@ -26,7 +26,7 @@
  *                  [--admissions] [--trace FILE [--extent BYTES]
  *                  [--mode MODE] [--seq-cutoff BYTES] [--row BYTES]
  *                  [--dirty LOW:HIGH] [--halflife SECONDS] [--reclaim on|off|auto]
- *                  [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]
+ *                  [--destage-mbps R] [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]
  *                  [--format auto|tierfs|csv|vscsi]]
  * --trace replays a trace the tier's recorder wrote (tierctl trace;
  * include/tierfs/trace.h), or a text trace (CSV TIME,OBJECT,SIZE[,OP]: an
@@ -43,7 +43,9 @@
  * own rules, policy, sectors, flusher and heat in the trace's time; its
  * mode, cutoff, RAID row, watermarks, halflife and reclaim from --mode,
  * --seq-cutoff, --row, --dirty, --halflife, --reclaim, the daemon's defaults
- * otherwise; the threshold from
+ * otherwise; with --destage-mbps R its destages take the time the RAID
+ * takes to write them at R MB/s, one flusher round at a time (model.c
+ * invariant 3; 0, the default: at once); the threshold from
  * --threshold, 0 for the tuner's choice: mrc.h).  It also
  * prints Belady's MIN ("belady", threshold 0: every miss admitted, the
  * farthest-needed evicted) and MIN with bypass ("belady_bypass": an
@@ -54,7 +56,8 @@
  * --agree SLOTS prints instead, for the model of a tier of SLOTS slots,
  * how many of the trace's requests it serves whole beside the trace's own
  * hit flags, and the share of requests on which they agree (a trace the
- * daemon recorded, replayed with the mount's settings).
+ * daemon recorded, replayed with the mount's settings).  CACHE_SIM_DEBUG
+ * set: each model's counts on stderr too.
  * --mrc SLOTS prints instead the miss-ratio curve a tier of SLOTS slots
  * would show (its miniatures, mrc.h, sampled at most at --mrc-rate, the
  * daemon's 0.25 by default) beside the model at each size.
@@ -861,6 +864,28 @@ static struct tfs_mrc *new_mrc(const struct opts *o, enum tfs_policy_kind kind, 
 	return r;
 }
 
+/* CACHE_SIM_DEBUG: model m's counts on stderr (to set beside the
+ * daemon's, record_traces.py's WORKLOAD.status). */
+static void debug_stats(const struct tfs_model *m, enum tfs_policy_kind kind, uint32_t thr,
+			uint32_t cap)
+{
+	const struct tfs_model_stats *st = tfs_model_stats(m);
+
+	fprintf(stderr,
+		"model %s T=%u cap=%u: reads %llu hits %llu partial %llu writes %llu hits %llu promotions "
+		"%llu fills %llu allocations %llu evictions %llu flushed %llu (reclaimed %llu) bypass seq %llu "
+		"dirty_high %llu no_slot %llu, dirty at end %u, RAID reads %llu bytes\n",
+		tfs_policy_name(kind), thr, cap, (unsigned long long)st->reads,
+		(unsigned long long)st->read_hits, (unsigned long long)st->read_partial,
+		(unsigned long long)st->writes,
+		(unsigned long long)st->write_hits, (unsigned long long)st->promotions,
+		(unsigned long long)st->fills, (unsigned long long)st->allocations,
+		(unsigned long long)st->evictions, (unsigned long long)st->flushed_extents,
+		(unsigned long long)st->reclaimed, (unsigned long long)st->bypass_seq, (unsigned long long)st->bypass_dirty_high,
+		(unsigned long long)st->bypass_no_slot, tfs_model_dirty(m),
+		(unsigned long long)st->raid_read_bytes);
+}
+
 /* Record q through m (none: nothing), and through r (if any) when it
  * touches r's sample; autot: the tuner's choice becomes m's settings (and
  * the curve's).  Returns true if m served it whole. */
@@ -869,11 +894,14 @@ static bool feed(const struct opts *o, struct tfs_model *m, struct tfs_mrc *r, b
 {
 	uint32_t now = (uint32_t)(q->t_ns / (1000000000 / 16));	/* ticks of 1/16 s */
 	bool wr = q->op == TFS_TR_WRITE, seq = tfs_model_seq(m, q->fid, q->off, q->len, wr);
-	bool hit = tfs_model_apply(m, q->fid, q->off, q->len, wr, seq, now);
+	bool hit;
 
+	tfs_model_clock(m, q->t_ns);
+	hit = tfs_model_apply(m, q->fid, q->off, q->len, wr, seq, now);
 	if (r && tfs_mrc_watches(r, q->fid, q->off, q->len)) {
 		struct tfs_tune t;
 
+		tfs_mrc_clock(r, q->t_ns);
 		tfs_mrc_request(r, q->fid, q->off, q->len, wr, seq, now);
 		if (autot && tfs_mrc_tuned(r, &t)) {
 			tfs_model_set_promote(m, t.promote);
@@ -914,19 +942,7 @@ static struct result model_run(const struct opts *o, enum tfs_policy_kind kind, 
 	tfs_mrc_free(tuner);
 	st = tfs_model_stats(m);
 	if (getenv("CACHE_SIM_DEBUG"))
-		fprintf(stderr,
-			"model %s T=%u cap=%u: reads %llu hits %llu partial %llu writes %llu hits %llu promotions "
-			"%llu fills %llu allocations %llu evictions %llu flushed %llu (reclaimed %llu) bypass seq %llu "
-			"dirty_high %llu no_slot %llu, dirty at end %u, RAID reads %llu bytes\n",
-			tfs_policy_name(kind), thr, cap, (unsigned long long)st->reads,
-			(unsigned long long)st->read_hits, (unsigned long long)st->read_partial,
-			(unsigned long long)st->writes,
-			(unsigned long long)st->write_hits, (unsigned long long)st->promotions,
-			(unsigned long long)st->fills, (unsigned long long)st->allocations,
-			(unsigned long long)st->evictions, (unsigned long long)st->flushed_extents,
-			(unsigned long long)st->reclaimed, (unsigned long long)st->bypass_seq, (unsigned long long)st->bypass_dirty_high,
-			(unsigned long long)st->bypass_no_slot, tfs_model_dirty(m),
-			(unsigned long long)st->raid_read_bytes);
+		debug_stats(m, kind, thr, cap);
 	r.counted = st->reads + st->writes;
 	r.hits = st->read_hits + st->write_hits;
 	r.admitted = st->promotions + st->allocations;
@@ -958,6 +974,8 @@ static void agree(const struct opts *o, uint32_t cap)
 				mh += hit;
 				same += hit == was;
 			}
+			if (getenv("CACHE_SIM_DEBUG"))
+				debug_stats(m, (enum tfs_policy_kind)k, o->thr[ti], cap);
 			printf("tierfs_%s,%u,%u,%zu,%llu,%llu,%.4f\n",
 			       tfs_policy_name((enum tfs_policy_kind)k), o->thr[ti], cap, o->nrecs, (unsigned long long)th,
 			       (unsigned long long)mh, o->nrecs ? (double)same / (double)o->nrecs : 0);
@@ -1092,7 +1110,7 @@ static void usage(void)
 		"                 [--halve H] [--warmup FRACTION] [--seed S] [--workloads LIST]\n"
 		"                 [--admissions] [--trace FILE [--extent BYTES] [--mode MODE]\n"
 		"                 [--seq-cutoff BYTES] [--row BYTES] [--dirty LOW:HIGH]\n"
-		"                 [--halflife SECONDS] [--reclaim on|off|auto]\n"
+		"                 [--halflife SECONDS] [--reclaim on|off|auto] [--destage-mbps R]\n"
 		"                 [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]\n"
 		"                 [--format auto|tierfs|csv|vscsi]]\n");
 	exit(2);
@@ -1111,6 +1129,7 @@ int main(int argc, char **argv)
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		char *end;
 		int rc = 0;
 
 		if (!strcmp(a, "--admissions")) {
@@ -1164,6 +1183,9 @@ int main(int argc, char **argv)
 			o.mcfg.halflife = (uint32_t)(strtod(v, NULL) * 16);
 		else if (!strcmp(a, "--reclaim"))
 			rc = tfs_reclaim_parse(v, &o.mcfg.reclaim);
+		else if (!strcmp(a, "--destage-mbps"))
+			rc = (o.mcfg.destage_mbps = strtod(v, &end)) >= 0 && end != v && !*end
+			     ? 0 : -EINVAL;
 		else if (!strcmp(a, "--format"))
 			rc = parse_format(v, &o.format);
 		else

@@ -76,6 +76,8 @@ Usage: record_traces.py --out DIR [--only LIST] [--scale X] [--cache-size SIZE]
   mkfs.tierfs, tierctl (default build/); --max-seconds: the traced part of
   maildir, copy-edit and sqlite is cut after this long (600 s; pgbench and
   fio run for their time, backup-scan until its reader is done).
+  TIERFS_OPTS (environment): more mount options, comma-separated, as
+  db_bench.py takes them (e.g. cache_extent=64K).
 
 Prints one line per workload (records, reads/writes/syncs, distinct files,
 bytes read and written, distinct 64K and 256K extents, the traced time),
@@ -967,7 +969,9 @@ def main(argv):
     a = parse_args(argv)
     checks(a)
     # db_bench's settings, for its target and its PostgreSQL and SQLite code
-    c = types.SimpleNamespace(build=a.build, cache_size=a.cache_size, tierfs_opts=[],
+    # TIERFS_OPTS: more mount options (as db_bench.py), e.g. cache_extent=64K
+    opts = [o for o in os.environ.get("TIERFS_OPTS", "").split(",") if o]
+    c = types.SimpleNamespace(build=a.build, cache_size=a.cache_size, tierfs_opts=opts,
                               mergerfs_opts="", jobs=2, warmup=5, seconds=60, scales=[10],
                               perf="")
     if "pgbench" in a.only:

@@ -55,6 +55,10 @@ struct tfs_model_cfg {
 	 * frees, and extents of a file one flusher batch destages; 0: the
 	 * daemon's for nslots (tfs_evict_batch, TFS_FLUSH_BATCH) */
 	uint32_t evict_batch, flush_batch;
+	/* the RAID's rate for the flusher's destages, MB/s: a destage's
+	 * slot stays dirty until its bytes went at it, after what the
+	 * round sent before (tfs_model_clock's time); 0: at once */
+	double destage_mbps;
 };
 
 /* The model's defaults: the daemon's (cache.h TFS_CACHE_OPTS_DEFAULT). */
@@ -100,6 +104,10 @@ bool tfs_model_request(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t
  * Returns what tfs_model_request returns. */
 bool tfs_model_apply(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write,
 		     bool seq, uint32_t now);
+/* The time of the requests that follow, ns on the caller's clock (a
+ * trace's, CLOCK_MONOTONIC's; never back): what a destage's duration
+ * (cfg.destage_mbps) is counted on.  Without it, time stands at 0. */
+void tfs_model_clock(struct tfs_model *m, uint64_t ns);
 /* Returns true if an extent of [off, off+len) of fid is in m's sample:
  * the requests a miniature is given (tfs_model_apply). */
 bool tfs_model_samples(const struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len);

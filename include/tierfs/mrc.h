@@ -69,6 +69,9 @@ double tfs_mrc_rate(const struct tfs_mrc *r);
  * sample (the 0.25x size's holds the others'); a request for which it is
  * false may be left out of tfs_mrc_request (it would change nothing). */
 bool tfs_mrc_watches(const struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len);
+/* The time of the requests that follow, for the miniatures' destages
+ * (tfs_model_clock; the tier's destage_mbps, scaled by each one's rate). */
+void tfs_mrc_clock(struct tfs_mrc *r, uint64_t ns);
 /* One request, as the tier saw it (seq: its verdict of the sequential
  * cutoff) at tick now. */
 void tfs_mrc_request(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len, bool write,

@@ -22,6 +22,15 @@
  *     end of its last pause) is not past now, or the level is at
  *     dirty_high, or the request ends an idle gap (TFS_FLUSH_IDLE_TICKS
  *     without a request: tfs_flush_plan's idle, everything destaged).
+ *     With cfg.destage_mbps a destage takes time (tfs_model_clock's ns):
+ *     its bytes go at that rate after those sent before it, and until
+ *     then its slot is dirty (not evictable, counted against
+ *     dirty_high), and on the way (no flusher or reclaim takes it again);
+ *     it is clean then unless written meanwhile.  While a round is on
+ *     its way the flusher starts nothing, as the daemon's waits for its
+ *     batch; so a RAID slower than the writes fills the tier with dirty
+ *     extents, and writes go around it (the daemon's full_bypass).
+ *     Without a rate, a destage is done at once, as before.
  *  4. A piece of an extent outside the sample changes nothing and is not
  *     counted; the stream detector sees every request.
  *  5. Memory is allocated at tfs_model_new only.
@@ -67,6 +76,14 @@ struct mslot {
 	bool used, reclaim, refused;	/* invariant 6 */
 	bool busy;			/* invariant 1: a job of this request holds it */
 	bool contested;			/* invariant 7 */
+	bool destaging;			/* invariant 3: on its way to the RAID */
+	uint32_t wgen, dgen;		/* writes into it; wgen when its destage began */
+};
+
+/* A destage on its way (invariant 3): slot s is clean at done ns. */
+struct mdest {
+	uint64_t done;
+	uint32_t s;
 };
 
 struct mseq {
@@ -94,6 +111,9 @@ struct tfs_model {
 	struct mseq *seq;
 	uint32_t last_io, flush_at;	/* invariant 3 */
 	uint32_t fcur;			/* the flusher's next slot */
+	uint64_t ns, busy_ns;		/* invariant 3: the clock; the round's end */
+	struct mdest *dq;		/* destages on their way, by done (a ring) */
+	uint32_t dq_head, dq_len;
 	bool any_io;
 	uint32_t *rq, nrq;		/* invariant 6 */
 	struct tfs_evidence *ev;	/* invariant 7 */
@@ -133,6 +153,7 @@ struct tfs_model *tfs_model_new(const struct tfs_model_cfg *cfg)
 	m->freel = malloc((size_t)cfg->nslots * sizeof(*m->freel));
 	m->heat = calloc(hn, sizeof(*m->heat));
 	m->seq = calloc(SEQ_FILES, sizeof(*m->seq));
+	m->dq = malloc((size_t)cfg->nslots * sizeof(*m->dq));
 	m->rq = malloc((size_t)cfg->nslots * sizeof(*m->rq));
 	m->jobs = malloc(MODEL_JOBS * sizeof(*m->jobs));
 	m->pol = tfs_policy_new(cfg->policy, cfg->nslots);
@@ -140,7 +161,7 @@ struct tfs_model *tfs_model_new(const struct tfs_model_cfg *cfg)
 	 * (evidence.c invariant 3) */
 	m->ev = tfs_evidence_new(cfg->nslots, (int)(TFS_EVIDENCE_ON * ((double)cfg->sample /
 								       18446744073709551616.0) + 0.5));
-	if (!m->e || !m->htab || !m->freel || !m->heat || !m->seq || !m->rq || !m->jobs ||
+	if (!m->e || !m->htab || !m->freel || !m->heat || !m->seq || !m->rq || !m->jobs || !m->dq ||
 	    !m->pol || !m->ev) {
 		tfs_model_free(m);
 		return NULL;
@@ -161,6 +182,7 @@ void tfs_model_free(struct tfs_model *m)
 	free(m->freel);
 	free(m->heat);
 	free(m->seq);
+	free(m->dq);
 	free(m->rq);
 	free(m->jobs);
 	tfs_policy_free(m->pol);
@@ -317,19 +339,51 @@ static void read_hit(struct tfs_model *m, uint32_t s)
 	tfs_evidence_kept(m->ev);
 }
 
-/* x's dirty sectors reach the RAID; noted, it is let go, demoted if
- * eviction refused it (invariant 6). */
-static void destage(struct tfs_model *m, uint32_t s)
+/* x's dirty sectors reached the RAID: clean unless written since its
+ * destage began; noted, it is let go, demoted if eviction refused it
+ * (invariant 6). */
+static void destaged(struct tfs_model *m, uint32_t s)
 {
 	struct mslot *x = &m->e[s];
 
-	m->st.raid_write_bytes += (uint64_t)bm_count(x->dirty) * TFS_SECTOR;
-	m->st.flushed_extents++;
+	x->destaging = false;
+	if (x->wgen != x->dgen)
+		return;		/* written meanwhile: dirty still, for a later round */
 	memset(x->dirty, 0, sizeof(x->dirty));
 	m->ndirty--;
 	if (x->refused)
 		tfs_policy_demote(m->pol, s);
 	x->reclaim = x->refused = false;
+}
+
+/* x's dirty sectors go to the RAID: at once, or at destage_mbps after
+ * what the round has sent before them (invariant 3). */
+static void destage(struct tfs_model *m, uint32_t s)
+{
+	struct mslot *x = &m->e[s];
+	uint64_t bytes = (uint64_t)bm_count(x->dirty) * TFS_SECTOR;
+
+	m->st.raid_write_bytes += bytes;
+	m->st.flushed_extents++;
+	x->dgen = x->wgen;
+	if (!m->cfg.destage_mbps) {
+		destaged(m, s);
+		return;
+	}
+	x->destaging = true;
+	m->busy_ns = (m->busy_ns > m->ns ? m->busy_ns : m->ns) +
+		     (uint64_t)((double)bytes * 1000.0 / m->cfg.destage_mbps);
+	m->dq[(m->dq_head + m->dq_len++) % m->cfg.nslots] = (struct mdest){ m->busy_ns, s };
+}
+
+/* The destages done by now (invariant 3). */
+static void destages_done(struct tfs_model *m)
+{
+	while (m->dq_len && m->dq[m->dq_head].done <= m->ns) {
+		destaged(m, m->dq[m->dq_head].s);
+		m->dq_head = (m->dq_head + 1) % m->cfg.nslots;
+		m->dq_len--;
+	}
 }
 
 /* Clean-ahead: the dirty slots among eviction's next 2 batches of
@@ -394,6 +448,7 @@ static void dirty_sectors(struct tfs_model *m, struct mslot *x, unsigned s0, uns
 	bm_set(x->valid, s0, s1);
 	bm_set(x->dirty, s0, s1);
 	x->wtime = now;
+	x->wgen++;
 }
 
 /* ---- the flusher (invariant 3) ---- */
@@ -411,7 +466,7 @@ static unsigned flush_batch(struct tfs_model *m, uint32_t min_age, uint32_t now)
 		struct mslot *x = &m->e[s];
 		unsigned f;
 
-		if (!x->used || !bm_any(x->dirty) ||
+		if (!x->used || !bm_any(x->dirty) || x->destaging ||
 		    tfs_flush_spares(now, x->wtime, min_age,
 				     tfs_heat_now(m->cfg.halflife, x->heat, x->heat_t, now),
 				     m->cfg.spare_hot_only))
@@ -442,8 +497,8 @@ static void reclaim(struct tfs_model *m)
 		uint32_t s = m->rq[i];
 		struct mslot *x = &m->e[s];
 
-		if (!x->used || !x->reclaim)
-			continue;	/* evicted, reused or used since */
+		if (!x->used || !x->reclaim || x->destaging)
+			continue;	/* evicted, reused or used since; on its way */
 		if (bm_any(x->dirty)) {
 			m->st.reclaimed++;
 			destage(m, s);
@@ -460,11 +515,14 @@ static void flusher(struct tfs_model *m, uint32_t now)
 	bool idle = m->any_io && m->ndirty && now - m->last_io > TFS_FLUSH_IDLE_TICKS;
 	const struct tfs_model_cfg *c = &m->cfg;
 
+	destages_done(m);
+	if (m->busy_ns > m->ns)
+		return;		/* a round on its way: the flusher waits for it */
 	reclaim(m);
 	/* reaching dirty_high wakes it from a paced pause (index.c
 	 * c_file_dirtied), and so does the end of an idle gap */
-	while ((int32_t)(now - m->flush_at) >= 0 || idle ||
-	       tfs_dirty_over(m->ndirty, c->nslots, c->dirty_high)) {
+	while (m->busy_ns <= m->ns && ((int32_t)(now - m->flush_at) >= 0 || idle ||
+					tfs_dirty_over(m->ndirty, c->nslots, c->dirty_high))) {
 		struct tfs_flush_step st = tfs_flush_plan(m->ndirty, c->nslots, c->dirty_low,
 							  c->dirty_high, idle, false);
 		unsigned nf, pause;
@@ -478,6 +536,8 @@ static void flusher(struct tfs_model *m, uint32_t now)
 			pause = 1000;	/* no spinning, as the daemon's empty look waits */
 		if (pause)
 			m->flush_at = now + (pause * 16 + 999) / 1000;
+		if (!nf)
+			break;	/* nothing to start: all clean, or on its way */
 	}
 }
 
@@ -708,6 +768,11 @@ bool tfs_model_apply(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 	m->last_io = now;
 	m->any_io = true;
 	return write ? do_write(m, fid, off, len, seq, now) : do_read(m, fid, off, len, seq, now);
+}
+
+void tfs_model_clock(struct tfs_model *m, uint64_t ns)
+{
+	m->ns = ns;
 }
 
 bool tfs_model_samples(const struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len)

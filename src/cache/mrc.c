@@ -15,8 +15,9 @@
  *     round(N x s x Rs) slots (at least 1), a heat table Rs times the
  *     daemon's (at least 64 entries), and Rs times the batches of a tier
  *     of N x s slots (an eviction's slots, a file's extents a flusher
- *     batch destages; at least 1), so what fits in it, how heat collides
- *     and how much goes at once are the full tier's, scaled.
+ *     batch destages; at least 1) and of its RAID rate (destage_mbps),
+ *     so what fits in it, how heat collides, how much goes at once and
+ *     how fast are the full tier's, scaled.
  *  2. The curve's miniatures run the tier's settings (tfs_mrc_set follows
  *     the tier's changes); the tuner's run theirs, fixed.
  *  3. The tuner decides at the end of a window of TFS_TUNE_WINDOW read
@@ -81,6 +82,7 @@ static struct tfs_model *mini(const struct tfs_model_cfg *tier, double rate, dou
 	cfg.evict_batch = (uint32_t)floor(tfs_evict_batch((uint32_t)(tier->nslots * scale)) *
 					  rate + 0.5);
 	cfg.flush_batch = (uint32_t)floor(TFS_FLUSH_BATCH * rate + 0.5);
+	cfg.destage_mbps = tier->destage_mbps * rate;	/* its share of the RAID */
 	if (!cfg.evict_batch)
 		cfg.evict_batch = 1;
 	if (!cfg.flush_batch)
@@ -172,6 +174,14 @@ static void tune_window(struct tfs_mrc *r)
 		    cost[i] < cost[pick])
 			pick = i;
 	r->chosen = (int)pick;
+}
+
+void tfs_mrc_clock(struct tfs_mrc *r, uint64_t ns)
+{
+	for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
+		tfs_model_clock(r->curve[i], ns);
+	for (unsigned i = 0; i < TFS_TUNE_CHOICES && r->tune[i]; i++)
+		tfs_model_clock(r->tune[i], ns);
 }
 
 void tfs_mrc_request(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len, bool write,

@@ -174,15 +174,22 @@ static void spares(void)
 	tfs_model_free(m[1]);
 }
 
-static struct tfs_model *model(uint32_t slots, uint32_t extent, enum tfs_cache_mode mode,
-			       unsigned promote)
+static struct tfs_model *model_at(uint32_t slots, uint32_t extent, enum tfs_cache_mode mode,
+				  unsigned promote, double destage_mbps)
 {
 	struct tfs_model_cfg cfg = TFS_MODEL_CFG_DEFAULT(slots);
 
 	cfg.extent = extent;
 	cfg.mode = mode;
 	cfg.promote = promote;
+	cfg.destage_mbps = destage_mbps;
 	return tfs_model_new(&cfg);
+}
+
+static struct tfs_model *model(uint32_t slots, uint32_t extent, enum tfs_cache_mode mode,
+			       unsigned promote)
+{
+	return model_at(slots, extent, mode, promote, 0);
 }
 
 static void model_random(void)
@@ -192,7 +199,8 @@ static void model_random(void)
 	for (int run = 0; run < 40; run++) {
 		uint32_t slots = 4 + (uint32_t)(unit_rnd(&rs) % 200), extent = 65536, now = 0;
 		enum tfs_cache_mode mode = modes[run % 4];
-		struct tfs_model *m = model(slots, extent, mode, 1 + run % 3);
+		/* every third run: destages at 20 MB/s, in the requests' time */
+		struct tfs_model *m = model_at(slots, extent, mode, 1 + run % 3, run % 3 ? 0 : 20);
 
 		tfs_model_set_reclaim(m, (enum tfs_reclaim)(run / 4 % 3));
 		const struct tfs_model_stats *st;
@@ -207,6 +215,7 @@ static void model_random(void)
 			now += (uint32_t)(unit_rnd(&rs) % 3);
 			if (unit_rnd(&rs) % 5000 == 0)
 				now += 200;	/* an idle gap */
+			tfs_model_clock(m, (uint64_t)now * 62500000 + (uint64_t)i * 1000);
 			tfs_model_request(m, fid, off, len, wr, now);
 			*(wr ? &writes : &reads) += (off + len - 1) / extent - off / extent + 1;
 			CHECK(G_MODEL_INV, tfs_model_used(m) <= slots &&
@@ -406,6 +415,38 @@ static void model_clean_ahead(void)
 	}
 }
 
+/* A destage takes time (model.c invariant 3): at 4.096 MB/s a 4 KiB
+ * destage takes 1 ms.  Ten slots, 7 extents written 4 KiB each at 0 ms,
+ * then a read: the flusher (70%: at dirty_high) sends all 7 in a round,
+ * and they stay dirty (not evictable, counted) until 1, 2, ... 7 ms.  At
+ * 3.5 ms three are clean, and extent 5, on its way, is written again: it
+ * stays dirty when its destage ends.  At 9 ms that one is dirty (10%,
+ * under dirty_low: no round).  Without a rate the round is done at once. */
+static void model_destage_time(void)
+{
+	for (int timed = 0; timed < 2; timed++) {
+		struct tfs_model *m = model_at(10, 65536, TFS_CACHE_WRITEBACK, 1, timed ? 4.096 : 0);
+		const uint32_t want[2][4] = { { 0, 0, 1, 1 }, { 7, 4, 4, 1 } };
+		const uint64_t at[4] = { 0, 3500000, 3500000, 9000000 };
+
+		snprintf(ctx, sizeof(ctx), "destage time, %s", timed ? "4.096 MB/s" : "at once");
+		for (uint64_t e = 0; e < 7; e++)
+			tfs_model_request(m, 1, e * 65536, 4096, true, 0);
+		for (int k = 0; k < 4; k++) {
+			tfs_model_clock(m, at[k]);
+			if (k == 2)
+				tfs_model_request(m, 1, 5 * 65536, 4096, true, 0);
+			else
+				tfs_model_request(m, 2, (uint64_t)k * 65536, 4096, false, 0);
+			CHECK(G_MODEL_CASES, tfs_model_dirty(m) == want[timed][k], "step %d: %u dirty",
+			      k, tfs_model_dirty(m));
+		}
+		CHECK(G_MODEL_CASES, tfs_model_stats(m)->flushed_extents == 7,
+		      "%llu destaged", (unsigned long long)tfs_model_stats(m)->flushed_extents);
+		tfs_model_free(m);
+	}
+}
+
 /* A request's promotions run side by side (model.c invariant 1): under
  * W-TinyLFU, four slots (a window of one), threshold 1, extents 1-4 read
  * (promoted: full), then one read across extents 5 and 6.  Promoting 6
@@ -540,6 +581,7 @@ int main(void)
 	model_reclaim();
 	model_clean_ahead();
 	model_siblings();
+	model_destage_time();
 	model_evidence();
 	model_evidence_sampled();
 	sample();

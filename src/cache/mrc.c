@@ -7,11 +7,11 @@
  * Invariants:
  *  1. Every miniature sees the requests touching its sample, with the
  *     tier's sequential verdict and time, and keeps only the extents of
- *     that sample, at its
- *     rate Rs: R, or for a curve size s with N x s x R under
- *     TFS_MRC_MIN_SLOTS, min(1, TFS_MRC_MIN_SLOTS / (N x s)) (so Rs never
- *     grows with s; the samples nest, and the requests watched are those
- *     of the largest, the 0.25x size's).  A miniature of scale s has
+ *     that sample, at its rate Rs: R, or for a curve size s with
+ *     N x s x R under TFS_MRC_MIN_SLOTS, min(1, TFS_MRC_MIN_SLOTS /
+ *     (N x s)) (so Rs never grows with s; the samples nest, and the
+ *     requests watched are those of the largest, the 0.25x size's).  The
+ *     tuner's miniatures keep R.  A miniature of scale s has
  *     round(N x s x Rs) slots (at least 1), a heat table Rs times the
  *     daemon's (at least 64 entries), and Rs times the batches of a tier
  *     of N x s slots (an eviction's slots, a file's extents a flusher

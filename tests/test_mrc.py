@@ -9,7 +9,7 @@ import random
 import subprocess
 
 from conftest import BUILD, FID_XATTR
-from test_cache import K, copts, cst, pwrite, wait_stat
+from test_cache import K, M, copts, cst, pwrite, wait_stat
 from test_attrs import get, put
 
 E = 64 * K
@@ -162,3 +162,23 @@ def test_a_small_tier_s_curve_holds_when_its_hot_extents_fall_in_the_sample(make
     real = s["read_hits"] / (s["read_hits"] + s["read_misses"])
     assert abs(c["x1"] - real) < 0.02, (c, real)
     assert c["x0_25"] < c["x0_5"] < c["x1"] < c["x2"] < c["x4"], c
+
+
+def test_the_curve_destages_at_the_flusher_s_pace(make_array, tmp_path):
+    """The miniatures destage at the rate the flusher measures (flush.c
+    invariant 16, watch.c invariant 5): 0 (at once) until the flusher has
+    worked a second; after 6 MiB of dirty extents destaged to a member
+    modelled at 2 MB/s, that member's pace, seeks included.  (The curve's
+    own use of it is proven on traces: test_rules.c mrc_destage,
+    test_trace.py.)"""
+    from test_cache import flush, write_direct
+    a = make_array("jbod", 1)
+    a.mount(opts=["member_model=hdd7200", "hdd_mbps=2",
+                  *copts(tmp_path / "cache", size="16M", extent="64K")])
+    p = a.mnt / "f"
+    write_direct(p, 0, random.Random(5).randbytes(6 * M), create=True)   # write-back
+    assert float(cst(a.mnt)["mrc_destage_mbps"]) == 0
+    flush(a.mnt)
+    reads(p, lambda r: r.randrange(96), random.Random(6), 50)   # the miniatures take it
+    rate = float(cst(a.mnt)["mrc_destage_mbps"])
+    assert 0.3 < rate < 2.5, rate

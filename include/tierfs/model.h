@@ -124,6 +124,9 @@ void tfs_model_reset_stats(struct tfs_model *m);
 void tfs_model_set_promote(struct tfs_model *m, unsigned promote);
 /* Which young extents the flusher spares from now on (tfs_flush_spares). */
 void tfs_model_set_spare(struct tfs_model *m, bool hot_only);
+/* The RAID's destage rate from now on (cfg.destage_mbps, at least 0;
+ * destages on their way keep the times they had). */
+void tfs_model_set_destage(struct tfs_model *m, double mbps);
 /* Reclaim's setting from now on (what was noted is still destaged; auto
  * starts off and turns on, for good, when the evidence says so). */
 void tfs_model_set_reclaim(struct tfs_model *m, enum tfs_reclaim r);

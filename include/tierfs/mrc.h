@@ -72,6 +72,9 @@ bool tfs_mrc_watches(const struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64
 /* The time of the requests that follow, for the miniatures' destages
  * (tfs_model_clock; the tier's destage_mbps, scaled by each one's rate). */
 void tfs_mrc_clock(struct tfs_mrc *r, uint64_t ns);
+/* The RAID's destage rate from now on, MB/s (0: instant), the
+ * miniatures taking their share of it (tfs_model_set_destage). */
+void tfs_mrc_set_destage(struct tfs_mrc *r, double mbps);
 /* One request, as the tier saw it (seq: its verdict of the sequential
  * cutoff) at tick now. */
 void tfs_mrc_request(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len, bool write,

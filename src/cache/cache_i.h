@@ -232,7 +232,12 @@ struct tfs_cache {
 	/* the live miss-ratio curve and the tuner (watch.c): under mlock */
 	struct tfs_mrc *mrc;
 	uint64_t promote_changes;	/* the tuner's changes of promote */
+	uint32_t mrc_kbps;		/* the destage rate the miniatures model */
 	pthread_mutex_t mlock;
+	/* the flusher's destage rate, kB/s (flush.c invariant 16): written by
+	 * the flusher thread alone, read atomically; 0 before its first */
+	uint32_t destage_kbps;
+	uint64_t dst_bytes, dst_ns;	/* the flusher's: rounds since the last rate */
 	struct promote_job q[C_PROMOTE_QUEUE];
 	unsigned qhead, qlen;
 	unsigned qbusy;			/* jobs the promoters are doing */
@@ -573,6 +578,16 @@ static inline uint32_t c_now(void)
 
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (uint32_t)(ts.tv_sec * 16 + ts.tv_nsec / (1000000000 / 16));
+}
+
+/* Returns the monotonic clock in ns: trace times, the flusher's rounds,
+ * the miniatures' destages. */
+static inline uint64_t c_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* Returns the hash of extent (fid, idx): the key of the index, the policy,

@@ -111,6 +111,13 @@
  *     clean-ahead every dirty extent eviction reached cost a clean one
  *     taken out of order (the SQLite trace at 10%, cache_reclaim=1: miss
  *     ratio .2784 without, .2280 with; docs/CACHE_POLICY.md).
+ * 16. The destage rate (c->destage_kbps) is the bytes of the rounds that
+ *     destaged any (flush_batch: from its first look to its files'
+ *     ends, the members' sync included) over their time, taken anew
+ *     each time those rounds add up to a second; the flusher thread alone
+ *     keeps it, and the live curve's miniatures model it (watch.c): the
+ *     RAID's pace is what keeps a tier under writes from hitting as a
+ *     model with instant destages would (model.c invariant 3).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -669,6 +676,20 @@ static void file_drop(struct tfs_cache *c, struct cfile *f)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* A round destaged bytes in ns: the rate over the rounds of the last
+ * second or more (invariant 16). */
+static void destage_note(struct tfs_cache *c, uint64_t bytes, uint64_t ns)
+{
+	c->dst_bytes += bytes;
+	c->dst_ns += ns ? ns : 1;
+	if (c->dst_ns < 1000000000u)
+		return;
+	/* bytes per ns x 10^6 = kB/s */
+	__atomic_store_n(&c->destage_kbps,
+			 (uint32_t)(c->dst_bytes * 1000000 / c->dst_ns) ?: 1, __ATOMIC_RELAXED);
+	c->dst_bytes = c->dst_ns = 0;
+}
+
 /* Flush files[0..nf) (referenced by next_dirty): the first under its
  * flush lock, the others if their flush locks are free, syncing their
  * members together (invariant 12).  *nfiles: the files that had something
@@ -677,6 +698,7 @@ static int64_t flush_batch(struct tfs_cache *c, struct cfile **files, unsigned n
 			   struct fjob *jobs, uint32_t min_age, const uint32_t *want,
 			   unsigned nwant, unsigned *nfiles)
 {
+	uint64_t t0 = c_mono_ns();
 	unsigned nj = 0;
 	int64_t r = 0;
 	bool stop = false;
@@ -712,6 +734,8 @@ static int64_t flush_batch(struct tfs_cache *c, struct cfile **files, unsigned n
 		if (r >= 0)
 			r = e < 0 ? e : r + e;
 	}
+	if (r > 0)
+		destage_note(c, (uint64_t)r, c_mono_ns() - t0);
 	*nfiles = nj;
 	return r;
 }
@@ -850,10 +874,7 @@ static void resolve_backoff(struct tfs_cache *c, int rc)
 /* Milliseconds of the monotonic clock. */
 static uint64_t mono_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return c_mono_ns() / 1000000;
 }
 
 static void wait_ticks(struct tfs_cache *c, pthread_cond_t *cv, unsigned ms)

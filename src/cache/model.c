@@ -220,6 +220,11 @@ void tfs_model_set_spare(struct tfs_model *m, bool hot_only)
 	m->cfg.spare_hot_only = hot_only;
 }
 
+void tfs_model_set_destage(struct tfs_model *m, double mbps)
+{
+	m->cfg.destage_mbps = mbps > 0 ? mbps : 0;
+}
+
 void tfs_model_set_reclaim(struct tfs_model *m, enum tfs_reclaim r)
 {
 	m->cfg.reclaim = r;

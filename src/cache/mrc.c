@@ -42,6 +42,7 @@ const struct tfs_tune tfs_tune[TFS_TUNE_CHOICES] = {
 
 struct tfs_mrc {
 	double rate;
+	double crate[TFS_MRC_SIZES];	/* each size's rate (invariant 1) */
 	struct tfs_model *curve[TFS_MRC_SIZES];
 	struct tfs_model *tune[TFS_TUNE_CHOICES];
 	/* the tuner's counts when its window began */
@@ -102,10 +103,11 @@ struct tfs_mrc *tfs_mrc_new(const struct tfs_model_cfg *tier, uint32_t budget, d
 	if (r->rate > max_rate)
 		r->rate = max_rate;
 	r->chosen = -1;
-	for (unsigned i = 0; i < TFS_MRC_SIZES && ok; i++)
-		ok = (r->curve[i] = mini(tier, size_rate(tier, r->rate, tfs_mrc_scale[i]),
-					 tfs_mrc_scale[i], tier->promote,
+	for (unsigned i = 0; i < TFS_MRC_SIZES && ok; i++) {
+		r->crate[i] = size_rate(tier, r->rate, tfs_mrc_scale[i]);
+		ok = (r->curve[i] = mini(tier, r->crate[i], tfs_mrc_scale[i], tier->promote,
 					 tier->spare_hot_only)) != NULL;
+	}
 	for (unsigned i = 0; i < TFS_TUNE_CHOICES && ok && tune; i++)
 		ok = (r->tune[i] = mini(tier, r->rate, 1, tfs_tune[i].promote,
 					tfs_tune[i].spare_hot)) != NULL;
@@ -182,6 +184,14 @@ void tfs_mrc_clock(struct tfs_mrc *r, uint64_t ns)
 		tfs_model_clock(r->curve[i], ns);
 	for (unsigned i = 0; i < TFS_TUNE_CHOICES && r->tune[i]; i++)
 		tfs_model_clock(r->tune[i], ns);
+}
+
+void tfs_mrc_set_destage(struct tfs_mrc *r, double mbps)
+{
+	for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
+		tfs_model_set_destage(r->curve[i], mbps * r->crate[i]);
+	for (unsigned i = 0; i < TFS_TUNE_CHOICES && r->tune[i]; i++)
+		tfs_model_set_destage(r->tune[i], mbps * r->rate);
 }
 
 void tfs_mrc_request(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len, bool write,

@@ -54,14 +54,6 @@ static uint64_t tgen, t0, nrec;	/* tgen: atomic (odd: running) */
 static char tpath[PATH_MAX];
 static int terr;
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Writes b's records if they belong to the running trace; empties it.
  * Under b->lock and tlock. */
 static void spill(struct tbuf *b)
@@ -129,7 +121,7 @@ void c_trace(uint64_t fid, uint64_t off, uint64_t len, uint8_t op, uint8_t flags
 		b->n = 0;
 		b->gen = gen;
 	}
-	b->r[b->n++] = (struct tfs_trace_rec){ .t_ns = now_ns() - t0, .fid = fid, .off = off,
+	b->r[b->n++] = (struct tfs_trace_rec){ .t_ns = c_mono_ns() - t0, .fid = fid, .off = off,
 					       .len = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len,
 					       .op = op, .flags = flags };
 	if (b->n == TRACE_BUF) {
@@ -200,7 +192,7 @@ int c_trace_ctl(const char *cmd, char *err, size_t errlen)
 			snprintf(tpath, sizeof(tpath), "%s", path);
 			nrec = 0;
 			terr = 0;
-			t0 = now_ns();
+			t0 = c_mono_ns();
 			__atomic_store_n(&tgen, tgen + 1, __ATOMIC_RELEASE);	/* odd: on */
 			tfs_info("trace %s: started", tpath);
 		}

@@ -1,9 +1,9 @@
 /* watch.c - the tier watching itself: the live miss-ratio curve and the
  * admission tuner (mrc.c's miniatures, fed by the request paths).
  *
- * Owns: c->mrc (under c->mlock), the tuner's settings (c->promote_auto,
- * c->spare_hot, and c->promote while auto), the status lines of the curve
- * (cache.mrc_*) and of the tuner.
+ * Owns: c->mrc and c->mrc_kbps (under c->mlock), the tuner's settings
+ * (c->promote_auto, c->spare_hot, and c->promote while auto), the status
+ * lines of the curve (cache.mrc_*) and of the tuner.
  *
  * Invariants:
  *  1. A request reaches the miniatures as the tier decided it: the file's
@@ -22,9 +22,13 @@
  *     first window on; until then 2 and every young extent); a threshold
  *     set by hand (cache_promote=N, tierctl set) ends auto and sets the
  *     flusher back to sparing every young extent.
- *  4. Memory: the miniatures hold 4.4-7.9 MB whatever the tier's size
- *     (the budget and the rate cap, mrc.h; cache.mrc_bytes), made at
- *     start, never grown.
+ *  4. Memory: the miniatures hold 4.5-9.3 MB whatever the tier's size
+ *     (the budget, the rate cap and the small sizes' floor, mrc.h;
+ *     cache.mrc_bytes), made at start, never grown.
+ *  5. The miniatures destage at the flusher's measured rate (flush.c
+ *     invariant 16; c->mrc_kbps, the one they were given, under mlock),
+ *     on the monotonic clock: until the flusher's first second of
+ *     rounds, at once.  A request gives it to them when it changed.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -59,9 +63,17 @@ void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool
 {
 	struct tfs_tune t;
 
+	uint32_t kbps;
+
 	if (!c->mrc || !tfs_mrc_watches(c->mrc, fid, off, len))
 		return;
+	kbps = __atomic_load_n(&c->destage_kbps, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&c->mlock);
+	if (kbps != c->mrc_kbps) {	/* the flusher's rate (flush.c invariant 16) */
+		tfs_mrc_set_destage(c->mrc, kbps / 1000.0);
+		c->mrc_kbps = kbps;
+	}
+	tfs_mrc_clock(c->mrc, c_mono_ns());
 	tfs_mrc_request(c->mrc, fid, off, len, write, seq, c_now());
 	if (tfs_mrc_tuned(c->mrc, &t) && c_tuned(c) &&
 	    (t.promote != c_promote(c) || t.spare_hot != c_spare_hot(c))) {
@@ -104,6 +116,7 @@ int c_watch_lines(struct tfs_cache *c, char *buf, size_t len)
 	double curve[TFS_MRC_SIZES];
 	uint64_t reads, bytes, changes;
 	struct tfs_tune t = { 0, false };
+	uint32_t kbps;
 	int l = 0;
 
 	if (!c->mrc)
@@ -113,13 +126,14 @@ int c_watch_lines(struct tfs_cache *c, char *buf, size_t len)
 	tfs_mrc_tuned(c->mrc, &t);
 	bytes = tfs_mrc_bytes(c->mrc);
 	changes = c->promote_changes;
+	kbps = c->mrc_kbps;
 	pthread_mutex_unlock(&c->mlock);
 	l = snprintf(buf, len, "cache.promote_auto=%d\ncache.promote_tuned=%u\n"
 		     "cache.flush_spares=%s\ncache.promote_changes=%" PRIu64 "\n"
-		     "cache.mrc_sample=%.6f\n"
+		     "cache.mrc_sample=%.6f\ncache.mrc_destage_mbps=%.1f\n"
 		     "cache.mrc_reads=%" PRIu64 "\ncache.mrc_bytes=%" PRIu64 "\n",
 		     c_tuned(c), t.promote, c_spare_hot(c) ? "hot" : "all", changes,
-		     tfs_mrc_rate(c->mrc), reads, bytes);
+		     tfs_mrc_rate(c->mrc), kbps / 1000.0, reads, bytes);
 	/* cache.mrc_xS, S the size in the tier's (0.25 -> 0_25) */
 	for (unsigned i = 0; i < TFS_MRC_SIZES && l >= 0 && (size_t)l < len; i++) {
 		char name[16], *dot;

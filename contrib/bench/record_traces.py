@@ -9,9 +9,10 @@ daemon's real ones), mounted; the workload's set-up (not traced), a sync
 and a flush of the tier (tierctl flush), then the tier's trace recorder
 (tierctl trace MNT start FILE) around the workload itself, saved as
 OUT/WORKLOAD.trace (include/tierfs/trace.h; cache_sim --trace replays it),
-and the tier's counters over it (the integer cache.* fields of tierctl
-status, after less before) as OUT/WORKLOAD.status, to set beside the
-model's (CACHE_SIM_DEBUG=1 cache_sim --agree); unmounted and removed.  Every workload runs on the mount.
+and the tier's status at its end (the cache.* lines of tierctl status,
+its counts and live curve reset as the trace began) as OUT/WORKLOAD.status,
+to set beside the model's (CACHE_SIM_DEBUG=1 cache_sim --agree); unmounted
+and removed.  Every workload runs on the mount.
 
 Workloads (--only, a comma-separated list; all by default, in this order):
   pgbench           PostgreSQL TPC-B-like: db_bench.py's cluster set-up
@@ -854,16 +855,6 @@ class Run:
                 d.stop()
 
 
-def counters(raw):
-    """The tier's integer status fields (cache.*) of tierctl status --raw."""
-    out = {}
-    for line in raw.splitlines():
-        k, _, v = line.partition("=")
-        if k.startswith("cache.") and v.lstrip("-").isdigit():
-            out[k] = int(v)
-    return out
-
-
 def record(args, c, work, name):
     """Mount, set up, trace the workload into OUT/NAME.trace, unmount: its
     stats, or RuntimeError."""
@@ -884,7 +875,7 @@ def record(args, c, work, name):
         os.sync()
         r.tierctl("flush", r.mnt)
         log("%s: set up in %.0f s %s" % (name, time.time() - t0, json.dumps(r.info.get("setup", ""))))
-        before = counters(r.tierctl("status", r.mnt, "--raw"))
+        os.setxattr(r.mnt, "user.tierfs.reset", b"1")  # the counts and the curve from 0
         r.tierctl("trace", r.mnt, "start", part, timeout=60)
         t0 = time.time()
         try:
@@ -892,9 +883,9 @@ def record(args, c, work, name):
         finally:
             secs = time.time() - t0
             r.tierctl("trace", r.mnt, "stop", timeout=60)
-        after = counters(r.tierctl("status", r.mnt, "--raw"))
         with open(os.path.join(args.out, name + ".status"), "w") as f:
-            f.writelines("%s=%d\n" % (k, after[k] - before.get(k, 0)) for k in sorted(after))
+            f.writelines(l + "\n" for l in r.tierctl("status", r.mnt, "--raw").splitlines()
+                         if l.startswith("cache."))
         log("%s: ran %.1f s %s" % (name, secs, json.dumps(r.info.get("run", ""))))
         r.t.check()
         errs = r.t.daemon.errors()

@@ -821,6 +821,7 @@ def test_a_lookup_across_a_failover_binds_the_file_once(make_array):
     assert not looked.is_alive()
     assert (a.mnt / "f").read_bytes() == data
     assert "has identity" not in m.log(), m.log()
+    assert "ignoring bad spec" not in m.log(), m.log()     # the knob was taken
 
 
 @pytest.mark.parametrize("level,n", [("raid5", 4), ("raid1", 3)])

@@ -1,5 +1,6 @@
 /* Parsing and formatting of the numbers users type (src/util/parse.c):
- * sizes with K/M/G suffixes and range-checked option values. */
+ * sizes with K/M/G suffixes and range-checked option values; a key of a
+ * comma-separated spec. */
 #ifndef TIERFS_PARSE_H
 #define TIERFS_PARSE_H
 #include <stddef.h>
@@ -33,4 +34,8 @@ int tfs_parse_num(const struct tfs_num_spec *sp, const char *s, void *out, char 
 /* The range as messages and documentation give it: "1 to 1024",
  * "4K to 1M", "0 to 86400", written into buf.  Returns buf. */
 const char *tfs_num_range(const struct tfs_num_spec *sp, char *buf, size_t len);
+/* The value of key in spec, a comma-separated list of KEY=VALUE and words
+ * (TIERFS_FAULT's): a pointer into spec just past "key=", running to the
+ * next comma or the end; NULL if spec (may be NULL) has no such key. */
+const char *tfs_spec_value(const char *spec, const char *key);
 #endif

@@ -501,8 +501,8 @@ static bool parse_token(struct fault *f, const char *tok)
 		return (f->cut.when = strdup(tok + 9)) != NULL;
 	if (sscanf(tok, "own_sync_delay=%ld", &f->cut.own_sync_delay_ms) == 1)
 		return f->cut.own_sync_delay_ms > 0;
-	if (strncmp(tok, "store_put_delay=", 16) == 0)
-		return true;	/* the store's: cstore.c reads it */
+	if (strncmp(tok, "store_put_delay=", 16) == 0 || strncmp(tok, "lookup_bind_delay=", 18) == 0)
+		return true;	/* read where they act: cstore.c, ns.c */
 	if (strcmp(tok, "torn") == 0)
 		return f->torn = true;
 	return parse_eio(tok, "eio_read", f->eio_read) || parse_eio(tok, "eio_write", f->eio_write) ||

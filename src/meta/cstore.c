@@ -73,6 +73,7 @@
 
 #include "tierfs/cstore.h"
 #include "tierfs/log.h"
+#include "tierfs/parse.h"
 #include "tierfs/scratch.h"
 #include "meta_i.h"
 
@@ -692,9 +693,9 @@ static pthread_once_t put_delay_once = PTHREAD_ONCE_INIT;
 
 static void put_delay_read(void)
 {
-	const char *f = getenv("TIERFS_FAULT"), *t = f ? strstr(f, "store_put_delay=") : NULL;
+	const char *t = tfs_spec_value(getenv("TIERFS_FAULT"), "store_put_delay");
 
-	if (t && sscanf(t + 16, "%ld:%lu", &put_delay_ms, &put_delay_nth) < 1)
+	if (t && sscanf(t, "%ld:%lu", &put_delay_ms, &put_delay_nth) < 1)
 		put_delay_ms = 0;
 }
 

@@ -44,6 +44,7 @@
 #include "tierfs/health.h"
 #include "tierfs/inode.h"
 #include "tierfs/ns.h"
+#include "tierfs/parse.h"
 #include "tierfs/super.h"
 #include "ns_i.h"
 
@@ -108,9 +109,9 @@ static pthread_once_t bind_delay_once = PTHREAD_ONCE_INIT;
 
 static void bind_delay_read(void)
 {
-	const char *f = getenv("TIERFS_FAULT"), *t = f ? strstr(f, "lookup_bind_delay=") : NULL;
+	const char *t = tfs_spec_value(getenv("TIERFS_FAULT"), "lookup_bind_delay");
 
-	if (t && sscanf(t + 18, "%ld", &bind_delay_ms) != 1)
+	if (t && sscanf(t, "%ld", &bind_delay_ms) != 1)
 		bind_delay_ms = 0;
 }
 

@@ -1,7 +1,8 @@
 /* parse.c - numbers and sizes from the command line.
  *
  * Owns: the one parser every numeric option goes through (mount options,
- * mkfs --chunk), and the wording of its refusals.
+ * mkfs --chunk), and the wording of its refusals; the lookup of one key
+ * of a comma-separated spec (tfs_spec_value: TIERFS_FAULT's knobs).
  *
  * Invariants:
  *  1. A number is accepted only whole: decimal digits (a size: then one
@@ -159,4 +160,14 @@ int tfs_parse_num(const struct tfs_num_spec *sp, const char *s, void *out, char 
 	else
 		*(unsigned *)out = (unsigned)u;
 	return 0;
+}
+
+const char *tfs_spec_value(const char *spec, const char *key)
+{
+	size_t kl = strlen(key);
+
+	for (const char *p = spec; p && *p; p = strchr(p, ','), p = p ? p + 1 : NULL)
+		if (strncmp(p, key, kl) == 0 && p[kl] == '=')
+			return p + kl + 1;
+	return NULL;
 }

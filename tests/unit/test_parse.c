@@ -7,13 +7,14 @@
 #include "tierfs/parse.h"
 #include "unit.h"
 
-enum { G_UINT, G_SIZE, G_REAL, G_MSG, G_COUNT };
+enum { G_UINT, G_SIZE, G_REAL, G_MSG, G_SPEC, G_COUNT };
 
 static struct unit_group groups[G_COUNT] = {
 	[G_UINT] = { .name = "whole numbers" },
 	[G_SIZE] = { .name = "sizes" },
 	[G_REAL] = { .name = "reals" },
 	[G_MSG] = { .name = "refusal lines" },
+	[G_SPEC] = { .name = "a key of a comma-separated spec" },
 };
 
 static const struct tfs_num_spec u_spec = { "n", TFS_NUM_UINT, 1, 1024, NULL };
@@ -113,6 +114,26 @@ int main(void)
 			snprintf(ctx, sizeof(ctx), "%s=%s", m[i].sp->name, m[i].s);
 			tfs_parse_num(m[i].sp, m[i].s, &v, err, sizeof(err));
 			CHECK(G_MSG, !strcmp(err, m[i].want), "'%s', want '%s'", err, m[i].want);
+		}
+	}
+	/* a key is a whole token's start, followed by '=' */
+	{
+		static const struct { const char *spec, *key, *want; } k[] = {
+			{ "a=1,b=2,c", "a", "1,b=2,c" },
+			{ "a=1,b=2,c", "b", "2,c" },
+			{ "torn,xdelay=5,delay=7", "delay", "7" },
+			{ "delay_ms=5", "delay", NULL },
+			{ "a=1,c", "c", NULL },
+			{ "a=1,,c=", "c", "" },
+			{ "", "a", NULL },
+			{ NULL, "a", NULL },
+		};
+		for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+			const char *v = tfs_spec_value(k[i].spec, k[i].key);
+
+			snprintf(ctx, sizeof(ctx), "'%s' %s", k[i].spec ? k[i].spec : "(null)", k[i].key);
+			CHECK(G_SPEC, k[i].want ? v && !strcmp(v, k[i].want) : !v, "got '%s'",
+			      v ? v : "(null)");
 		}
 	}
 	if (unit_summary(groups, G_COUNT)) {

@@ -193,7 +193,8 @@ void tfs_model_free(struct tfs_model *m)
 uint64_t tfs_model_bytes(const struct tfs_model *m)
 {
 	return sizeof(*m) +
-	       (uint64_t)m->cfg.nslots * (sizeof(*m->e) + sizeof(*m->freel) + sizeof(*m->rq)) +
+	       (uint64_t)m->cfg.nslots * (sizeof(*m->e) + sizeof(*m->freel) + sizeof(*m->rq) +
+					 sizeof(*m->dq)) +
 	       tfs_policy_bytes(m->pol) + tfs_evidence_bytes(m->ev) +
 	       ((uint64_t)m->hmask + 1) * sizeof(*m->htab) +
 	       ((uint64_t)m->heat_mask + 1) * sizeof(*m->heat) + SEQ_FILES * sizeof(*m->seq) +

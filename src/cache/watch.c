@@ -62,7 +62,6 @@ int c_watch_start(struct tfs_cache *c)
 void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool write, bool seq)
 {
 	struct tfs_tune t;
-
 	uint32_t kbps;
 
 	if (!c->mrc || !tfs_mrc_watches(c->mrc, fid, off, len))
@@ -73,7 +72,8 @@ void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool
 		tfs_mrc_set_destage(c->mrc, kbps / 1000.0);
 		c->mrc_kbps = kbps;
 	}
-	tfs_mrc_clock(c->mrc, c_mono_ns());
+	if (kbps)		/* without a rate the destages take no time */
+		tfs_mrc_clock(c->mrc, c_mono_ns());
 	tfs_mrc_request(c->mrc, fid, off, len, write, seq, c_now());
 	if (tfs_mrc_tuned(c->mrc, &t) && c_tuned(c) &&
 	    (t.promote != c_promote(c) || t.spare_hot != c_spare_hot(c))) {

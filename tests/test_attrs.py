@@ -567,3 +567,32 @@ def test_trace_records_every_request(tiered, tmp_path):
     f.read_bytes()
     tiered.mounts[-1].remount()
     assert len(read_trace(out2)) >= 1 and get(m, "trace") == "off"
+
+
+def test_trace_records_the_cuts(tiered, tmp_path):
+    """A truncate, a punch and an unlink end extents' lives in the tier
+    (cut.c), so the trace records them (TFS_TR_CUT 'C'; TFS_TR_TO_END, 4:
+    to the file's end), for a replay to drop them too (cache_sim; before,
+    a replay kept a deleted file's extents, dirty ones destaged, to the
+    end).  A file the tier holds nothing of is recorded too: a replay at
+    another size may hold it."""
+    m = tiered.mnt
+    out = tmp_path / "t.trace"
+    f, g = m / "f", m / "g"
+    write_pieces(f, 1024 * K, 256 * K)
+    fid = int(os.getxattr(str(f), P + "cache").decode().split("\n")[0].split("=")[1])
+    assert tierctl("trace", m, "start", out).returncode == 0
+    os.truncate(f, 700 * K)
+    r = subprocess.run(["fallocate", "-p", "-o", str(256 * K), "-l", str(256 * K), str(f)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    os.unlink(f)
+    g.write_bytes(b"")                              # nothing of it in the tier
+    gid = int(os.getxattr(str(g), P + "cache").decode().split("\n")[0].split("=")[1])
+    os.unlink(g)
+    assert tierctl("trace", m, "stop").returncode == 0
+    cuts = [(off, ln, flags) for _, fi, off, ln, op, flags, _ in read_trace(out)
+            if op == ord("C") and fi == fid]
+    assert cuts == [(700 * K, 0, 4), (256 * K, 256 * K, 0), (0, 0, 4)], cuts
+    others = [x[1:4] + x[5:6] for x in read_trace(out) if x[4] == ord("C") and x[1] != fid]
+    assert others == [(gid, 0, 0, 4)], (others, gid)

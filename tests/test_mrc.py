@@ -182,3 +182,30 @@ def test_the_curve_destages_at_the_flusher_s_pace(make_array, tmp_path):
     reads(p, lambda r: r.randrange(96), random.Random(6), 50)   # the miniatures take it
     rate = float(cst(a.mnt)["mrc_destage_mbps"])
     assert 0.3 < rate < 2.5, rate
+
+
+def test_the_curve_forgets_a_deleted_file(make_array, tmp_path):
+    """An unlinked file's extents leave the tier (cut.c), and the
+    miniatures now (watch.c invariant 6): a tier of 256 slots filled by
+    a file read 80 times an extent, which is then deleted; another file of
+    200 extents read afterwards lands in the freed slots and hits, and the
+    curve's 1x, a miniature of all 256 slots (mrc.c invariant 1), says
+    the same.  Before, the miniatures kept the dead file's extents, whose
+    counts won W-TinyLFU's duels against the new file's for thousands of
+    reads, and the curve said far less than the tier hit."""
+    a = make_array("raid5", 3, "64K")
+    old, new = a.mnt / "old", a.mnt / "new"
+    m = a.mount()                                   # written without the tier
+    pwrite(old, 0, random.Random(1).randbytes(256 * E))
+    pwrite(new, 0, random.Random(2).randbytes(200 * E))
+    m.stop()
+    a.mount(opts=copts(tmp_path / "cache", size="16M", extent="64K", promote=1))
+    rng = random.Random(3)
+    reads(old, lambda r: r.randrange(256), rng, 20000)
+    os.unlink(old)
+    put(a.mnt, "reset")
+    reads(new, lambda r: r.randrange(200), rng, 6000)
+    c, s = curve(a.mnt)
+    real = s["read_hits"] / (s["read_hits"] + s["read_misses"])
+    assert real > 0.9, s
+    assert abs(c["x1"] - real) < 0.03, (c, real)

@@ -21,11 +21,11 @@ SIM = BUILD / "cache_sim"
 
 
 def write_trace(path, recs):
-    """recs: (t_ns, fid, off, len, op) in any order."""
+    """recs: (t_ns, fid, off, len, op[, flags]) in any order."""
     with open(path, "wb") as f:
         f.write(struct.pack("<QII", 0x3130435254534654, 1, 32))
-        for t, fid, off, ln, op in recs:
-            f.write(struct.pack("<QQQIBBH", t, fid, off, ln, ord(op), 0, 0))
+        for t, fid, off, ln, op, *fl in recs:
+            f.write(struct.pack("<QQQIBBH", t, fid, off, ln, ord(op), fl[0] if fl else 0, 0))
 
 
 def sim(path, *args):
@@ -79,6 +79,47 @@ def test_ssd_writes_are_counted_in_sectors_by_every_policy(tmp_path):
     for pol in ("lru", "ref_lru", "arc", "lirs", "2q", "ref_s3fifo", "wtinylfu", "belady",
                 "tierfs_lru", "tierfs_s3fifo", "tierfs_wtinylfu"):
         assert ssd[pol] == 3 * 4 * K, (pol, ssd)
+
+
+POLICIES = ("lru", "ref_lru", "arc", "lirs", "2q", "ref_s3fifo", "wtinylfu", "belady",
+            "belady_bypass", "tierfs_lru", "tierfs_s3fifo", "tierfs_wtinylfu")
+
+
+def test_a_cut_frees_its_extents_in_every_policy(tmp_path):
+    """A truncate, punch or unlink (the trace's 'C' records) ends its
+    extents' lives in the tier (cut.c), so the replay ends them in every
+    policy: file 3's 3 extents read, file 1's 7, file 1 unlinked, file 2's
+    7 read, file 3's again, through 10 slots.  With the cut there is room
+    and file 3 hits in every policy; without it (--cuts off, as before the
+    trace had cuts) LRU evicts file 3 before the dead file.  A later read
+    of a cut extent is a new extent (a miss); a cut from the middle of an
+    extent leaves the extent (the tier keeps its other sectors)."""
+    E = 64 * K
+    recs = [(t, 3, t * E, 4 * K, "R") for t in range(3)]
+    recs += [(10 + x, 1, x * E, 4 * K, "R") for x in range(7)]
+    recs += [(20, 1, 0, 0, "C", 4)]                 # an unlink: to the end
+    recs += [(30 + x, 2, x * E, 4 * K, "R") for x in range(7)]
+    recs += [(40 + x, 3, x * E, 4 * K, "R") for x in range(3)]
+    p = tmp_path / "cut.trace"
+    write_trace(p, recs)
+    args = ("--extent", str(E), "--threshold", "0,1", "--sizes", "59", "--warmup", "0")
+    on, off = sim(p, *args), sim(p, *args, "--cuts", "off")
+    for pol in POLICIES:
+        thr = 1 if pol in ("lru", "tierfs_lru", "tierfs_s3fifo", "tierfs_wtinylfu") else 0
+        assert on[(pol, thr, 59)] == (3, 20), (pol, on)
+    for pol in ("lru", "ref_lru", "tierfs_lru"):
+        assert off[(pol, 1 if pol != "ref_lru" else 0, 59)] == (0, 20), (pol, off)
+    # a cut extent read again misses; one cut from its middle on stays
+    q = tmp_path / "again.trace"
+    write_trace(q, [(1, 5, 0, 4 * K, "R"), (2, 5, E, 4 * K, "R"), (3, 5, E // 2, 0, "C", 4),
+                    (4, 5, 0, 4 * K, "R"), (5, 5, E, 4 * K, "R"), (6, 5, 0, 0, "C", 4),
+                    (7, 5, 0, 4 * K, "R")])
+    args = args[:-4] + ("--sizes", "100", "--warmup", "0")      # 2 slots
+    on, off = sim(q, *args), sim(q, *args, "--cuts", "off")
+    for pol in POLICIES:
+        thr = 1 if pol in ("lru", "tierfs_lru", "tierfs_s3fifo", "tierfs_wtinylfu") else 0
+        assert on[(pol, thr, 100)] == (1, 5), (pol, on)     # extent 0 once
+        assert off[(pol, thr, 100)] == (3, 5), (pol, off)
 
 
 def test_a_slow_raid_fills_the_model_with_dirty_extents(tmp_path):

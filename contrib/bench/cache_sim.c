@@ -27,7 +27,7 @@
  *                  [--mode MODE] [--seq-cutoff BYTES] [--row BYTES]
  *                  [--dirty LOW:HIGH] [--halflife SECONDS] [--reclaim on|off|auto]
  *                  [--destage-mbps R] [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]
- *                  [--format auto|tierfs|csv|vscsi]]
+ *                  [--format auto|tierfs|csv|vscsi] [--cuts on|off]]
  * --trace replays a trace the tier's recorder wrote (tierctl trace;
  * include/tierfs/trace.h), or a text trace (CSV TIME,OBJECT,SIZE[,OP]: an
  * object read or written whole, TIME in seconds; or SNIA/MSR-style
@@ -36,7 +36,12 @@
  * else it is told by the tierfs magic, vscsi's version bytes, or a first
  * line of text) instead: each read or write becomes accesses to the
  * extents of --extent bytes (default 256K) it touches, in time order;
- * cache sizes are percent of the extents the trace touches.  The rows
+ * cache sizes are percent of the extents the trace touches.  A cut the
+ * trace records (truncate, punch, unlink: TFS_TR_CUT) ends its extents'
+ * lives in every policy: the model drops their sectors as the daemon does
+ * (tfs_model_cut), the others free the extents wholly cut (simpol_drop,
+ * tfs_policy_remove) and see a later access to one as a new extent;
+ * --cuts off leaves the cuts out (as a block cache, which is not told).  The rows
  * "lru" and "s3fifo" run the policy alone behind the admission filter
  * above (a write takes a slot whatever the heat); the rows "tierfs_lru",
  * "tierfs_s3fifo" and "tierfs_wtinylfu" run the trace through the tier's model (include/tierfs/model.h: the daemon's
@@ -117,8 +122,16 @@ struct opts {
 	uint32_t *ids;
 	uint32_t *lens;			/* bytes of each access (a trace's) */
 	uint32_t *slens;		/* and of the TFS_SECTOR sectors it touches */
-	struct tfs_trace_rec *recs;	/* the trace's reads and writes, in time order */
+	struct tfs_trace_rec *recs;	/* the trace's reads, writes and cuts, in time order */
 	size_t nrecs;
+	uint32_t ws;			/* extents (fid, index) touched: the working set */
+	bool *dead;			/* by id: cut (load_trace) */
+	/* cuts (TFS_TR_CUT): at access dpos[i] (before it) id did[i] is gone;
+	 * a later access to its extent gets a new id */
+	uint64_t *dpos;
+	uint32_t *did;
+	size_t ndrops;
+	bool no_cuts;			/* --no-cuts: the trace's cuts left out */
 	/* the tier's model (tfs_model) on a trace: its other settings */
 	struct tfs_model_cfg mcfg;
 	uint32_t agree_slots;		/* --agree SLOTS: model vs the trace's hit flags */
@@ -303,11 +316,12 @@ static struct result simulate(const struct opts *o, int w, enum tfs_policy_kind 
 	uint16_t *heat = calloc(o->z, sizeof(*heat));
 	uint32_t *epoch = calloc(o->z, sizeof(*epoch));
 	uint64_t H = o->halve ? o->halve : 4ull * cap, warm = (uint64_t)(o->warmup * o->n);
-	uint32_t used = 0;
+	uint32_t used = 0, *freed = malloc((cap ? cap : 1) * sizeof(*freed)), nfreed = 0;
+	size_t d = 0;
 	struct result r = { 0 };
 	struct trace tr;
 
-	if (!p || !slot_of || !ext_of || !heat || !epoch) {
+	if (!p || !slot_of || !ext_of || !heat || !epoch || !freed) {
 		fprintf(stderr, "cache_sim: out of memory\n");
 		exit(1);
 	}
@@ -319,6 +333,12 @@ static struct result simulate(const struct opts *o, int w, enum tfs_policy_kind 
 		uint32_t e = trace_next(&tr), s, now = (uint32_t)(t / H), age;
 		bool counted = t >= warm, wr = e & WRITE_BIT;
 
+		for (; w == W_TRACE && d < o->ndrops && o->dpos[d] <= t; d++)
+			if ((s = slot_of[o->did[d]]) != UINT32_MAX) {	/* cut: its slot is free */
+				tfs_policy_remove(p, s);
+				slot_of[o->did[d]] = UINT32_MAX;
+				freed[nfreed++] = s;
+			}
 		e &= ~WRITE_BIT;
 		s = slot_of[e];
 		age = now - epoch[e];
@@ -338,7 +358,9 @@ static struct result simulate(const struct opts *o, int w, enum tfs_policy_kind 
 				tally(&r, o, t, false, false);
 			continue;
 		}
-		if (used < cap) {
+		if (nfreed) {
+			s = freed[--nfreed];
+		} else if (used < cap) {
 			s = used++;
 		} else {
 			s = tfs_policy_victim(p, ok_all, NULL, UINT32_MAX);
@@ -358,6 +380,7 @@ static struct result simulate(const struct opts *o, int w, enum tfs_policy_kind 
 	tfs_policy_free(p);
 	free(slot_of);
 	free(ext_of);
+	free(freed);
 	free(heat);
 	free(epoch);
 	return r;
@@ -491,13 +514,18 @@ static struct result reference(const struct opts *o, enum simpol_kind kind, uint
 	struct simpol *sp = simpol_new(kind, cap, o->z);
 	uint64_t warm = (uint64_t)(o->warmup * o->n);
 	struct result r = { 0 };
+	size_t d = 0;
 
 	if (!sp) {
 		fprintf(stderr, "cache_sim: out of memory\n");
 		exit(1);
 	}
 	for (uint64_t t = 0; t < o->n; t++) {
-		bool admitted, hit = simpol_access(sp, o->ids[t] & ~WRITE_BIT, &admitted);
+		bool admitted, hit;
+
+		for (; d < o->ndrops && o->dpos[d] <= t; d++)
+			simpol_drop(sp, o->did[d]);	/* cut: its extent is gone */
+		hit = simpol_access(sp, o->ids[t] & ~WRITE_BIT, &admitted);
 
 		if (t >= warm)
 			tally(&r, o, t, hit, admitted);
@@ -732,13 +760,73 @@ static int detect_format(FILE *f, const char *path)
 
 /* Reads o->trace_path (a tierfs, text or vscsi trace) into
  * o->ids (o->n accesses, o->z extents). */
+/* load_trace's map: (fid, extent) -> dense id + 1 (0: none yet), and
+ * (fid, CUT_MAX) -> the file's largest extent seen + 1; open addressing. */
+#define CUT_MAX UINT64_MAX
+
+struct emap {
+	uint64_t *key;		/* pairs */
+	uint32_t *val;
+	uint8_t *used;
+	uint64_t mask;
+	size_t n;
+};
+
+/* The value of (fid, x), 0 if it was not in m (it is now). */
+static uint32_t *map_at(struct emap *m, uint64_t fid, uint64_t x)
+{
+	uint64_t j = splitmix(&(uint64_t){ fid * 0x9E3779B97F4A7C15ull ^ x }) & m->mask;
+
+	while (m->used[j] && (m->key[2 * j] != fid || m->key[2 * j + 1] != x))
+		j = (j + 1) & m->mask;
+	if (!m->used[j]) {
+		if (++m->n > (m->mask + 1) / 2) {
+			fprintf(stderr, "cache_sim: more than %llu extents\n",
+				(unsigned long long)(m->mask + 1) / 2);
+			exit(1);
+		}
+		m->used[j] = 1;
+		m->key[2 * j] = fid;
+		m->key[2 * j + 1] = x;
+	}
+	return &m->val[j];
+}
+
+/* Cut q: each extent wholly inside it that has an id not cut already is
+ * gone before access na (o->dpos, o->did); its next access gets a new id
+ * (load_trace).  An extent partly cut stays, as the tier keeps its other
+ * sectors. */
+static void cut_ids(struct opts *o, struct emap *m, const struct tfs_trace_rec *q, size_t na,
+		    size_t *dcap)
+{
+	uint64_t end = q->flags & TFS_TR_TO_END ? UINT64_MAX : q->off + q->len;
+	uint64_t x0 = (q->off + o->extent - 1) / o->extent, x1 = end / o->extent;
+	uint32_t mx = *map_at(m, q->fid, CUT_MAX);
+
+	for (uint64_t x = x0; x < (x1 < mx ? x1 : mx); x++) {	/* extents [x0, x1) */
+		uint32_t *v = map_at(m, q->fid, x);
+
+		if (!*v || o->dead[*v - 1])
+			continue;
+		o->dead[*v - 1] = true;
+		if (o->ndrops == *dcap) {
+			size_t c = *dcap;
+
+			o->dpos = grow(o->dpos, &c, sizeof(*o->dpos));
+			o->did = grow(o->did, dcap, sizeof(*o->did));
+		}
+		o->dpos[o->ndrops] = na;
+		o->did[o->ndrops++] = *v - 1;
+	}
+}
+
 static void load_trace(struct opts *o)
 {
 	FILE *f = fopen(o->trace_path, "rb");
 	struct tfs_trace_rec *r;
-	size_t n = 0, na = 0, acap = 0, bad = 0;
-	uint64_t *hkey, hmask = (1u << 22) - 1;
-	uint32_t *hval;
+	size_t n = 0, na = 0, acap = 0, bad = 0, dcap = 0;
+	struct emap map = { .mask = (1u << 23) - 1 };
+	uint32_t zcap = 0;
 
 	if (!f) {
 		fprintf(stderr, "cache_sim: %s: %s\n", o->trace_path, strerror(errno));
@@ -760,34 +848,40 @@ static void load_trace(struct opts *o)
 	qsort(r, n, sizeof(*r), rec_cmp);	/* buffers interleave (trace.c inv. 3) */
 	for (size_t i = n; i-- > 0;)		/* time from the first request */
 		r[i].t_ns -= r[0].t_ns;
-	/* (fid, extent) -> dense id, open addressing (grown by doubling) */
-	hkey = calloc(hmask + 1, sizeof(*hkey) * 2);
-	hval = calloc(hmask + 1, sizeof(*hval));
-	if (!hkey || !hval) {
+	map.key = calloc(map.mask + 1, sizeof(*map.key) * 2);
+	map.val = calloc(map.mask + 1, sizeof(*map.val));
+	map.used = calloc(map.mask + 1, sizeof(*map.used));
+	if (!map.key || !map.val || !map.used) {
 		fprintf(stderr, "cache_sim: out of memory\n");
 		exit(1);
 	}
 	o->z = 0;
 	for (size_t i = 0; i < n; i++) {
+		if (r[i].op == TFS_TR_CUT && !o->no_cuts) {
+			cut_ids(o, &map, &r[i], na, &dcap);
+			r[o->nrecs++] = r[i];	/* the model's cut */
+			continue;
+		}
 		if ((r[i].op != TFS_TR_READ && r[i].op != TFS_TR_WRITE) || !r[i].len)
 			continue;
 		for (uint64_t x = r[i].off / o->extent; x <= (r[i].off + r[i].len - 1) / o->extent;
 		     x++) {
-			uint64_t k = splitmix(&(uint64_t){ r[i].fid * 0x9E3779B97F4A7C15ull ^ x });
-			uint64_t j = k & hmask;
+			uint32_t *v = map_at(&map, r[i].fid, x);
+			uint32_t *mx = map_at(&map, r[i].fid, CUT_MAX);
 
-			while (hval[j] && (hkey[2 * j] != r[i].fid || hkey[2 * j + 1] != x))
-				j = (j + 1) & hmask;
-			if (!hval[j]) {
-				if (o->z + 1 > (hmask + 1) / 2) {
-					fprintf(stderr, "cache_sim: more than %llu extents\n",
-						(unsigned long long)(hmask + 1) / 2);
-					exit(1);
+			if (!*v || o->dead[*v - 1]) {	/* new, or cut since: a new id */
+				o->ws += !*v;
+				if (o->z == zcap) {
+					size_t c = zcap;
+
+					o->dead = grow(o->dead, &c, sizeof(*o->dead));
+					zcap = (uint32_t)c;
 				}
-				hkey[2 * j] = r[i].fid;
-				hkey[2 * j + 1] = x;
-				hval[j] = ++o->z;
+				o->dead[o->z] = false;
+				*v = ++o->z;
 			}
+			if (x + 1 > *mx)
+				*mx = (uint32_t)(x + 1);
 			if (na == acap) {
 				size_t lcap = acap, scap = acap;
 
@@ -804,15 +898,16 @@ static void load_trace(struct opts *o)
 				o->slens[na] = (uint32_t)(((b + TFS_SECTOR - 1) / TFS_SECTOR -
 							   a / TFS_SECTOR) * TFS_SECTOR);
 			}
-			o->ids[na++] = (hval[j] - 1) | (r[i].op == TFS_TR_WRITE ? WRITE_BIT : 0);
+			o->ids[na++] = (*v - 1) | (r[i].op == TFS_TR_WRITE ? WRITE_BIT : 0);
 		}
 		r[o->nrecs++] = r[i];	/* kept for the model, in time order */
 	}
 	o->recs = r;
-	free(hkey);
-	free(hval);
+	free(map.key);
+	free(map.val);
+	free(map.used);
 	o->n = na;
-	if (o->z < 2) {
+	if (o->ws < 2) {
 		fprintf(stderr, "cache_sim: %s: fewer than 2 extents\n", o->trace_path);
 		exit(1);
 	}
@@ -893,8 +988,17 @@ static bool feed(const struct opts *o, struct tfs_model *m, struct tfs_mrc *r, b
 		 const struct tfs_trace_rec *q)
 {
 	uint32_t now = (uint32_t)(q->t_ns / (1000000000 / 16));	/* ticks of 1/16 s */
-	bool wr = q->op == TFS_TR_WRITE, seq = tfs_model_seq(m, q->fid, q->off, q->len, wr);
-	bool hit;
+	bool wr = q->op == TFS_TR_WRITE, seq, hit;
+
+	if (q->op == TFS_TR_CUT) {	/* as the daemon's cut.c tells both */
+		uint64_t len = q->flags & TFS_TR_TO_END ? UINT64_MAX : q->len;
+
+		tfs_model_cut(m, q->fid, q->off, len);
+		if (r)
+			tfs_mrc_cut(r, q->fid, q->off, len);
+		return true;
+	}
+	seq = tfs_model_seq(m, q->fid, q->off, q->len, wr);
 
 	tfs_model_clock(m, q->t_ns);
 	hit = tfs_model_apply(m, q->fid, q->off, q->len, wr, seq, now);
@@ -912,9 +1016,11 @@ static bool feed(const struct opts *o, struct tfs_model *m, struct tfs_mrc *r, b
 	return hit;
 }
 
-/* Pieces (extents touched) of record q. */
+/* Pieces (extents touched) of record q (a cut: none). */
 static uint64_t pieces(const struct opts *o, const struct tfs_trace_rec *q)
 {
+	if (q->op == TFS_TR_CUT)
+		return 0;
 	return (q->off + q->len - 1) / o->extent - q->off / o->extent + 1;
 }
 
@@ -964,12 +1070,15 @@ static void agree(const struct opts *o, uint32_t cap)
 	for (int k = 0; k < TFS_POLICY_COUNT; k++)
 		for (uint32_t ti = 0; ti < o->nthr; ti++) {
 			struct tfs_model *m = new_model(o, (enum tfs_policy_kind)k, o->thr[ti], cap);
-			uint64_t th = 0, mh = 0, same = 0;
+			uint64_t th = 0, mh = 0, same = 0, nreq = 0;
 
 			for (size_t i = 0; i < o->nrecs; i++) {
 				const struct tfs_trace_rec *q = &o->recs[i];
 				bool hit = feed(o, m, NULL, false, q), was = q->flags & TFS_TR_HIT;
 
+				if (q->op == TFS_TR_CUT)
+					continue;	/* not a request */
+				nreq++;
 				th += was;
 				mh += hit;
 				same += hit == was;
@@ -977,8 +1086,9 @@ static void agree(const struct opts *o, uint32_t cap)
 			if (getenv("CACHE_SIM_DEBUG"))
 				debug_stats(m, (enum tfs_policy_kind)k, o->thr[ti], cap);
 			printf("tierfs_%s,%u,%u,%zu,%llu,%llu,%.4f\n",
-			       tfs_policy_name((enum tfs_policy_kind)k), o->thr[ti], cap, o->nrecs, (unsigned long long)th,
-			       (unsigned long long)mh, o->nrecs ? (double)same / (double)o->nrecs : 0);
+			       tfs_policy_name((enum tfs_policy_kind)k), o->thr[ti], cap, (size_t)nreq,
+			       (unsigned long long)th, (unsigned long long)mh,
+			       nreq ? (double)same / (double)nreq : 0);
 			tfs_model_free(m);
 		}
 }
@@ -1112,12 +1222,13 @@ static void usage(void)
 		"                 [--seq-cutoff BYTES] [--row BYTES] [--dirty LOW:HIGH]\n"
 		"                 [--halflife SECONDS] [--reclaim on|off|auto] [--destage-mbps R]\n"
 		"                 [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]\n"
-		"                 [--format auto|tierfs|csv|vscsi]]\n");
+		"                 [--format auto|tierfs|csv|vscsi] [--cuts on|off]]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
+	uint32_t size;
 	struct opts o = {
 		.z = 100000, .n = 0, .thr = { 1, 2, 3 }, .nthr = 3,
 		.sizes = { 5, 10, 20, 40 }, .nsizes = 4,
@@ -1186,6 +1297,9 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--destage-mbps"))
 			rc = (o.mcfg.destage_mbps = strtod(v, &end)) >= 0 && end != v && !*end
 			     ? 0 : -EINVAL;
+		else if (!strcmp(a, "--cuts"))
+			rc = strcmp(v, "on") == 0 ? 0 : strcmp(v, "off") == 0 ? (o.no_cuts = true, 0)
+								   : -EINVAL;
 		else if (!strcmp(a, "--format"))
 			rc = parse_format(v, &o.format);
 		else
@@ -1216,6 +1330,7 @@ int main(int argc, char **argv)
 		usage();
 	if (!o.n)
 		o.n = 20ull * o.z;
+	size = o.trace_path ? o.ws : o.z;	/* a trace's: extents, not ids (cuts) */
 
 	printf("workload,policy,threshold,cache_pct,hits,accesses,hit_ratio%s%s\n",
 	       o.admissions ? ",admissions" : "",
@@ -1228,7 +1343,7 @@ int main(int argc, char **argv)
 		for (int k = 0; k <= TFS_POLICY_S3FIFO; k++)
 			for (uint32_t ti = 0; ti < o.nthr; ti++)
 				for (uint32_t si = 0; si < o.nsizes; si++) {
-					uint32_t cap = (uint32_t)((uint64_t)o.z * o.sizes[si] / 100);
+					uint32_t cap = (uint32_t)((uint64_t)size * o.sizes[si] / 100);
 					struct result r = simulate(&o, w, (enum tfs_policy_kind)k,
 								   o.thr[ti], cap);
 
@@ -1241,7 +1356,7 @@ int main(int argc, char **argv)
 		for (int k = 0; k < TFS_POLICY_COUNT; k++)
 			for (uint32_t ti = 0; ti < o.nthr; ti++)
 				for (uint32_t si = 0; si < o.nsizes; si++) {
-					uint32_t cap = (uint32_t)((uint64_t)o.z * o.sizes[si] / 100);
+					uint32_t cap = (uint32_t)((uint64_t)size * o.sizes[si] / 100);
 					struct result r = model_run(&o, (enum tfs_policy_kind)k,
 								    o.thr[ti], cap);
 					char name[32];
@@ -1254,7 +1369,7 @@ int main(int argc, char **argv)
 		 * bypass (b - SIMPOL_COUNT) */
 		for (int b = 0; b < SIMPOL_COUNT + 2; b++)
 			for (uint32_t si = 0; si < o.nsizes; si++) {
-				uint32_t cap = (uint32_t)((uint64_t)o.z * o.sizes[si] / 100);
+				uint32_t cap = (uint32_t)((uint64_t)size * o.sizes[si] / 100);
 				struct result r = b < SIMPOL_COUNT
 					? reference(&o, (enum simpol_kind)b, cap)
 					: belady(&o, cap, b > SIMPOL_COUNT);

@@ -129,7 +129,7 @@ K, M = 1 << 10, 1 << 20
 # ---------------------------------------------------------------- traces
 def trace_stats(path, extents=(64 * K, 256 * K)):
     """The numbers of a trace file (include/tierfs/trace.h): records,
-    reads, writes, syncs, distinct files, bytes read and written, distinct
+    reads, writes, syncs, cuts (truncates, punches, unlinks), distinct files, bytes read and written, distinct
     extents read or written for each size in extents (s.extents[size]: the
     working set, contrib/bench/policy_table.py), the time it spans."""
     with open(path, "rb") as f:
@@ -139,8 +139,8 @@ def trace_stats(path, extents=(64 * K, 256 * K)):
     magic, version, size = struct.unpack_from("<QII", raw)
     if magic != TRACE_MAGIC or version != 1 or size != 32 or (len(raw) - 16) % 32:
         raise ValueError("%s: not a version 1 tierfs trace" % path)
-    s = types.SimpleNamespace(records=0, reads=0, writes=0, syncs=0, rbytes=0, wbytes=0,
-                              span_s=0.0)
+    s = types.SimpleNamespace(records=0, reads=0, writes=0, syncs=0, cuts=0, rbytes=0,
+                              wbytes=0, span_s=0.0)
     fids, seen = set(), {e: set() for e in extents}
     tmax = 0
     for t, fid, off, ln, op, _fl, _pad in struct.iter_unpack("<QQQIBBH", memoryview(raw)[16:]):
@@ -158,6 +158,8 @@ def trace_stats(path, extents=(64 * K, 256 * K)):
                 for ext, got in seen.items():
                     for e in range(off // ext, (off + ln - 1) // ext + 1):
                         got.add((fid, e))
+        elif op == ord("C"):
+            s.cuts += 1
         else:
             s.syncs += 1
     s.files, s.span_s = len(fids), tmax / 1e9
@@ -173,9 +175,9 @@ def fmt_bytes(n):
 
 
 def stats_line(name, s, secs=None):
-    return ("%s: %d records (%d reads, %d writes, %d syncs), %d files, read %s, written %s, "
-            "%d 64K / %d 256K extents, %.1f s%s"
-            % (name, s.records, s.reads, s.writes, s.syncs, s.files, fmt_bytes(s.rbytes),
+    return ("%s: %d records (%d reads, %d writes, %d syncs, %d cuts), %d files, read %s, "
+            "written %s, %d 64K / %d 256K extents, %.1f s%s"
+            % (name, s.records, s.reads, s.writes, s.syncs, s.cuts, s.files, fmt_bytes(s.rbytes),
                fmt_bytes(s.wbytes), s.extents.get(64 * K, 0), s.extents.get(256 * K, 0),
                s.span_s if secs is None else secs,
                "" if secs is None else " traced"))

@@ -746,6 +746,19 @@ bool simpol_access(struct simpol *sp, uint32_t key, bool *admitted)
 	return r & SP_HIT;
 }
 
+void simpol_drop(struct simpol *sp, uint32_t key)
+{
+	if (key >= sp->nkeys)
+		return;
+	if (sp->nd[key].where & S_BIT) {	/* LIRS: off S, whose bottom stays LIR */
+		dl_unlink(&sp->s, sp->snd, key);
+		sp->nd[key].where &= (uint8_t)~S_BIT;
+	}
+	q_unlink(sp, key);
+	if (sp->kind == SIMPOL_LIRS)
+		lirs_prune(sp);
+}
+
 bool simpol_holds(const struct simpol *sp, uint32_t key)
 {
 	return key < sp->nkeys && qinfo[qof(sp, key)].resident;

@@ -61,6 +61,9 @@ void simpol_free(struct simpol *sp);
  * cache by this access. */
 bool simpol_access(struct simpol *sp, uint32_t key, bool *admitted);
 
+/* key (< nkeys) is gone for good (its file cut: cache_sim): it leaves
+ * whatever queue it is on, resident or ghost, and never comes back. */
+void simpol_drop(struct simpol *sp, uint32_t key);
 /* The kind's name (above), or "?". */
 const char *simpol_name(enum simpol_kind kind);
 /* A name -> its kind, or -EINVAL. */

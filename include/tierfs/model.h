@@ -81,6 +81,7 @@ struct tfs_model_stats {
 	uint64_t raid_read_bytes;		/* read misses, promotions, fills */
 	uint64_t promotions, fills, allocations, evictions, flushed_extents;
 	uint64_t reclaimed;			/* of flushed_extents: for eviction */
+	uint64_t cut_extents;			/* slots a cut emptied (tfs_model_cut) */
 	uint64_t bypass_seq, bypass_dirty_high, bypass_no_slot;
 };
 
@@ -104,6 +105,12 @@ bool tfs_model_request(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t
  * Returns what tfs_model_request returns. */
 bool tfs_model_apply(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write,
 		     bool seq, uint32_t now);
+/* [off, off+len) of fid is gone (len UINT64_MAX: to the file's end): as
+ * the daemon's cut (cut.c), the sectors wholly inside it leave every slot
+ * of the file, a slot on its way to the RAID first arriving there, and a
+ * slot left with no valid sector is freed.  Partial sectors keep their
+ * state.  Heat stays. */
+void tfs_model_cut(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len);
 /* The time of the requests that follow, ns on the caller's clock (a
  * trace's, CLOCK_MONOTONIC's; never back): what a destage's duration
  * (cfg.destage_mbps) is counted on.  Without it, time stands at 0. */

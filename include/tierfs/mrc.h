@@ -79,6 +79,9 @@ void tfs_mrc_set_destage(struct tfs_mrc *r, double mbps);
  * cutoff) at tick now. */
 void tfs_mrc_request(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len, bool write,
 		     bool seq, uint32_t now);
+/* [off, off+len) of fid is gone (len UINT64_MAX: to the end), to every
+ * miniature (tfs_model_cut). */
+void tfs_mrc_cut(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len);
 /* The read hit ratio (of pieces) each size reached since the start or
  * the last reset, in out[TFS_MRC_SIZES] (-1: no read yet); returns the
  * sampled read pieces behind the 8x size (the fewest: it samples least). */

@@ -2,7 +2,8 @@
  * root's user.tierfs.trace, tierctl trace; docs/DESIGN.md §10.7): a
  * header, then one fixed-size record per request the tier saw, little
  * endian as the machine that wrote it, in time order within blocks (a
- * reader sorts by t_ns). */
+ * reader sorts by t_ns).  A reader skips an op it does not know (cuts
+ * came after the first traces). */
 #ifndef TIERFS_TRACE_H
 #define TIERFS_TRACE_H
 
@@ -21,10 +22,14 @@ enum tfs_trace_op {
 	TFS_TR_WRITE = 'W',
 	TFS_TR_FSYNC = 'S',
 	TFS_TR_FDATASYNC = 'D',
+	TFS_TR_CUT = 'C',	/* [off, off+len) of the file is gone (a punch or zero
+				 * range; TFS_TR_TO_END: a truncate to off, or off 0
+				 * an unlink): the tier drops it (cut.c) */
 };
 
 #define TFS_TR_DIRECT 1		/* the request was O_DIRECT */
 #define TFS_TR_HIT 2		/* the tier served all of it from extents it held */
+#define TFS_TR_TO_END 4		/* a cut to the file's end (len 0) */
 
 struct tfs_trace_rec {
 	uint64_t t_ns;		/* since the trace started (CLOCK_MONOTONIC) */

@@ -516,6 +516,9 @@ int c_watch_start(struct tfs_cache *c);
  * miniatures if it touches their sample; the tuner's choice becomes the
  * threshold in auto.  Under c->lock or not. */
 void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool write, bool seq);
+/* [off, off+len) of fid is gone (len UINT64_MAX: to the end), to the
+ * miniatures (cut.c invariant 4).  Not under c->lock. */
+void c_watch_cut(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len);
 /* The threshold set by hand (promote), or auto (the tuner's from its next
  * window).  Under c->lock or not. */
 void c_watch_promote(struct tfs_cache *c, unsigned promote, bool autot);

@@ -153,13 +153,29 @@ out:
 	return rc;
 }
 
+/* [off, off+len) of fid is gone (len UINT64_MAX: to the end): the trace
+ * and the miniatures are told (invariant 4). */
+static void told(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len)
+{
+	if (len == UINT64_MAX)
+		c_trace(fid, off, 0, TFS_TR_CUT, TFS_TR_TO_END);
+	for (uint64_t a = off; len != UINT64_MAX && a - off < len; a += 1u << 30)
+		c_trace(fid, a, len - (a - off) < (1u << 30) ? len - (a - off) : 1u << 30,
+			TFS_TR_CUT, 0);
+	c_watch_cut(c, fid, off, len);
+}
+
 void tfs_cache_zero_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, uint64_t len)
 {
 	struct tfs_cache *c = fs->cache;
 	struct cfile *f;
 	bool trunc = len == UINT64_MAX;
 
-	if (!in->fid_valid || !(f = c_file_hold(c, in->fid)))
+	if (!in->fid_valid)
+		return;
+	if (trunc)
+		told(c, in->fid, off, UINT64_MAX);
+	if (!(f = c_file_hold(c, in->fid)))
 		return;
 	/* a store error is logged and keeps the dropped slots owned (the
 	 * truncate's own order is DESIGN §10.3's) */
@@ -175,6 +191,8 @@ void tfs_cache_zero_end(struct tfs_fs *fs, struct tfs_inode *in, uint64_t off, u
 
 	if (!in->fid_valid)
 		return;
+	if (len)
+		told(c, in->fid, off, len);
 	pthread_mutex_lock(&c->lock);
 	f = c_file_find(c, in->fid);
 	pthread_mutex_unlock(&c->lock);
@@ -195,6 +213,7 @@ void tfs_cache_forget(struct tfs_fs *fs, uint64_t fid)
 
 	if (!c)
 		return;
+	told(c, fid, 0, UINT64_MAX);
 	c_prenamed_forget(c, fid);	/* created, never written (index.c inv. 4) */
 
 	if (!(f = c_file_hold(c, fid)))

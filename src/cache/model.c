@@ -55,6 +55,13 @@
  *     share: a miniature sees that share of the events), reclaim is on
  *     for good and W-TinyLFU's protected segment goes to probation
  *     (tfs_policy_unprotect).
+ *  8. Every used slot is on two chains: its extent's (htab, by
+ *     tfs_ext_key) and its file's (ftab, by the identity alone: a cut
+ *     finds a file's slots without knowing its extents).  A cut
+ *     (tfs_model_cut) happens between requests, as the daemon's: a slot
+ *     on its way to the RAID gets there first (the daemon's cut waits for
+ *     the flusher), then the sectors wholly cut leave it, and an empty
+ *     slot leaves the policy and both chains.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -71,7 +78,7 @@
 struct mslot {
 	uint64_t fid, idx;
 	uint64_t valid[TFS_CEXT_WORDS], dirty[TFS_CEXT_WORDS];
-	uint32_t hnext, wtime, heat_t;
+	uint32_t hnext, fnext, wtime, heat_t;	/* chains: invariant 8 */
 	uint16_t heat;
 	bool used, reclaim, refused;	/* invariant 6 */
 	bool busy;			/* invariant 1: a job of this request holds it */
@@ -102,7 +109,7 @@ struct tfs_model {
 	struct tfs_model_cfg cfg;
 	unsigned spe;			/* sectors per extent */
 	struct mslot *e;
-	uint32_t *htab, hmask;
+	uint32_t *htab, *ftab, hmask;	/* invariant 8 */
 	uint32_t *freel, nfree;
 	uint32_t nused, ndirty;
 	struct tfs_policy *pol;
@@ -150,6 +157,7 @@ struct tfs_model *tfs_model_new(const struct tfs_model_cfg *cfg)
 	m->hmask = tfs_pow2_at_least(cfg->nslots) - 1;
 	m->e = calloc(cfg->nslots, sizeof(*m->e));
 	m->htab = malloc(((size_t)m->hmask + 1) * sizeof(*m->htab));
+	m->ftab = malloc(((size_t)m->hmask + 1) * sizeof(*m->ftab));
 	m->freel = malloc((size_t)cfg->nslots * sizeof(*m->freel));
 	m->heat = calloc(hn, sizeof(*m->heat));
 	m->seq = calloc(SEQ_FILES, sizeof(*m->seq));
@@ -161,12 +169,13 @@ struct tfs_model *tfs_model_new(const struct tfs_model_cfg *cfg)
 	 * (evidence.c invariant 3) */
 	m->ev = tfs_evidence_new(cfg->nslots, (int)(TFS_EVIDENCE_ON * ((double)cfg->sample /
 								       18446744073709551616.0) + 0.5));
-	if (!m->e || !m->htab || !m->freel || !m->heat || !m->seq || !m->rq || !m->jobs || !m->dq ||
+	if (!m->e || !m->htab || !m->ftab || !m->freel || !m->heat || !m->seq || !m->rq || !m->jobs || !m->dq ||
 	    !m->pol || !m->ev) {
 		tfs_model_free(m);
 		return NULL;
 	}
 	memset(m->htab, 0xff, ((size_t)m->hmask + 1) * sizeof(*m->htab));
+	memset(m->ftab, 0xff, ((size_t)m->hmask + 1) * sizeof(*m->ftab));
 	for (uint32_t s = 0; s < cfg->nslots; s++)	/* slot 0 handed out first */
 		m->freel[s] = cfg->nslots - 1 - s;
 	m->nfree = cfg->nslots;
@@ -179,6 +188,7 @@ void tfs_model_free(struct tfs_model *m)
 		return;
 	free(m->e);
 	free(m->htab);
+	free(m->ftab);
 	free(m->freel);
 	free(m->heat);
 	free(m->seq);
@@ -196,7 +206,7 @@ uint64_t tfs_model_bytes(const struct tfs_model *m)
 	       (uint64_t)m->cfg.nslots * (sizeof(*m->e) + sizeof(*m->freel) + sizeof(*m->rq) +
 					 sizeof(*m->dq)) +
 	       tfs_policy_bytes(m->pol) + tfs_evidence_bytes(m->ev) +
-	       ((uint64_t)m->hmask + 1) * sizeof(*m->htab) +
+	       ((uint64_t)m->hmask + 1) * (sizeof(*m->htab) + sizeof(*m->ftab)) +
 	       ((uint64_t)m->heat_mask + 1) * sizeof(*m->heat) + SEQ_FILES * sizeof(*m->seq) +
 	       MODEL_JOBS * sizeof(*m->jobs);
 }
@@ -275,6 +285,12 @@ static uint32_t lookup(const struct tfs_model *m, uint64_t key, uint64_t fid, ui
 	return NONE;
 }
 
+/* The head of fid's chain (invariant 8). */
+static uint32_t *file_chain(const struct tfs_model *m, uint64_t fid)
+{
+	return &m->ftab[tfs_mix64(fid) & m->hmask];
+}
+
 static void unlink_slot(struct tfs_model *m, uint32_t s)
 {
 	struct mslot *x = &m->e[s];
@@ -283,6 +299,9 @@ static void unlink_slot(struct tfs_model *m, uint32_t s)
 	while (*pp != s)
 		pp = &m->e[*pp].hnext;
 	*pp = x->hnext;
+	for (pp = file_chain(m, x->fid); *pp != s;)
+		pp = &m->e[*pp].fnext;
+	*pp = x->fnext;
 	x->used = false;
 	m->nused--;
 	m->freel[m->nfree++] = s;
@@ -386,7 +405,8 @@ static void destage(struct tfs_model *m, uint32_t s)
 static void destages_done(struct tfs_model *m)
 {
 	while (m->dq_len && m->dq[m->dq_head].done <= m->ns) {
-		destaged(m, m->dq[m->dq_head].s);
+		if (m->dq[m->dq_head].s != NONE)	/* NONE: arrived early, cut */
+			destaged(m, m->dq[m->dq_head].s);
 		m->dq_head = (m->dq_head + 1) % m->cfg.nslots;
 		m->dq_len--;
 	}
@@ -440,6 +460,8 @@ static uint32_t alloc_slot(struct tfs_model *m, uint64_t key, uint64_t fid, uint
 	x->heat_t = now;
 	x->hnext = m->htab[key & m->hmask];
 	m->htab[key & m->hmask] = s;
+	x->fnext = *file_chain(m, fid);
+	*file_chain(m, fid) = s;
 	m->nused++;
 	tfs_policy_insert(m->pol, s, key);
 	return s;
@@ -774,6 +796,52 @@ bool tfs_model_apply(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 	m->last_io = now;
 	m->any_io = true;
 	return write ? do_write(m, fid, off, len, seq, now) : do_read(m, fid, off, len, seq, now);
+}
+
+/* ---- cuts (invariant 8) ---- */
+
+/* Bytes [a, b) of slot s's extent are gone. */
+static void cut_slot(struct tfs_model *m, uint32_t s, uint64_t a, uint64_t b)
+{
+	struct mslot *x = &m->e[s];
+	unsigned fa = (unsigned)((a + TFS_SECTOR - 1) / TFS_SECTOR), fb = (unsigned)(b / TFS_SECTOR);
+	bool was;
+
+	if (x->destaging) {	/* the daemon's cut waits for the flusher's write */
+		for (uint32_t i = 0; i < m->dq_len; i++)
+			if (m->dq[(m->dq_head + i) % m->cfg.nslots].s == s)
+				m->dq[(m->dq_head + i) % m->cfg.nslots].s = NONE;
+		destaged(m, s);
+	}
+	was = bm_any(x->dirty);
+	if (fb > fa) {
+		bm_clear(x->valid, fa, fb);
+		bm_clear(x->dirty, fa, fb);
+	}
+	if (was && !bm_any(x->dirty)) {
+		m->ndirty--;
+		x->reclaim = x->refused = false;
+	}
+	if (bm_any(x->valid))
+		return;
+	tfs_policy_remove(m->pol, s);
+	unlink_slot(m, s);
+	m->st.cut_extents++;
+}
+
+void tfs_model_cut(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len)
+{
+	uint64_t end = len > UINT64_MAX - off ? UINT64_MAX : off + len, ext = m->cfg.extent;
+	uint32_t next;
+
+	for (uint32_t s = *file_chain(m, fid); s != NONE; s = next) {
+		const struct mslot *x = &m->e[s];
+		uint64_t base = x->idx * ext;
+
+		next = x->fnext;	/* before s leaves the chain */
+		if (x->fid == fid && base < end && base + ext > off)
+			cut_slot(m, s, off > base ? off - base : 0, end - base < ext ? end - base : ext);
+	}
 }
 
 void tfs_model_clock(struct tfs_model *m, uint64_t ns)

@@ -207,6 +207,14 @@ void tfs_mrc_request(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len
 		tune_window(r);
 }
 
+void tfs_mrc_cut(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len)
+{
+	for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
+		tfs_model_cut(r->curve[i], fid, off, len);
+	for (unsigned i = 0; i < TFS_TUNE_CHOICES && r->tune[i]; i++)
+		tfs_model_cut(r->tune[i], fid, off, len);
+}
+
 uint64_t tfs_mrc_curve(const struct tfs_mrc *r, double *out)
 {
 	for (unsigned i = 0; i < TFS_MRC_SIZES; i++) {

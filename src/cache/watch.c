@@ -29,6 +29,10 @@
  *     invariant 16; c->mrc_kbps, the one they were given, under mlock),
  *     on the monotonic clock: until the flusher's first second of
  *     rounds, at once.  A request gives it to them when it changed.
+ *  6. A cut (truncate, punch, unlink: cut.c invariant 4) reaches every
+ *     miniature (tfs_mrc_cut), which finds the file's slots by its
+ *     identity alone (model.c invariant 8), so an unlink costs a hash
+ *     lookup a miniature when none holds the file.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -82,6 +86,15 @@ void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool
 		tfs_mrc_set(c->mrc, &t);
 		c->promote_changes++;
 	}
+	pthread_mutex_unlock(&c->mlock);
+}
+
+void c_watch_cut(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len)
+{
+	if (!c->mrc)
+		return;
+	pthread_mutex_lock(&c->mlock);
+	tfs_mrc_cut(c->mrc, fid, off, len);
 	pthread_mutex_unlock(&c->mlock);
 }
 

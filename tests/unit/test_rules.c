@@ -217,6 +217,16 @@ static void model_random(void)
 			if (unit_rnd(&rs) % 5000 == 0)
 				now += 200;	/* an idle gap */
 			tfs_model_clock(m, (uint64_t)now * 62500000 + (uint64_t)i * 1000);
+			if (unit_rnd(&rs) % 300 == 0) {	/* a cut: an unlink, or a punch */
+				bool all = unit_rnd(&rs) % 2;
+
+				tfs_model_cut(m, fid, all ? 0 : off, all ? UINT64_MAX : len);
+				CHECK(G_MODEL_INV, !all || !tfs_model_request(m, fid, off, 4096, false,
+									       now),
+				      "a read of a file just cut away was a hit");
+				reads += all ? (off + 4095) / extent - off / extent + 1 : 0;
+				continue;
+			}
 			tfs_model_request(m, fid, off, len, wr, now);
 			*(wr ? &writes : &reads) += (off + len - 1) / extent - off / extent + 1;
 			CHECK(G_MODEL_INV, tfs_model_used(m) <= slots &&
@@ -242,11 +252,14 @@ static void model_random(void)
 		if (mode == TFS_CACHE_OFF)
 			CHECK(G_MODEL_INV, st->read_hits == 0 && st->promotions == 0 &&
 					   st->ssd_write_bytes == 0, "off: tier unused");
-		CHECK(G_MODEL_INV, tfs_model_used(m) + st->evictions ==
+		CHECK(G_MODEL_INV, tfs_model_used(m) + st->evictions + st->cut_extents ==
 				   st->promotions + st->allocations,
-		      "slots: used %u + evicted %llu != promoted %llu + allocated %llu",
+		      "slots: used %u + evicted %llu + cut %llu != promoted %llu + allocated %llu",
 		      tfs_model_used(m), (unsigned long long)st->evictions,
-		      (unsigned long long)st->promotions, (unsigned long long)st->allocations);
+		      (unsigned long long)st->cut_extents, (unsigned long long)st->promotions,
+		      (unsigned long long)st->allocations);
+		CHECK(G_MODEL_INV, mode != TFS_CACHE_WRITEBACK || st->cut_extents,
+		      "write-back: no cut emptied a slot");
 		tfs_model_free(m);
 	}
 }
@@ -448,6 +461,55 @@ static void model_destage_time(void)
 	}
 }
 
+/* A cut (model.c invariant 8): four slots, threshold 1.  File 1 has 8K
+ * written at extent 0 and 1, file 2 extents 2 and 3 read.  Cutting file
+ * 1's [0, 68K) empties extent 0's slot and leaves extent 1 its second
+ * sector, dirty: 3 used, 1 dirty, that sector a hit and the first a miss.
+ * An unlink (a cut to the end) empties it too.  Then at 4.096 MB/s
+ * (model_destage_time's rate), ten slots: 7 extents of file 1 written,
+ * on their way to the RAID after a read (of file 2, promoted), and
+ * unlinked: none of them is left, and 3 extents written into their slots
+ * stay dirty when those destages would have ended. */
+static void model_cut(void)
+{
+	struct tfs_model *m = model(4, 65536, TFS_CACHE_WRITEBACK, 1);
+	const struct tfs_model_stats *st = tfs_model_stats(m);
+
+	snprintf(ctx, sizeof(ctx), "cut");
+	tfs_model_request(m, 1, 0, 8192, true, 0);
+	tfs_model_request(m, 1, 65536, 8192, true, 0);
+	tfs_model_request(m, 2, 2 * 65536, 2 * 65536, false, 0);
+	tfs_model_cut(m, 1, 0, 65536 + 4096);
+	CHECK(G_MODEL_CASES, tfs_model_used(m) == 3 && tfs_model_dirty(m) == 1 &&
+			     st->cut_extents == 1,
+	      "used %u dirty %u cut %llu", tfs_model_used(m), tfs_model_dirty(m),
+	      (unsigned long long)st->cut_extents);
+	CHECK(G_MODEL_CASES, tfs_model_request(m, 1, 65536 + 4096, 4096, false, 0) &&
+			     !tfs_model_request(m, 1, 65536, 4096, false, 0),
+	      "the sector left is not the one that hits");
+	tfs_model_cut(m, 1, 0, UINT64_MAX);
+	CHECK(G_MODEL_CASES, tfs_model_used(m) == 2 && tfs_model_dirty(m) == 0,
+	      "after the unlink: used %u dirty %u", tfs_model_used(m), tfs_model_dirty(m));
+	tfs_model_free(m);
+
+	snprintf(ctx, sizeof(ctx), "cut on the way");
+	m = model_at(10, 65536, TFS_CACHE_WRITEBACK, 1, 4.096);
+	for (uint64_t e = 0; e < 7; e++)
+		tfs_model_request(m, 1, e * 65536, 4096, true, 0);
+	tfs_model_request(m, 2, 0, 4096, false, 0);	/* the round starts */
+	tfs_model_clock(m, 2500000);
+	tfs_model_cut(m, 1, 0, UINT64_MAX);
+	CHECK(G_MODEL_CASES, tfs_model_used(m) == 1 && tfs_model_dirty(m) == 0,
+	      "unlinked on the way: used %u dirty %u", tfs_model_used(m), tfs_model_dirty(m));
+	for (uint64_t e = 0; e < 3; e++)	/* reuses the slots on their way */
+		tfs_model_request(m, 3, e * 65536, 4096, true, 0);
+	tfs_model_clock(m, 9000000);
+	tfs_model_request(m, 2, 65536, 4096, false, 0);
+	CHECK(G_MODEL_CASES, tfs_model_dirty(m) == 3 && tfs_model_used(m) == 5,
+	      "later: used %u dirty %u", tfs_model_used(m), tfs_model_dirty(m));
+	tfs_model_free(m);
+}
+
 /* A request's promotions run side by side (model.c invariant 1): under
  * W-TinyLFU, four slots (a window of one), threshold 1, extents 1-4 read
  * (promoted: full), then one read across extents 5 and 6.  Promoting 6
@@ -628,6 +690,7 @@ int main(void)
 	model_clean_ahead();
 	model_siblings();
 	model_destage_time();
+	model_cut();
 	model_evidence();
 	model_evidence_sampled();
 	sample();

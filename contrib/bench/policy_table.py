@@ -10,11 +10,13 @@ largest error against the model at each trace's 10% tier.
 
     contrib/bench/policy_table.py [--build build] [--extent 65536]
         [--threshold 2] [--policy s3fifo|lru|wtinylfu] [--reclaim on|off|auto]
-        [--mrc] TRACE...
+        [--destage-mbps R] [--cuts on|off] [--mrc] TRACE...
 
 --policy names the tier's policy in the tierfs columns (tierfs_POLICY
 rows; the daemon's default, wtinylfu, if not given); --reclaim its
-cache_reclaim (auto, the default, if not given).
+cache_reclaim (auto, the default, if not given); --destage-mbps the RAID's
+pace for its destages (0, the default: at once); --cuts off replays
+without the trace's truncates and unlinks (cache_sim --cuts).
 
 Misses are of pieces (a request's part in one extent), reads and writes
 together, after the first 20% (cache_sim's warm-up)."""
@@ -44,15 +46,18 @@ def main():
                     help="the tier's (cache_policy)")
     ap.add_argument("--reclaim", default="auto", choices=["on", "off", "auto"],
                     help="the tier's (cache_reclaim)")
+    ap.add_argument("--destage-mbps", default="0")
+    ap.add_argument("--cuts", default="on", choices=["on", "off"])
     ap.add_argument("--mrc", action="store_true")
     ap.add_argument("traces", nargs="+")
     a = ap.parse_args()
     tier = "tierfs_" + a.policy
+    common = ("--destage-mbps", a.destage_mbps, "--cuts", a.cuts)
     print("| trace | cache | %s T=%d | %s tuned | LRU | best other (which) | "
           "Belady+bypass | gap to it | SSD writes vs LRU |" % (tier, a.threshold, tier))
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in a.traces:
-        r = sim(a.build, t, a.extent, f"0,1,{a.threshold}", ("--reclaim", a.reclaim))
+        r = sim(a.build, t, a.extent, f"0,1,{a.threshold}", ("--reclaim", a.reclaim, *common))
         name = pathlib.Path(t).stem
         for pct in (5, 10, 20):
             miss = lambda k, thr: 1 - float(r[(k, thr, pct)][6])
@@ -75,7 +80,8 @@ def main():
         slots = max(extents(t, a.extent) // 10, 16)
         out = subprocess.run([str(pathlib.Path(a.build) / "cache_sim"), "--trace", str(t),
                               "--extent", str(a.extent), "--mrc", str(slots),
-                              "--threshold", str(a.threshold), "--reclaim", a.reclaim],
+                              "--threshold", str(a.threshold), "--reclaim", a.reclaim,
+                              *common],
                              capture_output=True, text=True, check=True).stdout
         rows = [l.split(",") for l in out.splitlines()[1:] if l.startswith(tier)]
         errs = [(abs(float(x[6])), x[2]) for x in rows]

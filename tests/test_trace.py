@@ -312,6 +312,59 @@ def test_the_model_agrees_with_the_daemon_that_recorded_the_trace(make_array, tm
         assert float(row[6]) <= float(same[6]) - 0.01, (fixed, r.stdout, got.stdout)
 
 
+def test_the_model_agrees_across_unlinks(make_array, tmp_path):
+    """The daemon drops an unlinked file's extents (cut.c); the trace says
+    so (a 'C' record) and the model does the same (tfs_model_cut).  On a
+    mount of 32 slots: each round writes a new file of 8 extents, reads
+    them and a hot file's 12, and unlinks the new file.  The model agrees
+    with the daemon on every request; replayed without the cuts
+    (--cuts off) its dead dirty extents, young and so spared by the
+    flusher, crowd the hot file out and it agrees on far fewer."""
+    E = 64 * K
+    a = make_array("raid5", 3, "64K")
+    hot = a.mnt / "hot"
+    m = a.mount()                                   # written without the tier
+    pwrite(hot, 0, random.Random(1).randbytes(12 * E))
+    m.stop()
+    a.mount(opts=copts(tmp_path / "cache", size="2M", extent="64K", promote=1, reclaim=0,
+                       dirty_low=60, dirty_high=90))  # 32 slots
+    out = tmp_path / "t.trace"
+    assert tierctl("trace", a.mnt, "start", out).returncode == 0
+    rng = random.Random(2)
+    hfd = os.open(hot, os.O_RDONLY | os.O_DIRECT)
+    buf = abuf(E)
+    try:
+        for i in range(12):
+            f = a.mnt / f"new{i}"
+            fd = os.open(f, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
+            try:
+                for e in range(8):
+                    os.pwritev(fd, [buf], e * E)
+                for e in rng.sample(range(8), 8):
+                    os.preadv(fd, [memoryview(buf)[:4 * K]], e * E)
+            finally:
+                os.close(fd)
+            for e in rng.sample(range(12), 12):
+                os.preadv(hfd, [memoryview(buf)[:4 * K]], e * E + rng.randrange(16) * 4 * K)
+                wait_stat(a.mnt, "promote_backlog", 0)      # the model promotes at once
+            os.unlink(f)
+    finally:
+        os.close(hfd)
+    assert tierctl("trace", a.mnt, "stop").returncode == 0
+    assert sum(1 for x in read_trace(out) if x[4] == ord("C")) == 12
+
+    def agree(*extra):
+        r = subprocess.run([str(SIM), "--trace", str(out), "--extent", str(E), "--agree", "32",
+                            "--threshold", "1", "--reclaim", "0", "--dirty", "60:90", *extra],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        row = next(l.split(",") for l in r.stdout.splitlines() if l.startswith("tierfs_wtinylfu,"))
+        return float(row[6]), r.stdout
+    on, off = agree(), agree("--cuts", "off")
+    assert on[0] >= 0.99, on
+    assert off[0] <= on[0] - 0.05, (on, off)
+
+
 REFERENCE = ["ref_lru", "arc", "lirs", "2q", "ref_s3fifo", "wtinylfu"]
 
 

@@ -203,6 +203,49 @@ def test_failed_primary_keeps_namespace_working(make_array):
     assert os.path.exists(a.mnt / "d/g/f")
 
 
+@pytest.mark.parametrize("tier", [False, True])
+def test_an_open_unlinked_file_survives_a_failover(make_array, tmp_path, tier):
+    """A failover re-keys the inode table by the new primary's inode
+    numbers, found by path (inode.c tfs_inode_rekey); a file unlinked but
+    still open has no path, so its inode stays unhashed.  Nothing finds it
+    by number again (no name can be looked up), and what the open file
+    needs is its identity: it is read, written, synced, stat'ed and
+    truncated through the open descriptor as before, and its space is
+    freed at the close; with a write-back tier too, whose extents of it
+    are dirty when the primary fails."""
+    opts = [f"cache={tmp_path / 'ssd'}", "cache_size=16M", "cache_mode=writeback"] if tier else []
+    a, m = raid(make_array, "raid1", 3, 64 * K, opts=opts)
+    data = os.urandom(300 * K)
+    (a.mnt / "f").write_bytes(data)
+    fd = os.open(a.mnt / "f", os.O_RDWR)
+    try:
+        os.unlink(a.mnt / "f")
+        if tier:
+            assert int(status(a.mnt)["cache.dirty_extents"]) > 0
+        tierctl("fail", a.mnt, 0)
+        time.sleep(0.2)
+        assert status(a.mnt)["primary"] == "1"
+        assert os.pread(fd, len(data), 0) == data
+        os.pwrite(fd, b"z" * 5000, 100 * K)
+        os.fsync(fd)
+        want = data[:100 * K] + b"z" * 5000 + data[100 * K + 5000:]
+        assert os.fstat(fd).st_size == len(data)
+        assert os.pread(fd, len(data), 0) == want
+        os.ftruncate(fd, 50 * K)
+        assert os.fstat(fd).st_size == 50 * K and os.pread(fd, 100 * K, 0) == data[:50 * K]
+        # a new file of the same name is another file
+        (a.mnt / "f").write_bytes(b"new")
+        assert (a.mnt / "f").read_bytes() == b"new"
+        assert os.pread(fd, 10, 0) == data[:10]
+    finally:
+        os.close(fd)
+    assert sorted(os.listdir(a.mnt)) == ["f"]
+    for k in (1, 2):                                # nothing of it left on a member
+        assert sorted(os.listdir(a.members[k] / "root")) == ["f"], k
+    m.remount()
+    assert (a.mnt / "f").read_bytes() == b"new"
+
+
 # ---------------------------------------------------------------------------
 # Members missing at mount, stale members
 # ---------------------------------------------------------------------------

@@ -27,7 +27,7 @@
  *                  [--mode MODE] [--seq-cutoff BYTES] [--row BYTES]
  *                  [--dirty LOW:HIGH] [--halflife SECONDS] [--reclaim on|off|auto]
  *                  [--destage-mbps R] [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]
- *                  [--format auto|tierfs|csv|vscsi] [--cuts on|off]]
+ *                  [--promote-us L] [--format auto|tierfs|csv|vscsi] [--cuts on|off]]
  * --trace replays a trace the tier's recorder wrote (tierctl trace;
  * include/tierfs/trace.h), or a text trace (CSV TIME,OBJECT,SIZE[,OP]: an
  * object read or written whole, TIME in seconds; or SNIA/MSR-style
@@ -50,7 +50,9 @@
  * --seq-cutoff, --row, --dirty, --halflife, --reclaim, the daemon's defaults
  * otherwise; with --destage-mbps R its destages take the time the RAID
  * takes to write them at R MB/s, one flusher round at a time (model.c
- * invariant 3; 0, the default: at once); the threshold from
+ * invariant 3; 0, the default: at once); with --promote-us L a
+ * promotion makes its extent readable L us after the request (model.c
+ * invariant 9; 0, the default: at once); the threshold from
  * --threshold, 0 for the tuner's choice: mrc.h).  It also
  * prints Belady's MIN ("belady", threshold 0: every miss admitted, the
  * farthest-needed evicted) and MIN with bypass ("belady_bypass": an
@@ -1222,7 +1224,7 @@ static void usage(void)
 		"                 [--seq-cutoff BYTES] [--row BYTES] [--dirty LOW:HIGH]\n"
 		"                 [--halflife SECONDS] [--reclaim on|off|auto] [--destage-mbps R]\n"
 		"                 [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]\n"
-		"                 [--format auto|tierfs|csv|vscsi] [--cuts on|off]]\n");
+		"                 [--promote-us L] [--format auto|tierfs|csv|vscsi] [--cuts on|off]]\n");
 	exit(2);
 }
 
@@ -1297,6 +1299,8 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--destage-mbps"))
 			rc = (o.mcfg.destage_mbps = strtod(v, &end)) >= 0 && end != v && !*end
 			     ? 0 : -EINVAL;
+		else if (!strcmp(a, "--promote-us"))
+			o.mcfg.promote_ns = (uint64_t)(strtod(v, NULL) * 1000);
 		else if (!strcmp(a, "--cuts"))
 			rc = strcmp(v, "on") == 0 ? 0 : strcmp(v, "off") == 0 ? (o.no_cuts = true, 0)
 								   : -EINVAL;

@@ -10,13 +10,19 @@ largest error against the model at each trace's 10% tier.
 
     contrib/bench/policy_table.py [--build build] [--extent 65536]
         [--threshold 2] [--policy s3fifo|lru|wtinylfu] [--reclaim on|off|auto]
-        [--destage-mbps R] [--cuts on|off] [--mrc] TRACE...
+        [--destage-mbps R] [--cuts on|off] [--promote-us L] [--row BYTES]
+        [--mrc] TRACE...
 
 --policy names the tier's policy in the tierfs columns (tierfs_POLICY
 rows; the daemon's default, wtinylfu, if not given); --reclaim its
 cache_reclaim (auto, the default, if not given); --destage-mbps the RAID's
 pace for its destages (0, the default: at once); --cuts off replays
-without the trace's truncates and unlinks (cache_sim --cuts).
+without the trace's truncates and unlinks (cache_sim --cuts);
+--promote-us the promoters' time (cache_sim's; 0, the default: at once);
+--row the RAID's full row, which a sequential write must reach to go
+around the tier (the daemon's rule): by default the recording array's,
+from TRACE.status beside the trace (record_traces.py writes its level,
+chunk and members), else 0 (any sequential write past the cutoff).
 
 Misses are of pieces (a request's part in one extent), reads and writes
 together, after the first 20% (cache_sim's warm-up)."""
@@ -48,16 +54,20 @@ def main():
                     help="the tier's (cache_reclaim)")
     ap.add_argument("--destage-mbps", default="0")
     ap.add_argument("--cuts", default="on", choices=["on", "off"])
+    ap.add_argument("--promote-us", default="0")
+    ap.add_argument("--row", type=int, default=None)
     ap.add_argument("--mrc", action="store_true")
     ap.add_argument("traces", nargs="+")
     a = ap.parse_args()
     tier = "tierfs_" + a.policy
-    common = ("--destage-mbps", a.destage_mbps, "--cuts", a.cuts)
+    common = ("--destage-mbps", a.destage_mbps, "--cuts", a.cuts, "--promote-us", a.promote_us)
     print("| trace | cache | %s T=%d | %s tuned | LRU | best other (which) | "
           "Belady+bypass | gap to it | SSD writes vs LRU |" % (tier, a.threshold, tier))
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in a.traces:
-        r = sim(a.build, t, a.extent, f"0,1,{a.threshold}", ("--reclaim", a.reclaim, *common))
+        row = str(a.row if a.row is not None else row_of(t))
+        r = sim(a.build, t, a.extent, f"0,1,{a.threshold}",
+                ("--reclaim", a.reclaim, "--row", row, *common))
         name = pathlib.Path(t).stem
         for pct in (5, 10, 20):
             miss = lambda k, thr: 1 - float(r[(k, thr, pct)][6])
@@ -81,6 +91,7 @@ def main():
         out = subprocess.run([str(pathlib.Path(a.build) / "cache_sim"), "--trace", str(t),
                               "--extent", str(a.extent), "--mrc", str(slots),
                               "--threshold", str(a.threshold), "--reclaim", a.reclaim,
+                              "--row", str(a.row if a.row is not None else row_of(t)),
                               *common],
                              capture_output=True, text=True, check=True).stdout
         rows = [l.split(",") for l in out.splitlines()[1:] if l.startswith(tier)]
@@ -89,6 +100,23 @@ def main():
         print(f"| {pathlib.Path(t).stem} | {slots} | {worst[0]:.4f} ({worst[1]}x) | "
               f"{sum(e for e, _ in errs) / len(errs):.4f} |")
         sys.stdout.flush()
+
+
+def row_of(trace):
+    """The full row of the array a trace was recorded on (the daemon's
+    tfs_row_bytes: the data members' chunks with parity, else a chunk),
+    from the TRACE.status record_traces.py wrote beside it; 0 if none."""
+    st = {}
+    try:
+        with open(pathlib.Path(trace).with_suffix(".status")) as f:
+            st = dict(l.rstrip("\n").split("=", 1) for l in f if "=" in l)
+    except OSError:
+        return 0
+    if "level" not in st:
+        return 0
+    chunk, n = int(st["chunk"]), int(st["members"])
+    parity = {"raid5": 1, "raid6": 2}.get(st["level"], 0)
+    return (n - parity) * chunk if parity else chunk
 
 
 def extents(trace, extent):

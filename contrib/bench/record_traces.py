@@ -9,7 +9,8 @@ daemon's real ones), mounted; the workload's set-up (not traced), a sync
 and a flush of the tier (tierctl flush), then the tier's trace recorder
 (tierctl trace MNT start FILE) around the workload itself, saved as
 OUT/WORKLOAD.trace (include/tierfs/trace.h; cache_sim --trace replays it),
-and the tier's status at its end (the cache.* lines of tierctl status,
+and the tier's status at its end (the array's level, chunk and members and
+the cache.* lines of tierctl status,
 its counts and live curve reset as the trace began) as OUT/WORKLOAD.status,
 to set beside the model's (CACHE_SIM_DEBUG=1 cache_sim --agree); unmounted
 and removed.  Every workload runs on the mount.
@@ -887,7 +888,7 @@ def record(args, c, work, name):
             r.tierctl("trace", r.mnt, "stop", timeout=60)
         with open(os.path.join(args.out, name + ".status"), "w") as f:
             f.writelines(l + "\n" for l in r.tierctl("status", r.mnt, "--raw").splitlines()
-                         if l.startswith("cache."))
+                         if l.startswith(("cache.", "level=", "chunk=", "members=")))
         log("%s: ran %.1f s %s" % (name, secs, json.dumps(r.info.get("run", ""))))
         r.t.check()
         errs = r.t.daemon.errors()

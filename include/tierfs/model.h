@@ -59,7 +59,15 @@ struct tfs_model_cfg {
 	 * slot stays dirty until its bytes went at it, after what the
 	 * round sent before (tfs_model_clock's time); 0: at once */
 	double destage_mbps;
+	/* a promotion's time, ns: the extent is read from the RAID and
+	 * becomes readable that long after the request that queued it
+	 * (tfs_model_clock's time), a read of it meanwhile a miss that
+	 * queues nothing, and at most TFS_MODEL_PROMOTING wait (a full
+	 * queue drops the promotion, as the daemon's); 0: at once */
+	uint64_t promote_ns;
 };
+
+#define TFS_MODEL_PROMOTING 1024	/* promotions on their way (the daemon's queue) */
 
 /* The model's defaults: the daemon's (cache.h TFS_CACHE_OPTS_DEFAULT). */
 #define TFS_MODEL_CFG_DEFAULT(slots)                                                       \
@@ -81,6 +89,7 @@ struct tfs_model_stats {
 	uint64_t raid_read_bytes;		/* read misses, promotions, fills */
 	uint64_t promotions, fills, allocations, evictions, flushed_extents;
 	uint64_t reclaimed;			/* of flushed_extents: for eviction */
+	uint64_t promote_dropped;		/* promotions a full queue dropped */
 	uint64_t cut_extents;			/* slots a cut emptied (tfs_model_cut) */
 	uint64_t bypass_seq, bypass_dirty_high, bypass_no_slot;
 };

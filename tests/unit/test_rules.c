@@ -175,8 +175,8 @@ static void spares(void)
 	tfs_model_free(m[1]);
 }
 
-static struct tfs_model *model_at(uint32_t slots, uint32_t extent, enum tfs_cache_mode mode,
-				  unsigned promote, double destage_mbps)
+static struct tfs_model *model_in(uint32_t slots, uint32_t extent, enum tfs_cache_mode mode,
+				  unsigned promote, double destage_mbps, uint64_t promote_ns)
 {
 	struct tfs_model_cfg cfg = TFS_MODEL_CFG_DEFAULT(slots);
 
@@ -184,7 +184,14 @@ static struct tfs_model *model_at(uint32_t slots, uint32_t extent, enum tfs_cach
 	cfg.mode = mode;
 	cfg.promote = promote;
 	cfg.destage_mbps = destage_mbps;
+	cfg.promote_ns = promote_ns;
 	return tfs_model_new(&cfg);
+}
+
+static struct tfs_model *model_at(uint32_t slots, uint32_t extent, enum tfs_cache_mode mode,
+				  unsigned promote, double destage_mbps)
+{
+	return model_in(slots, extent, mode, promote, destage_mbps, 0);
 }
 
 static struct tfs_model *model(uint32_t slots, uint32_t extent, enum tfs_cache_mode mode,
@@ -200,8 +207,10 @@ static void model_random(void)
 	for (int run = 0; run < 40; run++) {
 		uint32_t slots = 4 + (uint32_t)(unit_rnd(&rs) % 200), extent = 65536, now = 0;
 		enum tfs_cache_mode mode = modes[run % 4];
-		/* every third run: destages at 20 MB/s, in the requests' time */
-		struct tfs_model *m = model_at(slots, extent, mode, 1 + run % 3, run % 3 ? 0 : 20);
+		/* every third run: destages at 20 MB/s, in the requests' time;
+		 * every fifth: promotions take 30 ms */
+		struct tfs_model *m = model_in(slots, extent, mode, 1 + run % 3, run % 3 ? 0 : 20,
+					       run % 5 ? 0 : 30000000);
 
 		tfs_model_set_reclaim(m, (enum tfs_reclaim)(run / 4 % 3));
 		const struct tfs_model_stats *st;
@@ -510,6 +519,45 @@ static void model_cut(void)
 	tfs_model_free(m);
 }
 
+/* A promotion takes time (cfg.promote_ns, model.c invariant 9): 1 ms.
+ * Extent 0 read at 0 (a miss: queued), again at 0.5 ms (a miss that
+ * queues nothing: on its way), at 1.5 ms (a hit).  Then 1,100 extents
+ * read at one instant: 1,024 wait, the rest are dropped, and a read of
+ * one on its way queues nothing. */
+static void model_promote_time(void)
+{
+	struct tfs_model_cfg cfg = TFS_MODEL_CFG_DEFAULT(2048);
+	struct tfs_model *m;
+	const struct tfs_model_stats *st;
+
+	cfg.extent = 65536;
+	cfg.promote = 1;
+	cfg.promote_ns = 1000000;
+	m = tfs_model_new(&cfg);
+	st = tfs_model_stats(m);
+	snprintf(ctx, sizeof(ctx), "promote time");
+	CHECK(G_MODEL_CASES, !tfs_model_request(m, 1, 0, 4096, false, 0), "first read hit");
+	tfs_model_clock(m, 500000);
+	CHECK(G_MODEL_CASES, !tfs_model_request(m, 1, 0, 4096, false, 0) && st->promotions == 0,
+	      "a read on the way hit, or %llu promoted", (unsigned long long)st->promotions);
+	tfs_model_clock(m, 1500000);
+	CHECK(G_MODEL_CASES, tfs_model_request(m, 1, 0, 4096, false, 0) && st->promotions == 1,
+	      "not readable after its time: %llu promoted", (unsigned long long)st->promotions);
+	for (uint64_t x = 0; x < 1100; x++)	/* apart: no stream */
+		tfs_model_request(m, 2, x * 65536, 4096, false, 0);
+	CHECK(G_MODEL_CASES, st->promote_dropped == 1100 - TFS_MODEL_PROMOTING,
+	      "%llu dropped", (unsigned long long)st->promote_dropped);
+	tfs_model_request(m, 2, 5 * 65536, 4096, false, 0);	/* on its way: not queued again */
+	CHECK(G_MODEL_CASES, st->promote_dropped == 1100 - TFS_MODEL_PROMOTING,
+	      "a read on the way queued again: %llu dropped",
+	      (unsigned long long)st->promote_dropped);
+	tfs_model_clock(m, 3000000);
+	tfs_model_request(m, 3, 0, 4096, false, 0);
+	CHECK(G_MODEL_CASES, st->promotions == 1 + TFS_MODEL_PROMOTING, "%llu promoted",
+	      (unsigned long long)st->promotions);
+	tfs_model_free(m);
+}
+
 /* A request's promotions run side by side (model.c invariant 1): under
  * W-TinyLFU, four slots (a window of one), threshold 1, extents 1-4 read
  * (promoted: full), then one read across extents 5 and 6.  Promoting 6
@@ -691,6 +739,7 @@ int main(void)
 	model_siblings();
 	model_destage_time();
 	model_cut();
+	model_promote_time();
 	model_evidence();
 	model_evidence_sampled();
 	sample();

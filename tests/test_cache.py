@@ -2890,3 +2890,47 @@ def test_a_fill_records_its_extent_before_letting_it_go(make_array, tmp_path, ra
     a.mount()
     same(read_all(f), bytes(want), "f, read back through an uncached mount")
     assert read_all(g) == b"G" * (8 * K)
+
+
+def test_a_copy_into_the_mount_leaves_the_hot_set_cached(make_array, tmp_path):
+    """A stream of writes past the sequential cutoff that are not a full
+    row (a copy's 128K writes; a RAID5 x4 of 64K chunks has rows of 192K)
+    takes the tier, so the flusher can write whole rows; its extents are
+    streamed (write.c invariant 10): destaged young, and once clean evicted
+    first.  With LRU, a hot set of 64 extents read before a 20 MiB copy
+    into a tier of 256 slots is still there after it; before, the copy's
+    young dirty extents were spared and, once clean, newer than the hot
+    set, which LRU evicted for them."""
+    a = make_array("raid5", 4, "64K")
+    hot, big = a.mnt / "hot", a.mnt / "big"
+    m = a.mount()                                   # written without the tier
+    pwrite(hot, 0, random.Random(1).randbytes(64 * 64 * K))
+    m.stop()
+    a.mount(opts=copts(tmp_path / "cache", size="16M", extent="64K", promote=1,
+                       policy="lru", reclaim=0))
+    fd = os.open(hot, os.O_RDONLY | os.O_DIRECT)
+    buf = abuf(4 * K)
+    try:
+        for _ in range(2):
+            for e in range(64):
+                os.preadv(fd, [buf], e * 64 * K)
+            wait_stat(a.mnt, "promote_backlog", 0)
+        before = cst(a.mnt)["read_hits"]
+        for e in range(64):
+            os.preadv(fd, [buf], e * 64 * K)
+        assert cst(a.mnt)["read_hits"] - before == 64
+        wfd = os.open(big, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
+        data = abuf(128 * K)
+        try:
+            for i in range(160):                    # 20 MiB, a copy's pace
+                os.pwritev(wfd, [data], i * 128 * K)
+                time.sleep(0.004)
+        finally:
+            os.close(wfd)
+        before = cst(a.mnt)["read_hits"]
+        for e in range(64):
+            os.preadv(fd, [buf], e * 64 * K)
+        hits = cst(a.mnt)["read_hits"] - before
+    finally:
+        os.close(fd)
+    assert hits >= 60, (hits, cst(a.mnt))

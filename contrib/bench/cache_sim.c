@@ -990,7 +990,8 @@ static bool feed(const struct opts *o, struct tfs_model *m, struct tfs_mrc *r, b
 		 const struct tfs_trace_rec *q)
 {
 	uint32_t now = (uint32_t)(q->t_ns / (1000000000 / 16));	/* ticks of 1/16 s */
-	bool wr = q->op == TFS_TR_WRITE, seq, hit;
+	bool wr = q->op == TFS_TR_WRITE, hit;
+	unsigned seq;
 
 	if (q->op == TFS_TR_CUT) {	/* as the daemon's cut.c tells both */
 		uint64_t len = q->flags & TFS_TR_TO_END ? UINT64_MAX : q->len;

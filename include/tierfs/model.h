@@ -108,12 +108,12 @@ void tfs_model_free(struct tfs_model *m);
  * count as served. */
 bool tfs_model_request(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write,
 		       uint32_t now);
-/* tfs_model_request with the sequential cutoff's verdict given (seq),
- * not the model's own detector's: a miniature (see Sampling) that sees
- * only the requests touching its sample takes the tier's verdict.
- * Returns what tfs_model_request returns. */
+/* tfs_model_request with the sequential detector's verdicts given (seq:
+ * TFS_SEQ_* of rules.h), not the model's own detector's: a miniature (see
+ * Sampling) that sees only the requests touching its sample takes the
+ * tier's.  Returns what tfs_model_request returns. */
 bool tfs_model_apply(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write,
-		     bool seq, uint32_t now);
+		     unsigned seq, uint32_t now);
 /* [off, off+len) of fid is gone (len UINT64_MAX: to the file's end): as
  * the daemon's cut (cut.c), the sectors wholly inside it leave every slot
  * of the file, a slot on its way to the RAID first arriving there, and a
@@ -127,11 +127,11 @@ void tfs_model_clock(struct tfs_model *m, uint64_t ns);
 /* Returns true if an extent of [off, off+len) of fid is in m's sample:
  * the requests a miniature is given (tfs_model_apply). */
 bool tfs_model_samples(const struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len);
-/* The model's own detector, which tfs_model_request asks: returns true if
- * the read or write (write) of [off, off+len) of fid goes around the tier
- * as part of a stream past the cutoff (the request noted; a write, only
- * of row_bytes or more: tfs_seq_write). */
-bool tfs_model_seq(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write);
+/* The model's own detector, which tfs_model_request asks: returns the
+ * read's or write's (write) verdicts (TFS_SEQ_*) for [off, off+len) of
+ * fid, the request noted: part of a stream past the cutoff, and so around
+ * the tier (a write, only of row_bytes or more: tfs_seq_write). */
+unsigned tfs_model_seq(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write);
 /* Returns the counts so far. */
 const struct tfs_model_stats *tfs_model_stats(const struct tfs_model *m);
 /* The counts back to zero (the tier's contents stay). */

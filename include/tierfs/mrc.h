@@ -75,10 +75,10 @@ void tfs_mrc_clock(struct tfs_mrc *r, uint64_t ns);
 /* The RAID's destage rate from now on, MB/s (0: instant), the
  * miniatures taking their share of it (tfs_model_set_destage). */
 void tfs_mrc_set_destage(struct tfs_mrc *r, double mbps);
-/* One request, as the tier saw it (seq: its verdict of the sequential
- * cutoff) at tick now. */
+/* One request, as the tier saw it (seq: its verdicts of the sequential
+ * detector, TFS_SEQ_*) at tick now. */
 void tfs_mrc_request(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len, bool write,
-		     bool seq, uint32_t now);
+		     unsigned seq, uint32_t now);
 /* [off, off+len) of fid is gone (len UINT64_MAX: to the end), to every
  * miniature (tfs_model_cut). */
 void tfs_mrc_cut(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len);

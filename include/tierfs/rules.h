@@ -143,6 +143,14 @@ static inline bool tfs_seq_write(bool seq, uint64_t len, uint64_t row)
 	return seq && len >= row;
 }
 
+/* A request's verdicts of the sequential detector, as the model takes them
+ * (model.h): */
+#define TFS_SEQ_AROUND 1u	/* around the tier: a read of a stream past the
+				 * cutoff, a write of one that is a full row too */
+#define TFS_SEQ_STREAM 2u	/* a write of a stream past the cutoff (cached when
+				 * not a full row): streamed, destaged young and
+				 * evicted first once clean (write.c invariant 10) */
+
 /* ---- a read's piece ---- */
 
 enum tfs_rd_act {

@@ -78,6 +78,9 @@ struct cext {
 					 * (flush.c invariant 15) */
 	bool refused;			/* eviction passed over it dirty (moved as if
 					 * used): demoted once clean */
+	bool streamed;			/* dirtied by a stream past the cutoff: not
+					 * spared young, demoted once clean (write.c
+					 * invariant 10) */
 };
 
 /* A file with cached extents (or a size the cache knows). */
@@ -515,7 +518,8 @@ int c_watch_start(struct tfs_cache *c);
 /* One request as the tier decided it (seq: the cutoff's verdict), to the
  * miniatures if it touches their sample; the tuner's choice becomes the
  * threshold in auto.  Under c->lock or not. */
-void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool write, bool seq);
+void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool write,
+	     unsigned seq);
 /* [off, off+len) of fid is gone (len UINT64_MAX: to the end), to the
  * miniatures (cut.c invariant 4).  Not under c->lock. */
 void c_watch_cut(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len);

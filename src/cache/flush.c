@@ -118,6 +118,10 @@
  *     keeps it, and the live curve's miniatures model it (watch.c): the
  *     RAID's pace is what keeps a tier under writes from hitting as a
  *     model with instant destages would (model.c invariant 3).
+ * 17. A streamed extent (write.c invariant 10) is not spared for being
+ *     young (a stream does not rewrite what it passed), and when a round
+ *     leaves it clean it is demoted (tfs_policy_demote: evicted first)
+ *     and no longer streamed.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -430,8 +434,10 @@ static bool flush_begin(struct tfs_cache *c, struct cfile *f, char *buf, uint32_
 
 			sc = x->fnext != C_NONE ? x->fnext : f->head;
 			if (bm_any(x->dirty) && !x->flushing &&
-			    !tfs_flush_spares(now, x->wtime, min_age,
-					      c_heat_now(c, x->heat, x->heat_t, now), c_spare_hot(c)))
+			    (x->streamed ||	/* invariant 17 */
+			     !tfs_flush_spares(now, x->wtime, min_age,
+					       c_heat_now(c, x->heat, x->heat_t, now),
+					       c_spare_hot(c))))
 				fl_take(c, &fl[n++], cur);
 		}
 		f->fcur = sc;
@@ -613,6 +619,10 @@ static int64_t flush_end(struct tfs_cache *c, struct fjob *j)
 			c_file_cleaned(c, f, x);
 		if (!bm_any(x->dirty) && x->reclaim && !j->reclaim)
 			reclaim_done(c, fl[i].slot);	/* invariant 15 */
+		if (!bm_any(x->dirty) && x->streamed) {	/* invariant 17 */
+			tfs_policy_demote(c->pol, fl[i].slot);
+			x->streamed = false;
+		}
 		c_record(c, fl[i].slot, &recs[nops]);
 		ops[nops] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &recs[nops] };
 		nops++;

@@ -675,6 +675,7 @@ void c_read_hit(struct tfs_cache *c, uint32_t s)
 {
 	struct cext *x = &c->e[s];
 
+	x->streamed = false;	/* read again: kept as any (write.c invariant 10) */
 	c_used(c, s);
 	if (!x->contested || !judging(c))
 		return;

@@ -73,6 +73,10 @@
  *     second half of an extent comes before the first half's promotion
  *     is done) miss as on the mount (copy-and-edit: the agreement with the
  *     daemon .9227 at once, .9343 at 0.5 ms).
+ * 10. A slot a write of a stream past the cutoff dirtied (TFS_SEQ_STREAM,
+ *     cached because not a full row) is streamed until read again or
+ *     written otherwise: the flusher does not spare it young, and once
+ *     clean it is demoted (evicted first), as write.c invariant 10.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -95,6 +99,7 @@ struct mslot {
 	bool busy;			/* invariant 1: a job of this request holds it */
 	bool contested;			/* invariant 7 */
 	bool destaging;			/* invariant 3: on its way to the RAID */
+	bool streamed;			/* invariant 10 */
 	uint32_t wgen, dgen;		/* writes into it; wgen when its destage began */
 };
 
@@ -377,6 +382,7 @@ static void read_hit(struct tfs_model *m, uint32_t s)
 {
 	struct mslot *x = &m->e[s];
 
+	x->streamed = false;	/* read again: not a stream's passing data */
 	used(m, s);
 	if (!x->contested || !judging(m))
 		return;
@@ -396,9 +402,9 @@ static void destaged(struct tfs_model *m, uint32_t s)
 		return;		/* written meanwhile: dirty still, for a later round */
 	memset(x->dirty, 0, sizeof(x->dirty));
 	m->ndirty--;
-	if (x->refused)
+	if (x->refused || x->streamed)	/* invariants 6, 10 */
 		tfs_policy_demote(m->pol, s);
-	x->reclaim = x->refused = false;
+	x->reclaim = x->refused = x->streamed = false;
 }
 
 /* x's dirty sectors go to the RAID: at once, or at destage_mbps after
@@ -515,9 +521,10 @@ static unsigned flush_batch(struct tfs_model *m, uint32_t min_age, uint32_t now)
 		unsigned f;
 
 		if (!x->used || !bm_any(x->dirty) || x->destaging ||
-		    tfs_flush_spares(now, x->wtime, min_age,
-				     tfs_heat_now(m->cfg.halflife, x->heat, x->heat_t, now),
-				     m->cfg.spare_hot_only))
+		    (!x->streamed &&	/* invariant 10 */
+		     tfs_flush_spares(now, x->wtime, min_age,
+				      tfs_heat_now(m->cfg.halflife, x->heat, x->heat_t, now),
+				      m->cfg.spare_hot_only)))
 			continue;
 		for (f = 0; f < nf && fids[f] != x->fid; f++)
 			;
@@ -591,7 +598,7 @@ static void flusher(struct tfs_model *m, uint32_t now)
 
 /* ---- requests ---- */
 
-bool tfs_model_seq(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write)
+unsigned tfs_model_seq(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write)
 {
 	struct mseq *q = &m->seq[tfs_mix64(fid) % SEQ_FILES];
 	bool seq;
@@ -599,7 +606,10 @@ bool tfs_model_seq(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len
 	if (q->fid != fid)
 		*q = (struct mseq){ .fid = fid };
 	seq = tfs_seq_note(&q->next, &q->run, off, len, m->cfg.seq_cutoff);
-	return write ? tfs_seq_write(seq, len, m->cfg.row_bytes) : seq;
+	if (!write)
+		return seq ? TFS_SEQ_AROUND : 0;
+	return (tfs_seq_write(seq, len, m->cfg.row_bytes) ? TFS_SEQ_AROUND : 0) |
+	       (seq ? TFS_SEQ_STREAM : 0);
 }
 
 /* One piece of a request: extent idx's part [a, b) of it, its sectors
@@ -693,14 +703,15 @@ static void run_jobs(struct tfs_model *m, uint32_t now)
 	m->njobs = 0;
 }
 
-static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool seq,
+static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, unsigned seq,
 		    uint32_t now)
 {
 	const struct tfs_model_cfg *c = &m->cfg;
 	bool whole = true;
 
 	for (uint64_t idx = off / c->extent; idx <= (off + len - 1) / c->extent; idx++) {
-		struct tfs_rd_in r = { .mode = c->mode, .seq = seq, .promote = c->promote };
+		struct tfs_rd_in r = { .mode = c->mode, .seq = seq & TFS_SEQ_AROUND,
+				       .promote = c->promote };
 		enum tfs_rd_act act;
 		struct mpiece p;
 
@@ -758,11 +769,11 @@ static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t le
 	return whole;
 }
 
-static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool seq,
+static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, unsigned seq,
 		     uint32_t now)
 {
 	const struct tfs_model_cfg *c = &m->cfg;
-	struct tfs_wr_in w = { .mode = c->mode, .seq = seq,
+	struct tfs_wr_in w = { .mode = c->mode, .seq = seq & TFS_SEQ_AROUND,
 			       .over_high = tfs_dirty_over(m->ndirty, c->nslots, c->dirty_high) };
 	bool whole = true;
 
@@ -788,6 +799,7 @@ static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 			m->st.write_hits++;
 			m->st.write_hit_bytes += p.b - p.a;
 			dirty_sectors(m, p.x, p.s0, p.s1, now);
+			p.x->streamed = seq & TFS_SEQ_STREAM;
 			m->st.ssd_write_bytes += (uint64_t)(p.s1 - p.s0) * TFS_SECTOR;
 			break;
 		case TFS_WR_THROUGH:
@@ -808,6 +820,7 @@ static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 			if (s != NONE) {
 				m->st.allocations++;
 				dirty_sectors(m, &m->e[s], p.s0, p.s1, now);
+				m->e[s].streamed = seq & TFS_SEQ_STREAM;
 				m->st.ssd_write_bytes += (uint64_t)(p.s1 - p.s0) * TFS_SECTOR;
 				break;
 			}
@@ -851,7 +864,7 @@ static void promotions_done(struct tfs_model *m, uint32_t now)
 }
 
 bool tfs_model_apply(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, bool write,
-		     bool seq, uint32_t now)
+		     unsigned seq, uint32_t now)
 {
 	if (!len)
 		return true;

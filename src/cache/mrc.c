@@ -142,7 +142,7 @@ bool tfs_mrc_watches(const struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64
 
 /* One request to miniature m, if it touches m's sample (invariant 1). */
 static void mini_request(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len,
-			 bool write, bool seq, uint32_t now)
+			 bool write, unsigned seq, uint32_t now)
 {
 	if (tfs_model_samples(m, fid, off, len))
 		tfs_model_apply(m, fid, off, len, write, seq, now);
@@ -195,7 +195,7 @@ void tfs_mrc_set_destage(struct tfs_mrc *r, double mbps)
 }
 
 void tfs_mrc_request(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len, bool write,
-		     bool seq, uint32_t now)
+		     unsigned seq, uint32_t now)
 {
 	for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
 		mini_request(r->curve[i], fid, off, len, write, seq, now);

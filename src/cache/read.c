@@ -169,7 +169,7 @@ enum tfs_hit tfs_cache_hit_begin(struct tfs_fs *fs, struct tfs_inode *in, bool d
 	pthread_mutex_lock(&in->lock);
 	seq = c_seq_note(c, in, off, len);
 	pthread_mutex_unlock(&in->lock);
-	c_watch(c, fid, off, len, false, seq);
+	c_watch(c, fid, off, len, false, seq ? TFS_SEQ_AROUND : 0u);
 	*hit = (struct tfs_cache_hit){ .slot = s, .len = len, .direct = direct,
 				       .off = c_slot_off(c, s) + (off - base) };
 	hit->fd = c_ssd_fd(c, direct, NULL, hit->len, hit->off);
@@ -282,7 +282,7 @@ ssize_t tfs_cache_read(struct tfs_fs *fs, struct tfs_inode *in, bool direct, voi
 		     miss_a != UINT64_MAX && seq ? TFS_BYPASS_SEQ : TFS_BYPASS_NONE);
 	c_trace(fid, off, len, TFS_TR_READ,
 		(miss_a == UINT64_MAX ? TFS_TR_HIT : 0) | (direct ? TFS_TR_DIRECT : 0));
-	c_watch(c, fid, off, len, false, seq);
+	c_watch(c, fid, off, len, false, seq ? TFS_SEQ_AROUND : 0u);
 
 	/* the RAID for everything not wholly in the cache, in one request;
 	 * then the cache's sectors over it (the pinned slots stay put) */

@@ -63,7 +63,8 @@ int c_watch_start(struct tfs_cache *c)
 	return c->mrc ? 0 : -ENOMEM;
 }
 
-void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool write, bool seq)
+void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool write,
+	     unsigned seq)
 {
 	struct tfs_tune t;
 	uint32_t kbps;

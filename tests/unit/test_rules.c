@@ -371,16 +371,25 @@ static void sample(void)
  * destaged before it and is its victim; without, 2 is (0 moved to the
  * head as if used).  Then 0 is gone and 2 cached with reclaim, the other
  * way round without. */
-/* Four slots of 64K under LRU, threshold 1, one victim an eviction, the
- * flusher held off by its watermarks: the reclaim cases' tier. */
-static struct tfs_model *lru4(enum tfs_reclaim r)
+/* Four slots of 64K under kind, threshold 1, one victim an eviction: the
+ * hand-worked cases' tier. */
+static struct tfs_model_cfg cfg4(enum tfs_policy_kind kind)
 {
 	struct tfs_model_cfg cfg = TFS_MODEL_CFG_DEFAULT(4);
 
 	cfg.extent = 65536;
-	cfg.policy = TFS_POLICY_LRU;
+	cfg.policy = kind;
 	cfg.promote = 1;
 	cfg.evict_batch = 1;
+	return cfg;
+}
+
+/* cfg4 under LRU, the flusher held off by its watermarks: the reclaim
+ * cases' tier. */
+static struct tfs_model *lru4(enum tfs_reclaim r)
+{
+	struct tfs_model_cfg cfg = cfg4(TFS_POLICY_LRU);
+
 	cfg.dirty_low = 98;
 	cfg.dirty_high = 99;
 	cfg.reclaim = r;
@@ -519,6 +528,36 @@ static void model_cut(void)
 	tfs_model_free(m);
 }
 
+/* A stream's writes (model.c invariant 10): LRU, 4 slots of 64K,
+ * threshold 1, a cutoff of 128K and a row of 1 MiB (so a 64K write of a
+ * stream takes the tier).  Extents 10 and 12 read (cached), then a file
+ * written from 0 in 64K writes: its second write on is a stream's, so
+ * the flusher destages those extents young and demotes them, and each
+ * next write of the stream (1/4 s apart, past the flusher's pauses) takes
+ * the last one's slot: 10 and 12 stay.
+ * A tier that spared them young, or kept them where a write puts an
+ * extent, evicted 10 and 12 for them. */
+static void model_streamed(void)
+{
+	struct tfs_model_cfg cfg = cfg4(TFS_POLICY_LRU);
+	struct tfs_model *m;
+
+	cfg.seq_cutoff = 131072;
+	cfg.row_bytes = 1 << 20;
+	m = tfs_model_new(&cfg);
+	snprintf(ctx, sizeof(ctx), "streamed");
+	tfs_model_request(m, 1, 10 * 65536, 65536, false, 0);
+	tfs_model_request(m, 1, 12 * 65536, 65536, false, 0);
+	for (uint32_t e = 0; e < 6; e++)	/* 1/4 s apart: past the flusher's pauses */
+		tfs_model_request(m, 2, e * 65536ull, 65536, true, 4 * e);
+	CHECK(G_MODEL_CASES, tfs_model_request(m, 1, 10 * 65536, 4096, false, 24) &&
+			     tfs_model_request(m, 1, 12 * 65536, 4096, false, 24),
+	      "a stream's writes evicted the read extents");
+	CHECK(G_MODEL_CASES, tfs_model_stats(m)->flushed_extents >= 4, "%llu destaged",
+	      (unsigned long long)tfs_model_stats(m)->flushed_extents);
+	tfs_model_free(m);
+}
+
 /* A promotion takes time (cfg.promote_ns, model.c invariant 9): 1 ms.
  * Extent 0 read at 0 (a miss: queued), again at 0.5 ms (a miss that
  * queues nothing: on its way), at 1.5 ms (a hit).  Then 1,100 extents
@@ -568,13 +607,9 @@ static void model_promote_time(void)
  * first three busy (TFS_PROMOTERS in flight), and all four stay. */
 static void model_siblings(void)
 {
-	struct tfs_model_cfg cfg = TFS_MODEL_CFG_DEFAULT(4);
+	struct tfs_model_cfg cfg = cfg4(TFS_POLICY_WTINYLFU);
 	struct tfs_model *m;
 
-	cfg.extent = 65536;
-	cfg.policy = TFS_POLICY_WTINYLFU;
-	cfg.promote = 1;
-	cfg.evict_batch = 1;
 	m = tfs_model_new(&cfg);
 	snprintf(ctx, sizeof(ctx), "siblings");
 	for (uint64_t e = 1; e <= 4; e++)
@@ -740,6 +775,7 @@ int main(void)
 	model_destage_time();
 	model_cut();
 	model_promote_time();
+	model_streamed();
 	model_evidence();
 	model_evidence_sampled();
 	sample();

@@ -62,12 +62,10 @@ struct tfs_model_cfg {
 	/* a promotion's time, ns: the extent is read from the RAID and
 	 * becomes readable that long after the request that queued it
 	 * (tfs_model_clock's time), a read of it meanwhile a miss that
-	 * queues nothing, and at most TFS_MODEL_PROMOTING wait (a full
+	 * queues nothing, and at most TFS_PROMOTE_QUEUE wait (a full
 	 * queue drops the promotion, as the daemon's); 0: at once */
 	uint64_t promote_ns;
 };
-
-#define TFS_MODEL_PROMOTING 1024	/* promotions on their way (the daemon's queue) */
 
 /* The model's defaults: the daemon's (cache.h TFS_CACHE_OPTS_DEFAULT). */
 #define TFS_MODEL_CFG_DEFAULT(slots)                                                       \

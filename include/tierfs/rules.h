@@ -69,6 +69,8 @@ enum tfs_bypass {
 #define TFS_FLUSH_WRITE_AGE (5 * 16)	/* paced: extents not written for 5 s */
 #define TFS_EVICT_BATCH 32		/* clean slots freed by one eviction */
 #define TFS_PROMOTERS 4			/* promotions (and fills) in flight at once */
+#define TFS_PROMOTE_QUEUE 1024		/* promotions waiting, at most (a full queue
+					 * drops one) */
 #define TFS_FLUSH_FILES 16		/* files a flusher batch destages (= TFS_SYNC_MANY) */
 #define TFS_FLUSH_BATCH 64		/* extents of a file a batch destages */
 

@@ -52,7 +52,6 @@
 #define C_PRENAMED 1024	/* index.c invariant 4 */
 #define C_NONE UINT32_MAX
 #define C_GUARDS 4096		/* hashed in-flight counters of RAID writes */
-#define C_PROMOTE_QUEUE 1024
 
 /* One slot of the data file and the extent it holds. */
 struct cext {
@@ -241,7 +240,7 @@ struct tfs_cache {
 	 * the flusher thread alone, read atomically; 0 before its first */
 	uint32_t destage_kbps;
 	uint64_t dst_bytes, dst_ns;	/* the flusher's: rounds since the last rate */
-	struct promote_job q[C_PROMOTE_QUEUE];
+	struct promote_job q[TFS_PROMOTE_QUEUE];
 	unsigned qhead, qlen;
 	unsigned qbusy;			/* jobs the promoters are doing */
 	pthread_cond_t pcond;

@@ -157,11 +157,13 @@ out:
  * and the miniatures are told (invariant 4). */
 static void told(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len)
 {
+	const uint64_t most = 1u << 30;	/* a record's length is 32 bits */
+
 	if (len == UINT64_MAX)
 		c_trace(fid, off, 0, TFS_TR_CUT, TFS_TR_TO_END);
-	for (uint64_t a = off; len != UINT64_MAX && a - off < len; a += 1u << 30)
-		c_trace(fid, a, len - (a - off) < (1u << 30) ? len - (a - off) : 1u << 30,
-			TFS_TR_CUT, 0);
+	else
+		for (uint64_t done = 0; done < len; done += most)
+			c_trace(fid, off + done, len - done < most ? len - done : most, TFS_TR_CUT, 0);
 	c_watch_cut(c, fid, off, len);
 }
 

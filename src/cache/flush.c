@@ -577,15 +577,15 @@ out_unref:
 	return false;
 }
 
-/* Noted slot s is clean now: let go, demoted if eviction refused it
- * (invariant 15). */
-static void reclaim_done(struct tfs_cache *c, uint32_t s)
+/* Slot s, noted or streamed, is clean now: let go, demoted if eviction
+ * refused it or a stream wrote it (invariants 15, 17). */
+static void let_go(struct tfs_cache *c, uint32_t s)
 {
 	struct cext *x = &c->e[s];
 
-	if (x->refused)
+	if (x->refused || x->streamed)
 		tfs_policy_demote(c->pol, s);
-	x->reclaim = x->refused = false;
+	x->reclaim = x->refused = x->streamed = false;
 }
 
 /* After flush_sync: clear what was written and not written again since
@@ -617,12 +617,9 @@ static int64_t flush_end(struct tfs_cache *c, struct fjob *j)
 		c_dirty_add(c, f, (int64_t)bm_count(x->dirty) - before);
 		if (before && !bm_any(x->dirty))
 			c_file_cleaned(c, f, x);
-		if (!bm_any(x->dirty) && x->reclaim && !j->reclaim)
-			reclaim_done(c, fl[i].slot);	/* invariant 15 */
-		if (!bm_any(x->dirty) && x->streamed) {	/* invariant 17 */
-			tfs_policy_demote(c->pol, fl[i].slot);
-			x->streamed = false;
-		}
+		/* a reclaim round lets its own go, and counts them */
+		if (!bm_any(x->dirty) && !j->reclaim && (x->reclaim || x->streamed))
+			let_go(c, fl[i].slot);	/* invariants 15, 17 */
 		c_record(c, fl[i].slot, &recs[nops]);
 		ops[nops] = (struct tfs_cstore_op){ .op = TFS_CS_PUT_EXT, .rec = &recs[nops] };
 		nops++;
@@ -979,7 +976,7 @@ static int64_t reclaim_round(struct tfs_cache *c, char *buf, struct fjob *jobs, 
 
 		if (!x->used || !x->reclaim || x->flushing || bm_any(x->dirty))
 			continue;
-		reclaim_done(c, want[i]);
+		let_go(c, want[i]);
 		done++;
 	}
 	c->st.reclaimed += done;
@@ -1214,8 +1211,8 @@ void c_promote_queue(struct tfs_cache *c, struct tfs_inode *in, uint64_t idx, bo
 	if (tfs_ns_open(c->fs, in))
 		return;
 	pthread_mutex_lock(&c->lock);
-	if (c->qlen < C_PROMOTE_QUEUE && c->threads) {
-		c->q[(c->qhead + c->qlen++) % C_PROMOTE_QUEUE] =
+	if (c->qlen < TFS_PROMOTE_QUEUE && c->threads) {
+		c->q[(c->qhead + c->qlen++) % TFS_PROMOTE_QUEUE] =
 			(struct promote_job){ .fid = in->fid, .idx = idx, .in = in, .fill = fill };
 		if (!fill)
 			c_uheat(c, c_ekey(in->fid, idx), c_now())->queued = true;
@@ -1404,7 +1401,7 @@ static void *promoter(void *arg)
 			continue;
 		}
 		j = c->q[c->qhead];
-		c->qhead = (c->qhead + 1) % C_PROMOTE_QUEUE;
+		c->qhead = (c->qhead + 1) % TFS_PROMOTE_QUEUE;
 		c->qlen--;
 		c->qbusy++;
 		pthread_mutex_unlock(&c->lock);

@@ -63,7 +63,7 @@
  *     the flusher), then the sectors wholly cut leave it, and an empty
  *     slot leaves the policy and both chains.
  *  9. With cfg.promote_ns a promotion is not a job of its request: it
- *     waits (pq, at most TFS_MODEL_PROMOTING: a full queue drops it, as
+ *     waits (pq, at most TFS_PROMOTE_QUEUE: a full queue drops it, as
  *     the daemon's promote queue) until promote_ns after the request, and
  *     meanwhile its heat entry is queued, so a read of the extent is a
  *     miss that queues nothing (rules.h blocked, as read.c's); at its time,
@@ -115,9 +115,11 @@ struct mseq {
 
 #define MODEL_JOBS 256		/* a request's promotions and fills (invariant 1) */
 
-/* A promotion on its way (cfg.promote_ns): readable at ready. */
+/* A promotion on its way (cfg.promote_ns): readable at ready; void:
+ * its file was cut meanwhile. */
 struct mpend {
 	uint64_t fid, idx, key, ready;
+	bool void_;
 };
 
 struct mjob {
@@ -187,7 +189,7 @@ struct tfs_model *tfs_model_new(const struct tfs_model_cfg *cfg)
 	m->dq = malloc((size_t)cfg->nslots * sizeof(*m->dq));
 	m->rq = malloc((size_t)cfg->nslots * sizeof(*m->rq));
 	m->jobs = malloc(MODEL_JOBS * sizeof(*m->jobs));
-	m->pq = cfg->promote_ns ? malloc(TFS_MODEL_PROMOTING * sizeof(*m->pq)) : NULL;
+	m->pq = cfg->promote_ns ? malloc(TFS_PROMOTE_QUEUE * sizeof(*m->pq)) : NULL;
 	m->pol = tfs_policy_new(cfg->policy, cfg->nslots);
 	/* auto may be set later; a sample sees its share of the evidence
 	 * (evidence.c invariant 3) */
@@ -233,7 +235,7 @@ uint64_t tfs_model_bytes(const struct tfs_model *m)
 	       tfs_policy_bytes(m->pol) + tfs_evidence_bytes(m->ev) +
 	       ((uint64_t)m->hmask + 1) * (sizeof(*m->htab) + sizeof(*m->ftab)) +
 	       ((uint64_t)m->heat_mask + 1) * sizeof(*m->heat) + SEQ_FILES * sizeof(*m->seq) +
-	       MODEL_JOBS * sizeof(*m->jobs) + (m->pq ? TFS_MODEL_PROMOTING * sizeof(*m->pq) : 0);
+	       MODEL_JOBS * sizeof(*m->jobs) + (m->pq ? TFS_PROMOTE_QUEUE * sizeof(*m->pq) : 0);
 }
 
 const struct tfs_model_stats *tfs_model_stats(const struct tfs_model *m)
@@ -714,7 +716,6 @@ static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t le
 				       .promote = c->promote };
 		enum tfs_rd_act act;
 		struct mpiece p;
-
 		struct tfs_heat_ent *g = NULL;
 
 		if (!piece(m, fid, off, len, idx, &p, &m->st.reads, &m->st.read_bytes))
@@ -745,12 +746,13 @@ static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t le
 			break;
 		case TFS_RD_PROMOTE:	/* the promoter reads the extent into a fresh slot */
 			if (m->cfg.promote_ns) {	/* ... in its time */
-				if (m->pq_len == TFS_MODEL_PROMOTING) {
+				if (m->pq_len == TFS_PROMOTE_QUEUE) {
 					m->st.promote_dropped++;
 					break;
 				}
-				m->pq[(m->pq_head + m->pq_len++) % TFS_MODEL_PROMOTING] =
-					(struct mpend){ fid, idx, p.key, m->ns + m->cfg.promote_ns };
+				m->pq[(m->pq_head + m->pq_len++) % TFS_PROMOTE_QUEUE] =
+					(struct mpend){ fid, idx, p.key,
+							m->ns + m->cfg.promote_ns, false };
 				g->queued = true;
 				break;
 			}
@@ -843,12 +845,10 @@ static void promotions_done(struct tfs_model *m, uint32_t now)
 {
 	while (m->pq_len && m->pq[m->pq_head].ready <= m->ns) {
 		struct mpend *q = &m->pq[m->pq_head];
-		struct tfs_heat_ent *g = tfs_heat_find(m->heat, m->heat_mask, m->cfg.halflife,
-						       q->key, now);
 
-		if (g->key == q->key)
-			g->queued = false;
-		if (q->fid && lookup(m, q->key, q->fid, q->idx) == NONE) {
+		/* as the daemon's promoter (flush.c promoter) */
+		tfs_heat_find(m->heat, m->heat_mask, m->cfg.halflife, q->key, now)->queued = false;
+		if (!q->void_ && lookup(m, q->key, q->fid, q->idx) == NONE) {
 			uint32_t s = alloc_slot(m, q->key, q->fid, q->idx, now);
 
 			if (s != NONE) {
@@ -858,7 +858,7 @@ static void promotions_done(struct tfs_model *m, uint32_t now)
 				m->st.promotions++;
 			}
 		}
-		m->pq_head = (m->pq_head + 1) % TFS_MODEL_PROMOTING;
+		m->pq_head = (m->pq_head + 1) % TFS_PROMOTE_QUEUE;
 		m->pq_len--;
 	}
 }
@@ -895,10 +895,8 @@ static void cut_slot(struct tfs_model *m, uint32_t s, uint64_t a, uint64_t b)
 		bm_clear(x->valid, fa, fb);
 		bm_clear(x->dirty, fa, fb);
 	}
-	if (was && !bm_any(x->dirty)) {
-		m->ndirty--;
-		x->reclaim = x->refused = false;
-	}
+	if (was && !bm_any(x->dirty))
+		m->ndirty--;	/* noted, reclaim lets it go (as the daemon's) */
 	if (bm_any(x->valid))
 		return;
 	tfs_policy_remove(m->pol, s);
@@ -912,10 +910,10 @@ void tfs_model_cut(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len
 	uint32_t next;
 
 	for (uint32_t i = 0; i < m->pq_len; i++) {	/* a promotion of it finds nothing */
-		struct mpend *q = &m->pq[(m->pq_head + i) % TFS_MODEL_PROMOTING];
+		struct mpend *q = &m->pq[(m->pq_head + i) % TFS_PROMOTE_QUEUE];
 
 		if (q->fid == fid && q->idx * ext + ext > off && q->idx * ext < end)
-			q->fid = 0;
+			q->void_ = true;
 	}
 	for (uint32_t s = *file_chain(m, fid); s != NONE; s = next) {
 		const struct mslot *x = &m->e[s];

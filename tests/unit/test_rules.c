@@ -584,15 +584,15 @@ static void model_promote_time(void)
 	      "not readable after its time: %llu promoted", (unsigned long long)st->promotions);
 	for (uint64_t x = 0; x < 1100; x++)	/* apart: no stream */
 		tfs_model_request(m, 2, x * 65536, 4096, false, 0);
-	CHECK(G_MODEL_CASES, st->promote_dropped == 1100 - TFS_MODEL_PROMOTING,
+	CHECK(G_MODEL_CASES, st->promote_dropped == 1100 - TFS_PROMOTE_QUEUE,
 	      "%llu dropped", (unsigned long long)st->promote_dropped);
 	tfs_model_request(m, 2, 5 * 65536, 4096, false, 0);	/* on its way: not queued again */
-	CHECK(G_MODEL_CASES, st->promote_dropped == 1100 - TFS_MODEL_PROMOTING,
+	CHECK(G_MODEL_CASES, st->promote_dropped == 1100 - TFS_PROMOTE_QUEUE,
 	      "a read on the way queued again: %llu dropped",
 	      (unsigned long long)st->promote_dropped);
 	tfs_model_clock(m, 3000000);
 	tfs_model_request(m, 3, 0, 4096, false, 0);
-	CHECK(G_MODEL_CASES, st->promotions == 1 + TFS_MODEL_PROMOTING, "%llu promoted",
+	CHECK(G_MODEL_CASES, st->promotions == 1 + TFS_PROMOTE_QUEUE, "%llu promoted",
 	      (unsigned long long)st->promotions);
 	tfs_model_free(m);
 }

@@ -760,8 +760,6 @@ static int detect_format(FILE *f, const char *path)
 	exit(1);
 }
 
-/* Reads o->trace_path (a tierfs, text or vscsi trace) into
- * o->ids (o->n accesses, o->z extents). */
 /* load_trace's map: (fid, extent) -> dense id + 1 (0: none yet), and
  * (fid, CUT_MAX) -> the file's largest extent seen + 1; open addressing. */
 #define CUT_MAX UINT64_MAX
@@ -822,6 +820,9 @@ static void cut_ids(struct opts *o, struct emap *m, const struct tfs_trace_rec *
 	}
 }
 
+/* Reads o->trace_path (a tierfs, text or vscsi trace) into o->ids (o->n
+ * accesses, o->z ids: o->ws extents, and those cut and accessed again),
+ * its cuts into o->dpos and o->did. */
 static void load_trace(struct opts *o)
 {
 	FILE *f = fopen(o->trace_path, "rb");
@@ -869,10 +870,15 @@ static void load_trace(struct opts *o)
 		for (uint64_t x = r[i].off / o->extent; x <= (r[i].off + r[i].len - 1) / o->extent;
 		     x++) {
 			uint32_t *v = map_at(&map, r[i].fid, x);
-			uint32_t *mx = map_at(&map, r[i].fid, CUT_MAX);
 
+			if (!*v) {	/* a new extent: the file's largest yet? */
+				uint32_t *mx = map_at(&map, r[i].fid, CUT_MAX);
+
+				o->ws++;
+				if (x + 1 > *mx)
+					*mx = (uint32_t)(x + 1);
+			}
 			if (!*v || o->dead[*v - 1]) {	/* new, or cut since: a new id */
-				o->ws += !*v;
 				if (o->z == zcap) {
 					size_t c = zcap;
 
@@ -882,8 +888,6 @@ static void load_trace(struct opts *o)
 				o->dead[o->z] = false;
 				*v = ++o->z;
 			}
-			if (x + 1 > *mx)
-				*mx = (uint32_t)(x + 1);
 			if (na == acap) {
 				size_t lcap = acap, scap = acap;
 

@@ -750,10 +750,8 @@ void simpol_drop(struct simpol *sp, uint32_t key)
 {
 	if (key >= sp->nkeys)
 		return;
-	if (sp->nd[key].where & S_BIT) {	/* LIRS: off S, whose bottom stays LIR */
-		dl_unlink(&sp->s, sp->snd, key);
-		sp->nd[key].where &= (uint8_t)~S_BIT;
-	}
+	if (sp->nd[key].where & S_BIT)
+		s_drop(sp, key);	/* LIRS: off S, whose bottom stays LIR */
 	q_unlink(sp, key);
 	if (sp->kind == SIMPOL_LIRS)
 		lirs_prune(sp);

@@ -40,15 +40,22 @@ const struct tfs_tune tfs_tune[TFS_TUNE_CHOICES] = {
 	{ 1, false }, { 2, false }, { 4, false }, { 1, true }, { 2, true }, { 4, true },
 };
 
+#define NMINI (TFS_MRC_SIZES + TFS_TUNE_CHOICES)
+
 struct tfs_mrc {
 	double rate;
-	double crate[TFS_MRC_SIZES];	/* each size's rate (invariant 1) */
-	struct tfs_model *curve[TFS_MRC_SIZES];
-	struct tfs_model *tune[TFS_TUNE_CHOICES];
+	/* the curve's miniatures (CURVE), then the tuner's (TUNE), n made,
+	 * each at its own sample rate (invariant 1) */
+	struct tfs_model *m[NMINI];
+	double mrate[NMINI];
+	unsigned n;
 	/* the tuner's counts when its window began */
 	uint64_t w_reads, w_hits[TFS_TUNE_CHOICES], w_cost[TFS_TUNE_CHOICES];
 	int chosen;			/* index in tfs_tune, or -1 */
 };
+
+#define CURVE(r, i) ((r)->m[i])
+#define TUNE(r, i) ((r)->m[TFS_MRC_SIZES + (i)])
 
 /* The sample of a rate: the keys under it (invariant 1). */
 static uint64_t sample_of(double rate)
@@ -103,14 +110,16 @@ struct tfs_mrc *tfs_mrc_new(const struct tfs_model_cfg *tier, uint32_t budget, d
 	if (r->rate > max_rate)
 		r->rate = max_rate;
 	r->chosen = -1;
-	for (unsigned i = 0; i < TFS_MRC_SIZES && ok; i++) {
-		r->crate[i] = size_rate(tier, r->rate, tfs_mrc_scale[i]);
-		ok = (r->curve[i] = mini(tier, r->crate[i], tfs_mrc_scale[i], tier->promote,
+	for (unsigned i = 0; i < TFS_MRC_SIZES && ok; i++, r->n++) {
+		r->mrate[i] = size_rate(tier, r->rate, tfs_mrc_scale[i]);
+		ok = (CURVE(r, i) = mini(tier, r->mrate[i], tfs_mrc_scale[i], tier->promote,
 					 tier->spare_hot_only)) != NULL;
 	}
-	for (unsigned i = 0; i < TFS_TUNE_CHOICES && ok && tune; i++)
-		ok = (r->tune[i] = mini(tier, r->rate, 1, tfs_tune[i].promote,
+	for (unsigned i = 0; i < TFS_TUNE_CHOICES && ok && tune; i++, r->n++) {
+		r->mrate[TFS_MRC_SIZES + i] = r->rate;
+		ok = (TUNE(r, i) = mini(tier, r->rate, 1, tfs_tune[i].promote,
 					tfs_tune[i].spare_hot)) != NULL;
+	}
 	if (!ok) {
 		tfs_mrc_free(r);
 		return NULL;
@@ -122,10 +131,8 @@ void tfs_mrc_free(struct tfs_mrc *r)
 {
 	if (!r)
 		return;
-	for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
-		tfs_model_free(r->curve[i]);
-	for (unsigned i = 0; i < TFS_TUNE_CHOICES; i++)
-		tfs_model_free(r->tune[i]);
+	for (unsigned i = 0; i < r->n; i++)
+		tfs_model_free(r->m[i]);
 	free(r);
 }
 
@@ -137,7 +144,7 @@ double tfs_mrc_rate(const struct tfs_mrc *r)
 bool tfs_mrc_watches(const struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len)
 {
 	/* the 0.25x size's sample holds every other (invariant 1) */
-	return tfs_model_samples(r->curve[0], fid, off, len);
+	return tfs_model_samples(CURVE(r, 0), fid, off, len);
 }
 
 /* One request to miniature m, if it touches m's sample (invariant 1). */
@@ -154,9 +161,9 @@ static void tune_window(struct tfs_mrc *r)
 	uint64_t hits[TFS_TUNE_CHOICES], cost[TFS_TUNE_CHOICES], reads;
 	unsigned best = 0, pick;
 
-	reads = tfs_model_stats(r->tune[0])->reads - r->w_reads;
+	reads = tfs_model_stats(TUNE(r, 0))->reads - r->w_reads;
 	for (unsigned i = 0; i < TFS_TUNE_CHOICES; i++) {
-		const struct tfs_model_stats *st = tfs_model_stats(r->tune[i]);
+		const struct tfs_model_stats *st = tfs_model_stats(TUNE(r, i));
 		uint64_t c = st->ssd_write_bytes + st->raid_write_bytes;
 
 		hits[i] = st->read_hits - r->w_hits[i];
@@ -180,55 +187,46 @@ static void tune_window(struct tfs_mrc *r)
 
 void tfs_mrc_clock(struct tfs_mrc *r, uint64_t ns)
 {
-	for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
-		tfs_model_clock(r->curve[i], ns);
-	for (unsigned i = 0; i < TFS_TUNE_CHOICES && r->tune[i]; i++)
-		tfs_model_clock(r->tune[i], ns);
+	for (unsigned i = 0; i < r->n; i++)
+		tfs_model_clock(r->m[i], ns);
 }
 
 void tfs_mrc_set_destage(struct tfs_mrc *r, double mbps)
 {
-	for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
-		tfs_model_set_destage(r->curve[i], mbps * r->crate[i]);
-	for (unsigned i = 0; i < TFS_TUNE_CHOICES && r->tune[i]; i++)
-		tfs_model_set_destage(r->tune[i], mbps * r->rate);
+	for (unsigned i = 0; i < r->n; i++)
+		tfs_model_set_destage(r->m[i], mbps * r->mrate[i]);
 }
 
 void tfs_mrc_request(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len, bool write,
 		     unsigned seq, uint32_t now)
 {
-	for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
-		mini_request(r->curve[i], fid, off, len, write, seq, now);
-	if (!r->tune[0])
-		return;
-	for (unsigned i = 0; i < TFS_TUNE_CHOICES; i++)
-		mini_request(r->tune[i], fid, off, len, write, seq, now);
-	if (tfs_model_stats(r->tune[0])->reads - r->w_reads >= TFS_TUNE_WINDOW)
+	for (unsigned i = 0; i < r->n; i++)
+		mini_request(r->m[i], fid, off, len, write, seq, now);
+	if (r->n > TFS_MRC_SIZES &&
+	    tfs_model_stats(TUNE(r, 0))->reads - r->w_reads >= TFS_TUNE_WINDOW)
 		tune_window(r);
 }
 
 void tfs_mrc_cut(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len)
 {
-	for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
-		tfs_model_cut(r->curve[i], fid, off, len);
-	for (unsigned i = 0; i < TFS_TUNE_CHOICES && r->tune[i]; i++)
-		tfs_model_cut(r->tune[i], fid, off, len);
+	for (unsigned i = 0; i < r->n; i++)
+		tfs_model_cut(r->m[i], fid, off, len);
 }
 
 uint64_t tfs_mrc_curve(const struct tfs_mrc *r, double *out)
 {
 	for (unsigned i = 0; i < TFS_MRC_SIZES; i++) {
-		const struct tfs_model_stats *st = tfs_model_stats(r->curve[i]);
+		const struct tfs_model_stats *st = tfs_model_stats(CURVE(r, i));
 
 		out[i] = st->reads ? (double)st->read_hits / (double)st->reads : -1;
 	}
-	return tfs_model_stats(r->curve[TFS_MRC_SIZES - 1])->reads;
+	return tfs_model_stats(CURVE(r, TFS_MRC_SIZES - 1))->reads;
 }
 
 void tfs_mrc_reset(struct tfs_mrc *r)
 {
 	for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
-		tfs_model_reset_stats(r->curve[i]);
+		tfs_model_reset_stats(CURVE(r, i));
 }
 
 bool tfs_mrc_tuned(const struct tfs_mrc *r, struct tfs_tune *t)
@@ -242,8 +240,8 @@ bool tfs_mrc_tuned(const struct tfs_mrc *r, struct tfs_tune *t)
 void tfs_mrc_set(struct tfs_mrc *r, const struct tfs_tune *t)
 {
 	for (unsigned i = 0; i < TFS_MRC_SIZES; i++) {
-		tfs_model_set_promote(r->curve[i], t->promote);
-		tfs_model_set_spare(r->curve[i], t->spare_hot);
+		tfs_model_set_promote(CURVE(r, i), t->promote);
+		tfs_model_set_spare(CURVE(r, i), t->spare_hot);
 	}
 }
 
@@ -251,9 +249,7 @@ uint64_t tfs_mrc_bytes(const struct tfs_mrc *r)
 {
 	uint64_t n = sizeof(*r);
 
-	for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
-		n += tfs_model_bytes(r->curve[i]);
-	for (unsigned i = 0; i < TFS_TUNE_CHOICES; i++)
-		n += r->tune[i] ? tfs_model_bytes(r->tune[i]) : 0;
+	for (unsigned i = 0; i < r->n; i++)
+		n += tfs_model_bytes(r->m[i]);
 	return n;
 }

@@ -209,3 +209,43 @@ def test_the_curve_forgets_a_deleted_file(make_array, tmp_path):
     real = s["read_hits"] / (s["read_hits"] + s["read_misses"])
     assert real > 0.9, s
     assert abs(c["x1"] - real) < 0.03, (c, real)
+
+
+def test_the_curve_takes_the_promoters_time(make_array, tmp_path):
+    """A read of an extent whose promotion is still on its way misses, and
+    so does the curve's (flush.c invariant 18, watch.c invariant 7): 96
+    files of 1 MiB (384 extents of 256K) through a tier of 256, each file
+    read whole in eight 128K O_DIRECT reads at once, as the kernel's
+    readahead asks.  An extent not cached misses both halves in the tier
+    (the second comes while the first one's promotion is on its way); the
+    curve's 1x, a model of all 256 slots, says the same.  Promoting at
+    once, the model hit the second halves: the curve said .80 where the
+    tier hit .60, and .56 at 0.25x, where a tier of 64 slots hits .13."""
+    from concurrent.futures import ThreadPoolExecutor
+    a = make_array("raid5", 3, "64K")
+    m = a.mount()                                   # written without the tier
+    for i in range(96):
+        pwrite(a.mnt / f"f{i}", 0, random.Random(i).randbytes(M))
+    m.stop()
+    a.mount(opts=copts(tmp_path / "cache", size="64M", extent="256K", promote=1))
+    rng = random.Random(7)
+    bufs = [mmap.mmap(-1, 128 * K) for _ in range(8)]
+
+    with ThreadPoolExecutor(8) as pool:
+        def read_file(i):
+            fd = os.open(a.mnt / f"f{i}", os.O_RDONLY | os.O_DIRECT)
+            try:
+                list(pool.map(lambda k: os.preadv(fd, [bufs[k]], k * 128 * K), range(8)))
+            finally:
+                os.close(fd)
+        for _ in range(150):                        # warm
+            read_file(rng.randrange(96))
+        put(a.mnt, "reset")
+        for _ in range(400):
+            read_file(rng.randrange(96))
+    c, s = curve(a.mnt)
+    real = s["read_hits"] / (s["read_hits"] + s["read_misses"])
+    assert float(s["mrc_promote_us"]) > 0, s
+    assert 0.5 < real < 0.8, s
+    assert abs(c["x1"] - real) < 0.03, (c, real, s["mrc_promote_us"])
+    assert c["x0_25"] < 0.3, c

@@ -62,9 +62,11 @@ struct tfs_model_cfg {
 	/* a promotion's time, ns: the extent is read from the RAID and
 	 * becomes readable that long after the request that queued it
 	 * (tfs_model_clock's time), a read of it meanwhile a miss that
-	 * queues nothing, and at most TFS_PROMOTE_QUEUE wait (a full
-	 * queue drops the promotion, as the daemon's); 0: at once */
+	 * queues nothing, and at most promote_queue wait (a full queue
+	 * drops the promotion, as the daemon's); 0: at once */
 	uint64_t promote_ns;
+	uint32_t promote_queue;		/* promotions that may wait; 0: the
+					 * daemon's TFS_PROMOTE_QUEUE */
 };
 
 /* The model's defaults: the daemon's (cache.h TFS_CACHE_OPTS_DEFAULT). */
@@ -141,6 +143,9 @@ void tfs_model_set_spare(struct tfs_model *m, bool hot_only);
 /* The RAID's destage rate from now on (cfg.destage_mbps, at least 0;
  * destages on their way keep the times they had). */
 void tfs_model_set_destage(struct tfs_model *m, double mbps);
+/* A promotion's time from now on, ns (cfg.promote_ns; 0: at once; those
+ * on their way keep the times they had). */
+void tfs_model_set_promote_time(struct tfs_model *m, uint64_t ns);
 /* Reclaim's setting from now on (what was noted is still destaged; auto
  * starts off and turns on, for good, when the evidence says so). */
 void tfs_model_set_reclaim(struct tfs_model *m, enum tfs_reclaim r);

@@ -75,6 +75,9 @@ void tfs_mrc_clock(struct tfs_mrc *r, uint64_t ns);
 /* The RAID's destage rate from now on, MB/s (0: instant), the
  * miniatures taking their share of it (tfs_model_set_destage). */
 void tfs_mrc_set_destage(struct tfs_mrc *r, double mbps);
+/* A promotion's time from now on, ns (0: at once): the promoters' pace,
+ * whatever a miniature's sample (tfs_model_set_promote_time). */
+void tfs_mrc_set_promote_time(struct tfs_mrc *r, uint64_t ns);
 /* One request, as the tier saw it (seq: its verdicts of the sequential
  * detector, TFS_SEQ_*) at tick now. */
 void tfs_mrc_request(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len, bool write,

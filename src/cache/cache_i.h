@@ -103,6 +103,7 @@ struct cfile {
 
 struct promote_job {
 	uint64_t fid, idx;
+	uint64_t t_ns;			/* queued at (c_mono_ns); 0: not queued */
 	struct tfs_inode *in;		/* opened (tfs_ns_open) by the reader */
 	bool fill;			/* the extent is cached: fill its missing sectors */
 };
@@ -235,11 +236,16 @@ struct tfs_cache {
 	struct tfs_mrc *mrc;
 	uint64_t promote_changes;	/* the tuner's changes of promote */
 	uint32_t mrc_kbps;		/* the destage rate the miniatures model */
+	uint64_t mrc_pns;		/* the promotion time they model */
 	pthread_mutex_t mlock;
 	/* the flusher's destage rate, kB/s (flush.c invariant 16): written by
 	 * the flusher thread alone, read atomically; 0 before its first */
 	uint32_t destage_kbps;
 	uint64_t dst_bytes, dst_ns;	/* the flusher's: rounds since the last rate */
+	/* a queued promotion's time to readable, ns (flush.c invariant 18):
+	 * a running mean the promoters keep under c->lock, read atomically;
+	 * 0 before the first */
+	uint64_t promote_ns;
 	struct promote_job q[TFS_PROMOTE_QUEUE];
 	unsigned qhead, qlen;
 	unsigned qbusy;			/* jobs the promoters are doing */

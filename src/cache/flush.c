@@ -122,6 +122,14 @@
  *     young (a stream does not rewrite what it passed), and when a round
  *     leaves it clean it is demoted (tfs_policy_demote: evicted first)
  *     and no longer streamed.
+ * 18. A queued promotion that brings its extent in keeps, under c->lock,
+ *     a running mean of its time from the queueing to readable (an
+ *     eighth of each new one's; c->promote_ns, read atomically); a
+ *     promotion done at once (c_promote_now) is not counted.  The live
+ *     curve's miniatures take it (watch.c invariant 7): a read that comes
+ *     while its extent's promotion is on its way misses (the second half
+ *     of an extent the kernel's readahead asks for right after the
+ *     first), which a model promoting at once counts as a hit.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -1213,7 +1221,8 @@ void c_promote_queue(struct tfs_cache *c, struct tfs_inode *in, uint64_t idx, bo
 	pthread_mutex_lock(&c->lock);
 	if (c->qlen < TFS_PROMOTE_QUEUE && c->threads) {
 		c->q[(c->qhead + c->qlen++) % TFS_PROMOTE_QUEUE] =
-			(struct promote_job){ .fid = in->fid, .idx = idx, .in = in, .fill = fill };
+			(struct promote_job){ .fid = in->fid, .idx = idx, .in = in, .fill = fill,
+					      .t_ns = c_mono_ns() };
 		if (!fill)
 			c_uheat(c, c_ekey(in->fid, idx), c_now())->queued = true;
 		else if ((s = c_lookup(c, in->fid, idx)) != C_NONE)
@@ -1379,6 +1388,12 @@ static void promote_one(struct tfs_cache *c, const struct promote_job *j)
 	pthread_mutex_lock(&c->lock);
 	if (nsec) {
 		c->st.promotions++;
+		if (j->t_ns) {	/* invariant 18 */
+			uint64_t dt = c_mono_ns() - j->t_ns, mean = c->promote_ns;
+
+			__atomic_store_n(&c->promote_ns, mean ? mean - mean / 8 + dt / 8 : dt,
+					 __ATOMIC_RELAXED);
+		}
 	} else {
 		bm_clear(c->e[s].valid, 0, c->spe);
 		c_unlink_slot(c, s);

@@ -63,7 +63,7 @@
  *     the flusher), then the sectors wholly cut leave it, and an empty
  *     slot leaves the policy and both chains.
  *  9. With cfg.promote_ns a promotion is not a job of its request: it
- *     waits (pq, at most TFS_PROMOTE_QUEUE: a full queue drops it, as
+ *     waits (pq, at most cfg.promote_queue: a full queue drops it, as
  *     the daemon's promote queue) until promote_ns after the request, and
  *     meanwhile its heat entry is queued, so a read of the extent is a
  *     miss that queues nothing (rules.h blocked, as read.c's); at its time,
@@ -189,14 +189,16 @@ struct tfs_model *tfs_model_new(const struct tfs_model_cfg *cfg)
 	m->dq = malloc((size_t)cfg->nslots * sizeof(*m->dq));
 	m->rq = malloc((size_t)cfg->nslots * sizeof(*m->rq));
 	m->jobs = malloc(MODEL_JOBS * sizeof(*m->jobs));
-	m->pq = cfg->promote_ns ? malloc(TFS_PROMOTE_QUEUE * sizeof(*m->pq)) : NULL;
+	if (!m->cfg.promote_queue)
+		m->cfg.promote_queue = TFS_PROMOTE_QUEUE;
+	m->pq = malloc(m->cfg.promote_queue * sizeof(*m->pq));	/* promote_ns may come later */
 	m->pol = tfs_policy_new(cfg->policy, cfg->nslots);
 	/* auto may be set later; a sample sees its share of the evidence
 	 * (evidence.c invariant 3) */
 	m->ev = tfs_evidence_new(cfg->nslots, (int)(TFS_EVIDENCE_ON * ((double)cfg->sample /
 								       18446744073709551616.0) + 0.5));
 	if (!m->e || !m->htab || !m->ftab || !m->freel || !m->heat || !m->seq || !m->rq || !m->jobs || !m->dq ||
-	    !m->pol || !m->ev || (cfg->promote_ns && !m->pq)) {
+	    !m->pol || !m->ev || !m->pq) {
 		tfs_model_free(m);
 		return NULL;
 	}
@@ -235,7 +237,7 @@ uint64_t tfs_model_bytes(const struct tfs_model *m)
 	       tfs_policy_bytes(m->pol) + tfs_evidence_bytes(m->ev) +
 	       ((uint64_t)m->hmask + 1) * (sizeof(*m->htab) + sizeof(*m->ftab)) +
 	       ((uint64_t)m->heat_mask + 1) * sizeof(*m->heat) + SEQ_FILES * sizeof(*m->seq) +
-	       MODEL_JOBS * sizeof(*m->jobs) + (m->pq ? TFS_PROMOTE_QUEUE * sizeof(*m->pq) : 0);
+	       MODEL_JOBS * sizeof(*m->jobs) + (uint64_t)m->cfg.promote_queue * sizeof(*m->pq);
 }
 
 const struct tfs_model_stats *tfs_model_stats(const struct tfs_model *m)
@@ -261,6 +263,11 @@ void tfs_model_set_spare(struct tfs_model *m, bool hot_only)
 void tfs_model_set_destage(struct tfs_model *m, double mbps)
 {
 	m->cfg.destage_mbps = mbps > 0 ? mbps : 0;
+}
+
+void tfs_model_set_promote_time(struct tfs_model *m, uint64_t ns)
+{
+	m->cfg.promote_ns = ns;
 }
 
 void tfs_model_set_reclaim(struct tfs_model *m, enum tfs_reclaim r)
@@ -746,11 +753,11 @@ static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t le
 			break;
 		case TFS_RD_PROMOTE:	/* the promoter reads the extent into a fresh slot */
 			if (m->cfg.promote_ns) {	/* ... in its time */
-				if (m->pq_len == TFS_PROMOTE_QUEUE) {
+				if (m->pq_len == m->cfg.promote_queue) {
 					m->st.promote_dropped++;
 					break;
 				}
-				m->pq[(m->pq_head + m->pq_len++) % TFS_PROMOTE_QUEUE] =
+				m->pq[(m->pq_head + m->pq_len++) % m->cfg.promote_queue] =
 					(struct mpend){ fid, idx, p.key,
 							m->ns + m->cfg.promote_ns, false };
 				g->queued = true;
@@ -858,7 +865,7 @@ static void promotions_done(struct tfs_model *m, uint32_t now)
 				m->st.promotions++;
 			}
 		}
-		m->pq_head = (m->pq_head + 1) % TFS_PROMOTE_QUEUE;
+		m->pq_head = (m->pq_head + 1) % m->cfg.promote_queue;
 		m->pq_len--;
 	}
 }
@@ -910,7 +917,7 @@ void tfs_model_cut(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len
 	uint32_t next;
 
 	for (uint32_t i = 0; i < m->pq_len; i++) {	/* a promotion of it finds nothing */
-		struct mpend *q = &m->pq[(m->pq_head + i) % TFS_PROMOTE_QUEUE];
+		struct mpend *q = &m->pq[(m->pq_head + i) % m->cfg.promote_queue];
 
 		if (q->fid == fid && q->idx * ext + ext > off && q->idx * ext < end)
 			q->void_ = true;

@@ -91,6 +91,9 @@ static struct tfs_model *mini(const struct tfs_model_cfg *tier, double rate, dou
 					  rate + 0.5);
 	cfg.flush_batch = (uint32_t)floor(TFS_FLUSH_BATCH * rate + 0.5);
 	cfg.destage_mbps = tier->destage_mbps * rate;	/* its share of the RAID */
+	cfg.promote_queue = (uint32_t)floor(TFS_PROMOTE_QUEUE * rate + 0.5);	/* and of the queue */
+	if (!cfg.promote_queue)
+		cfg.promote_queue = 1;
 	if (!cfg.evict_batch)
 		cfg.evict_batch = 1;
 	if (!cfg.flush_batch)
@@ -195,6 +198,12 @@ void tfs_mrc_set_destage(struct tfs_mrc *r, double mbps)
 {
 	for (unsigned i = 0; i < r->n; i++)
 		tfs_model_set_destage(r->m[i], mbps * r->mrate[i]);
+}
+
+void tfs_mrc_set_promote_time(struct tfs_mrc *r, uint64_t ns)
+{
+	for (unsigned i = 0; i < r->n; i++)
+		tfs_model_set_promote_time(r->m[i], ns);
 }
 
 void tfs_mrc_request(struct tfs_mrc *r, uint64_t fid, uint64_t off, uint64_t len, bool write,

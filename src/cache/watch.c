@@ -1,7 +1,7 @@
 /* watch.c - the tier watching itself: the live miss-ratio curve and the
  * admission tuner (mrc.c's miniatures, fed by the request paths).
  *
- * Owns: c->mrc and c->mrc_kbps (under c->mlock), the tuner's settings
+ * Owns: c->mrc, c->mrc_kbps and c->mrc_pns (under c->mlock), the tuner's settings
  * (c->promote_auto, c->spare_hot, and c->promote while auto), the status
  * lines of the curve (cache.mrc_*) and of the tuner.
  *
@@ -33,6 +33,9 @@
  *     miniature (tfs_mrc_cut), which finds the file's slots by its
  *     identity alone (model.c invariant 8), so an unlink costs a hash
  *     lookup a miniature when none holds the file.
+ *  7. The miniatures' promotions take the promoters' measured time
+ *     (flush.c invariant 18; c->mrc_pns, the one they were given, under
+ *     mlock), on the same clock: until the first promotion, at once.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -68,16 +71,22 @@ void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool
 {
 	struct tfs_tune t;
 	uint32_t kbps;
+	uint64_t pns;
 
 	if (!c->mrc || !tfs_mrc_watches(c->mrc, fid, off, len))
 		return;
 	kbps = __atomic_load_n(&c->destage_kbps, __ATOMIC_RELAXED);
+	pns = __atomic_load_n(&c->promote_ns, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&c->mlock);
 	if (kbps != c->mrc_kbps) {	/* the flusher's rate (flush.c invariant 16) */
 		tfs_mrc_set_destage(c->mrc, kbps / 1000.0);
 		c->mrc_kbps = kbps;
 	}
-	if (kbps)		/* without a rate the destages take no time */
+	if (pns != c->mrc_pns) {	/* the promoters' time (invariant 7) */
+		tfs_mrc_set_promote_time(c->mrc, pns);
+		c->mrc_pns = pns;
+	}
+	if (kbps || pns)	/* without either, time is not used */
 		tfs_mrc_clock(c->mrc, c_mono_ns());
 	tfs_mrc_request(c->mrc, fid, off, len, write, seq, c_now());
 	if (tfs_mrc_tuned(c->mrc, &t) && c_tuned(c) &&
@@ -128,7 +137,7 @@ void c_watch_reset(struct tfs_cache *c)
 int c_watch_lines(struct tfs_cache *c, char *buf, size_t len)
 {
 	double curve[TFS_MRC_SIZES];
-	uint64_t reads, bytes, changes;
+	uint64_t reads, bytes, changes, pns;
 	struct tfs_tune t = { 0, false };
 	uint32_t kbps;
 	int l = 0;
@@ -141,13 +150,15 @@ int c_watch_lines(struct tfs_cache *c, char *buf, size_t len)
 	bytes = tfs_mrc_bytes(c->mrc);
 	changes = c->promote_changes;
 	kbps = c->mrc_kbps;
+	pns = c->mrc_pns;
 	pthread_mutex_unlock(&c->mlock);
 	l = snprintf(buf, len, "cache.promote_auto=%d\ncache.promote_tuned=%u\n"
 		     "cache.flush_spares=%s\ncache.promote_changes=%" PRIu64 "\n"
 		     "cache.mrc_sample=%.6f\ncache.mrc_destage_mbps=%.1f\n"
+		     "cache.mrc_promote_us=%.1f\n"
 		     "cache.mrc_reads=%" PRIu64 "\ncache.mrc_bytes=%" PRIu64 "\n",
 		     c_tuned(c), t.promote, c_spare_hot(c) ? "hot" : "all", changes,
-		     tfs_mrc_rate(c->mrc), kbps / 1000.0, reads, bytes);
+		     tfs_mrc_rate(c->mrc), kbps / 1000.0, pns / 1000.0, reads, bytes);
 	/* cache.mrc_xS, S the size in the tier's (0.25 -> 0_25) */
 	for (unsigned i = 0; i < TFS_MRC_SIZES && l >= 0 && (size_t)l < len; i++) {
 		char name[16], *dot;

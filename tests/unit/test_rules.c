@@ -595,6 +595,32 @@ static void model_promote_time(void)
 	CHECK(G_MODEL_CASES, st->promotions == 1 + TFS_PROMOTE_QUEUE, "%llu promoted",
 	      (unsigned long long)st->promotions);
 	tfs_model_free(m);
+
+	/* a miniature's: at once until given a time (the promoters'
+	 * measured one, watch.c invariant 7), then its own share of the
+	 * queue, and at once again when the time is 0 */
+	cfg.promote_ns = 0;
+	cfg.promote_queue = 8;
+	m = tfs_model_new(&cfg);
+	st = tfs_model_stats(m);
+	snprintf(ctx, sizeof(ctx), "promote time set");
+	tfs_model_request(m, 1, 0, 4096, false, 0);
+	CHECK(G_MODEL_CASES, tfs_model_request(m, 1, 0, 4096, false, 0), "not at once");
+	tfs_model_set_promote_time(m, 1000000);
+	for (uint64_t x = 0; x < 10; x++)
+		tfs_model_request(m, 2, x * 65536, 4096, false, 0);
+	CHECK(G_MODEL_CASES, st->promote_dropped == 2 && st->promotions == 1,
+	      "%llu dropped, %llu promoted", (unsigned long long)st->promote_dropped,
+	      (unsigned long long)st->promotions);
+	CHECK(G_MODEL_CASES, !tfs_model_request(m, 2, 0, 4096, false, 0), "a read on the way hit");
+	tfs_model_set_promote_time(m, 0);
+	tfs_model_request(m, 3, 0, 4096, false, 0);	/* at once */
+	CHECK(G_MODEL_CASES, tfs_model_request(m, 3, 0, 4096, false, 0), "not at once after 0");
+	tfs_model_clock(m, 2000000);	/* the queued ones keep their time */
+	tfs_model_request(m, 4, 0, 4096, false, 0);
+	CHECK(G_MODEL_CASES, st->promotions == 1 + 8 + 2, "%llu promoted",
+	      (unsigned long long)st->promotions);
+	tfs_model_free(m);
 }
 
 /* A request's promotions run side by side (model.c invariant 1): under

@@ -521,7 +521,9 @@ def read_trace(path):
 def test_trace_records_every_request(tiered, tmp_path):
     """Issue 16's trace recorder: tierctl trace MNT start FILE, requests,
     stop: the file holds one record per read, write and sync the tier saw,
-    with the file's identity, offset, length, direct and hit flags."""
+    with the file's identity, offset, length, direct and hit flags, and a
+    write that went to the RAID rather than into the tier flagged so
+    (TFS_TR_AROUND, 8: what a replay sets beside its model's writes)."""
     m = tiered.mnt
     out = tmp_path / "t.trace"
     f = m / "f"
@@ -539,6 +541,9 @@ def test_trace_records_every_request(tiered, tmp_path):
         os.preadv(fd, [memoryview(buf)[:4 * K]], 128 * K)          # R, a hit
         os.fdatasync(fd)
         os.fsync(fd)
+        put(m, "cache_mode", "writearound")
+        os.pwritev(fd, [memoryview(buf)[:8 * K]], 512 * K)         # W around the tier
+        put(m, "cache_mode", "writeback")
     finally:
         os.close(fd)
     r = tierctl("trace", m, "stop")
@@ -548,6 +553,7 @@ def test_trace_records_every_request(tiered, tmp_path):
     assert ("W", 64 * K, 8 * K, 3) in ops, ops                     # direct, hit
     assert ("R", 128 * K, 4 * K, 3) in ops, ops
     assert ("D", 0, 0, 0) in ops and ("S", 0, 0, 0) in ops, ops
+    assert ("W", 512 * K, 8 * K, 9) in ops, ops                    # direct, around
     assert [o[0] for o in ops].index("W") < [o[0] for o in ops].index("R")
     n = int(get(m, "trace").split()[2])
     assert n == len(read_trace(out)) >= 4

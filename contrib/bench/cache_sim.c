@@ -1068,20 +1068,33 @@ static struct result model_run(const struct opts *o, enum tfs_policy_kind kind, 
 	return r;
 }
 
+/* Pieces the model wrote around it so far (past the cutoff, at
+ * dirty_high, for want of a slot). */
+static uint64_t model_around(const struct tfs_model *m)
+{
+	const struct tfs_model_stats *st = tfs_model_stats(m);
+
+	return st->bypass_seq + st->bypass_dirty_high + st->bypass_no_slot;
+}
+
 /* The trace through models of cap slots, every request, beside the
  * trace's own hit flags (TFS_TR_HIT: the daemon served it whole): how
- * often the model and the daemon that recorded it agree. */
+ * often the model and the daemon that recorded it agree.  CACHE_SIM_DEBUG
+ * adds the writes each sent around the tier (TFS_TR_AROUND: traces made
+ * before it have none). */
 static void agree(const struct opts *o, uint32_t cap)
 {
 	printf("policy,threshold,slots,requests,trace_hits,model_hits,agree\n");
 	for (int k = 0; k < TFS_POLICY_COUNT; k++)
 		for (uint32_t ti = 0; ti < o->nthr; ti++) {
 			struct tfs_model *m = new_model(o, (enum tfs_policy_kind)k, o->thr[ti], cap);
-			uint64_t th = 0, mh = 0, same = 0, nreq = 0;
+			uint64_t th = 0, mh = 0, same = 0, nreq = 0, ta = 0, ma = 0, both = 0;
 
 			for (size_t i = 0; i < o->nrecs; i++) {
 				const struct tfs_trace_rec *q = &o->recs[i];
+				uint64_t before = model_around(m);
 				bool hit = feed(o, m, NULL, false, q), was = q->flags & TFS_TR_HIT;
+				bool around = model_around(m) != before, tr = q->flags & TFS_TR_AROUND;
 
 				if (q->op == TFS_TR_CUT)
 					continue;	/* not a request */
@@ -1089,9 +1102,16 @@ static void agree(const struct opts *o, uint32_t cap)
 				th += was;
 				mh += hit;
 				same += hit == was;
+				ta += tr;
+				ma += around;
+				both += tr && around;
 			}
-			if (getenv("CACHE_SIM_DEBUG"))
+			if (getenv("CACHE_SIM_DEBUG")) {
 				debug_stats(m, (enum tfs_policy_kind)k, o->thr[ti], cap);
+				fprintf(stderr, "  writes around the tier: the trace's %llu, the model's "
+					"%llu, both %llu\n", (unsigned long long)ta,
+					(unsigned long long)ma, (unsigned long long)both);
+			}
 			printf("tierfs_%s,%u,%u,%zu,%llu,%llu,%.4f\n",
 			       tfs_policy_name((enum tfs_policy_kind)k), o->thr[ti], cap, (size_t)nreq,
 			       (unsigned long long)th, (unsigned long long)mh,

@@ -30,6 +30,9 @@ enum tfs_trace_op {
 #define TFS_TR_DIRECT 1		/* the request was O_DIRECT */
 #define TFS_TR_HIT 2		/* the tier served all of it from extents it held */
 #define TFS_TR_TO_END 4		/* a cut to the file's end (len 0) */
+#define TFS_TR_AROUND 8		/* a write of which some went to the RAID, not
+				 * into the tier (past the cutoff, at dirty_high,
+				 * no slot, write-around) */
 
 struct tfs_trace_rec {
 	uint64_t t_ns;		/* since the trace started (CLOCK_MONOTONIC) */

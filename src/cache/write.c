@@ -253,6 +253,15 @@ static bool plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 	return hit;
 }
 
+/* Did any of the pieces go to the RAID rather than into the tier? */
+static bool went_around(const struct piece *p, unsigned np)
+{
+	for (unsigned i = 0; i < np; i++)
+		if (p[i].act == A_RAW || p[i].act == A_AROUND)
+			return true;
+	return false;
+}
+
 /* Above the high watermark a write that would dirty an extent the tier
  * holds clean waits for the flusher (up to a second); it is slowed, never
  * failed.  Pieces into dirty extents never wait, and those that would take
@@ -564,7 +573,8 @@ ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direc
 	if (mode == TFS_CACHE_WRITEBACK && !seq)
 		throttle(c, fid, p, np);
 	hit = plan_write(c, in, mode, seq, stream, fid, p, np);
-	c_trace(fid, off, len, TFS_TR_WRITE, (hit ? TFS_TR_HIT : 0) | (direct ? TFS_TR_DIRECT : 0));
+	c_trace(fid, off, len, TFS_TR_WRITE, (hit ? TFS_TR_HIT : 0) | (direct ? TFS_TR_DIRECT : 0) |
+		(went_around(p, np) ? TFS_TR_AROUND : 0));
 	/* write-around and write-through: invalidate first (invariant 4; 1
 	 * keeps the flusher off); write-back over clean valid sectors: dirty
 	 * first (invariant 3) */

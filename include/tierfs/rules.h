@@ -251,6 +251,15 @@ static inline bool tfs_flush_spares(uint32_t now, uint32_t wtime, uint32_t min_a
 	return now - wtime < min_age && (!hot_only || heat >= 2);
 }
 
+/* The flusher's choice of files, oldest first (as the kernel writes back
+ * the inodes dirtied longest ago first): each destageable dirty extent
+ * (tfs_flush_spares false) offers its file with its age, now - wtime, in
+ * any order; fid[0..n) and age[0..n) keep the max files whose oldest such
+ * extent is oldest, by age (greatest first), then fid (least first), each
+ * file once at its greatest age.  Returns the new n.  O(n). */
+unsigned tfs_flush_keep(uint64_t *fid, uint32_t *age, unsigned n, unsigned max, uint64_t f,
+			uint32_t a);
+
 /* Returns the pause in ms after a batch that destaged nfiles files (0: none), at
  * the dirty level after it: between the watermarks, longer the lower the
  * level; none at dirty_high or when idle or asked to. */

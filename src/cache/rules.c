@@ -145,6 +145,38 @@ struct tfs_flush_step tfs_flush_plan(uint32_t ndirty, uint32_t nslots, unsigned 
 	return s;
 }
 
+/* (a, f) comes before (b, g) */
+static bool older(uint32_t a, uint64_t f, uint32_t b, uint64_t g)
+{
+	return a > b || (a == b && f < g);
+}
+
+unsigned tfs_flush_keep(uint64_t *fid, uint32_t *age, unsigned n, unsigned max, uint64_t f,
+			uint32_t a)
+{
+	unsigned i;
+
+	for (i = 0; i < n && fid[i] != f; i++)
+		;
+	if (i < n) {			/* kept: moves up if older now */
+		if (a <= age[i])
+			return n;
+	} else if (n < max) {		/* a free place at the end */
+		i = n++;
+	} else if (n && older(a, f, age[n - 1], fid[n - 1])) {
+		i = n - 1;		/* takes the youngest's place */
+	} else {
+		return n;
+	}
+	for (; i > 0 && older(a, f, age[i - 1], fid[i - 1]); i--) {
+		fid[i] = fid[i - 1];
+		age[i] = age[i - 1];
+	}
+	fid[i] = f;
+	age[i] = a;
+	return n;
+}
+
 unsigned tfs_flush_pause_ms(uint32_t ndirty, uint32_t nslots, unsigned low, unsigned high,
 			    bool idle, bool all, unsigned nfiles)
 {

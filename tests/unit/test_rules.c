@@ -140,6 +140,50 @@ static void flush(void)
 			}
 }
 
+/* tfs_flush_keep against sorting: random offers of 1-40 files (ages
+ * 0-9, many ties) into 1-17 places; the files kept are those a sort of
+ * every file at its greatest age, by age then identity, puts first. */
+static void flush_keep(void)
+{
+	uint64_t rs = 11;
+
+	snprintf(ctx, sizeof(ctx), "tfs_flush_keep");
+	for (int run = 0; run < 20000; run++) {
+		unsigned max = 1 + (unsigned)(unit_rnd(&rs) % 17), nfiles = 1 + (unsigned)(unit_rnd(&rs) % 40);
+		unsigned offers = (unsigned)(unit_rnd(&rs) % 80), n = 0, m = 0;
+		uint64_t fid[17], rf[40];
+		uint32_t age[17], best[40], ra[40];
+		bool seen[40] = { false };
+		bool ok = true;
+
+		for (unsigned k = 0; k < offers; k++) {
+			unsigned f = (unsigned)(unit_rnd(&rs) % nfiles);
+			uint32_t a = (uint32_t)(unit_rnd(&rs) % 10);
+
+			n = tfs_flush_keep(fid, age, n, max, 1000 + f, a);
+			if (!seen[f] || a > best[f])
+				best[f] = a;
+			seen[f] = true;
+		}
+		for (unsigned f = 0; f < nfiles; f++)	/* insertion sort: age, then fid */
+			if (seen[f]) {
+				unsigned i = m++;
+
+				for (; i > 0 && (ra[i - 1] < best[f] ||
+						 (ra[i - 1] == best[f] && rf[i - 1] > 1000 + f)); i--) {
+					ra[i] = ra[i - 1];
+					rf[i] = rf[i - 1];
+				}
+				ra[i] = best[f];
+				rf[i] = 1000 + f;
+			}
+		ok = n == (m < max ? m : max);
+		for (unsigned i = 0; ok && i < n; i++)
+			ok = fid[i] == rf[i] && age[i] == ra[i];
+		CHECK(G_FLUSH, ok, "run %d: kept %u of %u files in %u places", run, n, m, max);
+	}
+}
+
 /* Young extents: every one spared, or only the hot ones; old ones never.
  * In a model between the watermarks, an extent written once is destaged
  * 5 s on either way, but at once (the next paced batch) when only hot ones
@@ -450,8 +494,9 @@ static void model_clean_ahead(void)
 /* A destage takes time (model.c invariant 3): at 4.096 MB/s a 4 KiB
  * destage takes 1 ms.  Ten slots, 7 extents written 4 KiB each at 0 ms,
  * then a read: the flusher (70%: at dirty_high) sends all 7 in a round,
- * and they stay dirty (not evictable, counted) until 1, 2, ... 7 ms.  At
- * 3.5 ms three are clean, and extent 5, on its way, is written again: it
+ * newest first as the daemon's file chain has them (extent 6 first), and
+ * they stay dirty (not evictable, counted) until 1, 2, ... 7 ms.  At
+ * 3.5 ms three are clean, and extent 1, on its way, is written again: it
  * stays dirty when its destage ends.  At 9 ms that one is dirty (10%,
  * under dirty_low: no round).  Without a rate the round is done at once. */
 static void model_destage_time(void)
@@ -467,7 +512,7 @@ static void model_destage_time(void)
 		for (int k = 0; k < 4; k++) {
 			tfs_model_clock(m, at[k]);
 			if (k == 2)
-				tfs_model_request(m, 1, 5 * 65536, 4096, true, 0);
+				tfs_model_request(m, 1, 1 * 65536, 4096, true, 0);
 			else
 				tfs_model_request(m, 2, (uint64_t)k * 65536, 4096, false, 0);
 			CHECK(G_MODEL_CASES, tfs_model_dirty(m) == want[timed][k], "step %d: %u dirty",
@@ -477,6 +522,36 @@ static void model_destage_time(void)
 		      "%llu destaged", (unsigned long long)tfs_model_stats(m)->flushed_extents);
 		tfs_model_free(m);
 	}
+}
+
+/* The flusher's files, oldest first (model.c invariant 3, rules.h
+ * tfs_flush_keep, as flush.c next_dirty): 28 slots, 19 files (identities
+ * 100-118, one 4K extent each, written at tick 0 in that order) written
+ * again at ticks 1-19 in a shuffled order (113 and 107 first), still
+ * under dirty_high and too young for the paced flusher; a 20th file at
+ * tick 20 makes 71%: flat out, a round of the 16 oldest at 4.096 MB/s, 1
+ * ms each.  At 2.5 ms 113 and 107 are clean, and written again are dirty
+ * again: 20.  In the identities' order (the daemon's before) or the
+ * slots' (the model's before) 100 and 101 went first, and both writes
+ * found their extents on the way: 18. */
+static void model_flush_order(void)
+{
+	const uint64_t order[19] = { 113, 107, 116, 100, 104, 101, 110, 118, 102, 105,
+				     111, 103, 117, 106, 112, 109, 114, 108, 115 };
+	struct tfs_model *m = model_at(28, 65536, TFS_CACHE_WRITEBACK, 1, 4.096);
+
+	snprintf(ctx, sizeof(ctx), "flush order");
+	for (uint64_t f = 100; f < 119; f++)
+		tfs_model_request(m, f, 0, 4096, true, 0);
+	for (uint32_t i = 0; i < 19; i++)
+		tfs_model_request(m, order[i], 0, 4096, true, 1 + i);
+	tfs_model_request(m, 119, 0, 4096, true, 20);
+	tfs_model_request(m, 1, 0, 4096, false, 20);	/* the round starts */
+	tfs_model_clock(m, 2500000);
+	tfs_model_request(m, 113, 0, 4096, true, 20);
+	tfs_model_request(m, 107, 0, 4096, true, 20);
+	CHECK(G_MODEL_CASES, tfs_model_dirty(m) == 20, "%u dirty at 2.5 ms", tfs_model_dirty(m));
+	tfs_model_free(m);
 }
 
 /* A cut (model.c invariant 8): four slots, threshold 1.  File 1 has 8K
@@ -792,6 +867,7 @@ int main(void)
 	write_rule();
 	heat();
 	flush();
+	flush_keep();
 	spares();
 	model_random();
 	model_cases();
@@ -801,6 +877,7 @@ int main(void)
 	model_destage_time();
 	model_cut();
 	model_promote_time();
+	model_flush_order();
 	model_streamed();
 	model_evidence();
 	model_evidence_sampled();

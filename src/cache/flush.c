@@ -141,8 +141,10 @@
  *     (a delivered message read minutes later, a copied file read back).
  *     Before, files went in identity order after the last batch's, so a
  *     new file's extents were as likely to be cleaned, and evicted, as
- *     the oldest: on the maildir trace the tier's model missed 1.5 points
- *     more at 5% and copy-and-edit 1.3-3.0 points (docs/CACHE_POLICY.md).
+ *     the oldest: on the recording mounts maildir's tier hit .482-.499 of
+ *     its reads (now .522) and copy-and-edit's .761 (now .776), and in
+ *     the simulator copy-and-edit missed 1.3-2.3 points more
+ *     (docs/CACHE_POLICY.md).
  *     A file with dirty extents none of which may go yet is not taken; if
  *     no file has any, the flusher pauses as after a batch that found
  *     nothing.

@@ -163,9 +163,12 @@ static bool over_high(const struct tfs_cache *c)
 
 /* Decide what each piece does and take what it needs (busy slots,
  * guards), under c->lock.  Pieces are taken in extent order, so two
- * writers never wait for each other's slots in a cycle. */
+ * writers never wait for each other's slots in a cycle.  Returns true if
+ * every piece goes into an extent the tier holds; *around: some piece goes
+ * to the RAID rather than into the tier (the trace's TFS_TR_AROUND). */
 static bool plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache_mode mode,
-		       bool seq, bool stream, uint64_t fid, struct piece *p, unsigned np)
+		       bool seq, bool stream, uint64_t fid, struct piece *p, unsigned np,
+		       bool *around)
 {
 	uint32_t now = c_now();
 	struct tfs_wr_in w = { .mode = mode, .readonly = c->readonly, .seq = seq,
@@ -250,16 +253,8 @@ static bool plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 	else
 		c->st.write_req_misses++;
 	c_count_file(in, true, hit, why);
+	*around = why != TFS_BYPASS_NONE;
 	return hit;
-}
-
-/* Did any of the pieces go to the RAID rather than into the tier? */
-static bool went_around(const struct piece *p, unsigned np)
-{
-	for (unsigned i = 0; i < np; i++)
-		if (p[i].act == A_RAW || p[i].act == A_AROUND)
-			return true;
-	return false;
 }
 
 /* Above the high watermark a write that would dirty an extent the tier
@@ -534,7 +529,7 @@ ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direc
 	uint64_t fid, size, end = off + len;
 	struct piece *p;
 	unsigned np, nops = 0;
-	bool seq, stream, cached = false, stored = true, hit;
+	bool seq, stream, cached = false, stored = true, hit, around;
 	int rc, err;
 
 	if (ring)
@@ -572,9 +567,9 @@ ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direc
 	c->last_io = c_now();
 	if (mode == TFS_CACHE_WRITEBACK && !seq)
 		throttle(c, fid, p, np);
-	hit = plan_write(c, in, mode, seq, stream, fid, p, np);
+	hit = plan_write(c, in, mode, seq, stream, fid, p, np, &around);
 	c_trace(fid, off, len, TFS_TR_WRITE, (hit ? TFS_TR_HIT : 0) | (direct ? TFS_TR_DIRECT : 0) |
-		(went_around(p, np) ? TFS_TR_AROUND : 0));
+		(around ? TFS_TR_AROUND : 0));
 	/* write-around and write-through: invalidate first (invariant 4; 1
 	 * keeps the flusher off); write-back over clean valid sectors: dirty
 	 * first (invariant 3) */

@@ -22,7 +22,7 @@
  *     first window on; until then 2 and every young extent); a threshold
  *     set by hand (cache_promote=N, tierctl set) ends auto and sets the
  *     flusher back to sparing every young extent.
- *  4. Memory: the miniatures hold 6.7-9.8 MB whatever the tier's size
+ *  4. Memory: the miniatures hold 6.9-10.2 MB whatever the tier's size
  *     (the budget, the rate cap and the small sizes' floor, mrc.h;
  *     cache.mrc_bytes), made at start, never grown.
  *  5. The miniatures destage at the flusher's measured rate (flush.c

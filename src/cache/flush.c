@@ -70,8 +70,8 @@
  *     the writers it throttled.  Paced, it pauses after a batch for as
  *     long as it would have after each of its files.  A batch's files
  *     come from one look at the file table (next_dirty, invariant 19),
- *     which holds c->lock for a walk of every dirty file's extents, at
- *     most FLUSH_SCAN of each (the ones its batch would look at).
+ *     which holds c->lock for a walk of every cached extent of every
+ *     dirty file.
  * 13. A one-file flush (c_flush_file: a file's user.tierfs.flush) is the
  *     flusher's work too, first in its loop: it destages that file batch
  *     after batch, whatever the extents' age or the pace, and ends when the
@@ -342,20 +342,10 @@ static bool destageable(const struct tfs_cache *c, const struct cext *x, uint32_
 				  c_spare_hot(c)));
 }
 
-/* Where a batch's scan of f's extents starts: where the last one
- * stopped, or the head if that slot left the file.  Under c->lock. */
-static uint32_t scan_start(const struct tfs_cache *c, const struct cfile *f)
-{
-	uint32_t sc = f->fcur;
-
-	return sc == C_NONE || !c->e[sc].used || c->e[sc].fid != f->fid ? f->head : sc;
-}
-
 /* Up to max (at most FLUSH_FILES) files the flusher can reach whose
  * oldest extent a batch may take now is oldest (invariant 19), from one
- * look at the table's dirty files, each at the FLUSH_SCAN extents a batch
- * would scan (flush_begin); each referenced (refs).  Returns how many;
- * *reachable: whether any file it can reach has dirty extents. */
+ * look at the table's dirty files; each referenced (refs).  Returns how
+ * many; *reachable: whether any file it can reach has dirty extents. */
 static unsigned next_dirty(struct tfs_cache *c, uint32_t min_age, struct cfile **out,
 			   unsigned max, bool *reachable)
 {
@@ -369,15 +359,10 @@ static unsigned next_dirty(struct tfs_cache *c, uint32_t min_age, struct cfile *
 			if (!f->ndirty || !f->in)
 				continue;
 			*reachable = true;
-			for (uint32_t s = scan_start(c, f), seen = 0;
-			     s != C_NONE && seen < f->ncached && seen < FLUSH_SCAN; seen++) {
-				const struct cext *x = &c->e[s];
-
-				if (destageable(c, x, min_age, now))
+			for (uint32_t s = f->head; s != C_NONE; s = c->e[s].fnext)
+				if (destageable(c, &c->e[s], min_age, now))
 					n = tfs_flush_keep(fid, age, n, max, f->fid,
-							   now - x->wtime);
-				s = x->fnext != C_NONE ? x->fnext : f->head;
-			}
+							   now - c->e[s].wtime);
 		}
 	for (unsigned i = 0; i < n; i++) {
 		out[i] = c_file_find(c, fid[i]);
@@ -461,7 +446,9 @@ static bool flush_begin(struct tfs_cache *c, struct cfile *f, char *buf, uint32_
 				fl_take(c, &fl[n++], want[i]);
 		}
 	} else {
-		sc = scan_start(c, f);
+		sc = f->fcur;
+		if (sc == C_NONE || !c->e[sc].used || c->e[sc].fid != f->fid)
+			sc = f->head;	/* the slot left the file */
 		for (unsigned seen = 0; sc != C_NONE && n < FLUSH_BATCH && seen < f->ncached &&
 		     seen < FLUSH_SCAN; seen++) {
 			uint32_t cur = sc;

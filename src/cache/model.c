@@ -25,8 +25,7 @@
  *     A batch takes the daemon's files (flush.c invariant 19: those whose
  *     oldest destageable extent is oldest, tfs_flush_keep), and of each
  *     up to flush_batch destageable extents in the file chain's order
- *     (newest first; the daemon's per-file cursor, and its look at no
- *     more than 4,096 of a file's extents, are left out).  Before,
+ *     (newest first; the daemon's per-file cursor is left out).  Before,
  *     the model took files in slot order and the daemon in identity
  *     order, and on maildir the model hit 1,100-1,700 reads more than
  *     the daemon that recorded the trace.  With cfg.destage_mbps a destage takes time (tfs_model_clock's ns):

@@ -673,6 +673,35 @@ def test_the_paced_flusher_syncs_small_files_in_batches(make_array, tmp_path):
         assert read_all(a.mnt / f"s{i}") == bytes([i]) * 4096
 
 
+def test_the_flusher_destages_the_oldest_files_first(make_array, tmp_path):
+    """A batch takes the files whose oldest dirty extent was written
+    longest ago (flush.c invariant 19), so what was just written stays
+    dirty, and cached, longest.  64 slots: 50 empty files made, the 30 of
+    the new group first (the lesser identities), then 20 old ones written
+    4K each, a second later the new ones: at 45 dirty (70%) the flusher
+    runs flat out, one batch of 16 files, and those are old ones (the
+    writes meanwhile go around the tier: not cached).  Before, in identity
+    order, they were the new group's first 16."""
+    a = make_array("raid5", 3, "64K")
+    a.mount(opts=copts(tmp_path / "cache", size="16M", extent="256K", promote=2))
+    new = [a.mnt / f"n{i}" for i in range(30)]
+    old = [a.mnt / f"o{i}" for i in range(20)]
+    for p in new + old:
+        p.write_bytes(b"")
+    t0 = time.time()
+    for p in old:
+        pwrite(p, 0, b"o" * 4096)
+    time.sleep(1.0)
+    for p in new:
+        pwrite(p, 0, b"n" * 4096)
+    assert cst(a.mnt)["slots"] == 64
+    wait_until(lambda: cst(a.mnt)["dirty_extents"] <= 34, "a batch of 16", 3.0)
+    assert time.time() - t0 < 4.5, "too slow: the old ones would be old enough anyway"
+    fc = {p.name: fcache(p) for p in new + old}
+    clean = [n for n, f in fc.items() if f["cached_bytes"] and not f["dirty_bytes"]]
+    assert len(clean) == 16 and all(n.startswith("o") for n in clean), (clean, fc)
+
+
 def test_saves_by_rename_while_the_flusher_batches(make_array, tmp_path):
     """An editor's save: a new file written, then renamed over the old one,
     both dirty, while the flusher batches them.  The rename holds the moved

@@ -244,11 +244,13 @@ struct tfs_flush_step tfs_flush_plan(uint32_t ndirty, uint32_t nslots, unsigned 
  * that takes only extents not written for min_age ticks: written since
  * (wtime), and -- hot_only -- hot (heat >= 2: used again since it came,
  * so likely to be written again); an extent written once and not touched
- * since is destaged then (the tuner's choice, mrc.h). */
-static inline bool tfs_flush_spares(uint32_t now, uint32_t wtime, uint32_t min_age,
-				    unsigned heat, bool hot_only)
+ * since is destaged then (the tuner's choice, mrc.h).  A streamed extent
+ * (write.c invariant 10: a stream does not rewrite what it passed) is
+ * never spared. */
+static inline bool tfs_flush_spares(bool streamed, uint32_t now, uint32_t wtime,
+				    uint32_t min_age, unsigned heat, bool hot_only)
 {
-	return now - wtime < min_age && (!hot_only || heat >= 2);
+	return !streamed && now - wtime < min_age && (!hot_only || heat >= 2);
 }
 
 /* The flusher's choice of files, oldest first (as the kernel writes back

@@ -337,9 +337,8 @@ static bool destageable(const struct tfs_cache *c, const struct cext *x, uint32_
 			uint32_t now)
 {
 	return bm_any(x->dirty) && !x->flushing &&
-	       (x->streamed ||	/* invariant 17 */
-		!tfs_flush_spares(now, x->wtime, min_age, c_heat_now(c, x->heat, x->heat_t, now),
-				  c_spare_hot(c)));
+	       !tfs_flush_spares(x->streamed, now, x->wtime, min_age,	/* invariant 17 */
+				 c_heat_now(c, x->heat, x->heat_t, now), c_spare_hot(c));
 }
 
 /* Up to max (at most FLUSH_FILES) files the flusher can reach whose

@@ -527,10 +527,9 @@ static bool destageable(const struct tfs_model *m, const struct mslot *x, uint32
 			uint32_t now)
 {
 	return x->used && bm_any(x->dirty) && !x->destaging &&
-	       (x->streamed ||	/* invariant 10 */
-		!tfs_flush_spares(now, x->wtime, min_age,
-				  tfs_heat_now(m->cfg.halflife, x->heat, x->heat_t, now),
-				  m->cfg.spare_hot_only));
+	       !tfs_flush_spares(x->streamed, now, x->wtime, min_age,	/* invariant 10 */
+				 tfs_heat_now(m->cfg.halflife, x->heat, x->heat_t, now),
+				 m->cfg.spare_hot_only);
 }
 
 /* Destages one batch, as the daemon's (flush.c next_dirty, flush_begin):

@@ -197,9 +197,11 @@ static void spares(void)
 	for (unsigned heat = 0; heat < 4; heat++)
 		for (uint32_t age = 0; age < 200; age += 7)
 			for (int hot = 0; hot < 2; hot++)
-				CHECK(G_FLUSH, tfs_flush_spares(1000, 1000 - age, 80, heat, hot) ==
-					       (age < 80 && (!hot || heat >= 2)),
-				      "age %u heat %u hot %d", age, heat, hot);
+				for (int st = 0; st < 2; st++)
+					CHECK(G_FLUSH, tfs_flush_spares(st, 1000, 1000 - age, 80, heat,
+									hot) ==
+						       (!st && age < 80 && (!hot || heat >= 2)),
+					      "age %u heat %u hot %d streamed %d", age, heat, hot, st);
 	cfg.extent = 65536;
 	for (int hot = 0; hot < 2; hot++) {
 		cfg.spare_hot_only = hot;

@@ -1129,16 +1129,7 @@ static void *flusher(void *arg)
 			continue;
 		}
 		nf = next_dirty(c, step.min_age, files, FLUSH_FILES, &reachable);
-		if (!nf && reachable) {
-			/* nothing old enough yet: the pause of a batch that
-			 * found nothing (as the model's) */
-			pause = tfs_flush_pause_ms(c->ndirty, c->nslots, c->dirty_low,
-						   c->dirty_high, idle, all, 0);
-			paced_until = mono_ms() + (pause ? pause : 1000);
-			wait_ticks(c, &c->fcond, pause ? pause : 1000);
-			continue;
-		}
-		if (!nf) {
+		if (!nf && !reachable) {
 			/* dirty files all unreachable (not found yet): the
 			 * flush ends, saying so (cache.flush_error) */
 			if (all) {
@@ -1149,11 +1140,15 @@ static void *flusher(void *arg)
 			wait_ticks(c, &c->fcond, 1000);
 			continue;
 		}
-		pthread_mutex_unlock(&c->lock);
-		r = flush_batch(c, files, nf, buf, jobs, step.min_age, NULL, 0, &nfiles);
-		touched = true;
-		tfs_scratch_trim();
-		pthread_mutex_lock(&c->lock);
+		nfiles = 0;	/* nothing old enough yet: a batch that found nothing */
+		r = 0;
+		if (nf) {
+			pthread_mutex_unlock(&c->lock);
+			r = flush_batch(c, files, nf, buf, jobs, step.min_age, NULL, 0, &nfiles);
+			touched = true;
+			tfs_scratch_trim();
+			pthread_mutex_lock(&c->lock);
+		}
 		if (r < 0) {
 			/* the RAID said no: try again in a second; a "flush
 			 * everything" ends here, with the reason in the status */
@@ -1167,9 +1162,13 @@ static void *flusher(void *arg)
 		}
 		/* between the watermarks: pace, faster as dirt grows, a pause
 		 * per file the batch destaged (one if it found nothing old
-		 * enough: the next look waits as long) */
+		 * enough: the next look waits as long); with no file to take,
+		 * a second, as the model's (a batch that ran moved its files'
+		 * scans on, so the next look goes at once) */
 		pause = tfs_flush_pause_ms(c->ndirty, c->nslots, c->dirty_low, c->dirty_high, idle,
 					   all, nfiles);
+		if (!pause && !nf)
+			pause = 1000;
 		if (pause) {
 			paced_until = mono_ms() + pause;
 			wait_ticks(c, &c->fcond, pause);

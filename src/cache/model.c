@@ -670,6 +670,22 @@ static unsigned heat_bump(struct tfs_model *m, const struct mpiece *p, uint32_t 
 	return tfs_heat_bump(hl, &g->heat, &g->t, now);
 }
 
+/* The promoter reads the extent whole into a fresh slot (flush.c
+ * promote_one); returns the slot, or NONE if every slot is dirty or busy. */
+static uint32_t promote(struct tfs_model *m, uint64_t key, uint64_t fid, uint64_t idx,
+			uint32_t now)
+{
+	uint32_t s = alloc_slot(m, key, fid, idx, now);
+
+	if (s != NONE) {
+		bm_set(m->e[s].valid, 0, m->spe);
+		m->st.ssd_write_bytes += m->cfg.extent;
+		m->st.raid_read_bytes += m->cfg.extent;
+		m->st.promotions++;
+	}
+	return s;
+}
+
 /* The promoter fills x's missing sectors from the RAID (flush.c
  * invariant 14). */
 static void fill(struct tfs_model *m, struct mslot *x)
@@ -700,14 +716,10 @@ static void run_jobs(struct tfs_model *m, uint32_t now)
 			}
 			fill(m, x);
 		} else {
-			j->s = alloc_slot(m, j->key, j->fid, j->idx, now);
+			j->s = promote(m, j->key, j->fid, j->idx, now);
 			if (j->s == NONE)
 				continue;	/* every slot dirty or busy: given up */
 			x = &m->e[j->s];
-			bm_set(x->valid, 0, m->spe);
-			m->st.ssd_write_bytes += m->cfg.extent;
-			m->st.raid_read_bytes += m->cfg.extent;
-			m->st.promotions++;
 		}
 		x->busy = true;
 	}
@@ -860,16 +872,8 @@ static void promotions_done(struct tfs_model *m, uint32_t now)
 
 		/* as the daemon's promoter (flush.c promoter) */
 		tfs_heat_find(m->heat, m->heat_mask, m->cfg.halflife, q->key, now)->queued = false;
-		if (!q->void_ && lookup(m, q->key, q->fid, q->idx) == NONE) {
-			uint32_t s = alloc_slot(m, q->key, q->fid, q->idx, now);
-
-			if (s != NONE) {
-				bm_set(m->e[s].valid, 0, m->spe);
-				m->st.ssd_write_bytes += m->cfg.extent;
-				m->st.raid_read_bytes += m->cfg.extent;
-				m->st.promotions++;
-			}
-		}
+		if (!q->void_ && lookup(m, q->key, q->fid, q->idx) == NONE)
+			(void)promote(m, q->key, q->fid, q->idx, now);
 		m->pq_head = (m->pq_head + 1) % m->cfg.promote_queue;
 		m->pq_len--;
 	}

@@ -65,7 +65,7 @@ def main():
           "Belady+bypass | gap to it | SSD writes vs LRU |" % (tier, a.threshold, tier))
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in a.traces:
-        row = str(a.row if a.row is not None else row_of(t))
+        row = str(row_for(a, t))
         r = sim(a.build, t, a.extent, f"0,1,{a.threshold}",
                 ("--reclaim", a.reclaim, "--row", row, *common))
         name = pathlib.Path(t).stem
@@ -91,7 +91,7 @@ def main():
         out = subprocess.run([str(pathlib.Path(a.build) / "cache_sim"), "--trace", str(t),
                               "--extent", str(a.extent), "--mrc", str(slots),
                               "--threshold", str(a.threshold), "--reclaim", a.reclaim,
-                              "--row", str(a.row if a.row is not None else row_of(t)),
+                              "--row", str(row_for(a, t)),
                               *common],
                              capture_output=True, text=True, check=True).stdout
         rows = [l.split(",") for l in out.splitlines()[1:] if l.startswith(tier)]
@@ -100,6 +100,11 @@ def main():
         print(f"| {pathlib.Path(t).stem} | {slots} | {worst[0]:.4f} ({worst[1]}x) | "
               f"{sum(e for e, _ in errs) / len(errs):.4f} |")
         sys.stdout.flush()
+
+
+def row_for(a, trace):
+    """--row if given, else the recording array's (row_of)."""
+    return a.row if a.row is not None else row_of(trace)
 
 
 def row_of(trace):

@@ -735,6 +735,35 @@ def test_saves_by_rename_while_the_flusher_batches(make_array, tmp_path):
     flush(a.mnt)
 
 
+def test_the_flushers_grow_never_shrinks_a_member(make_array, tmp_path):
+    """The flusher grows the members to the size the tier holds (flush.c
+    invariant 9, data.c invariant 8) while writes that go around the tier
+    may extend the same file on the members.  It looked at a member's size,
+    then set it: a write around the tier that landed in between, past that
+    size, was cut off again.  Found by test_model_every_mode once fills ran
+    while the flusher held a file (zeros where a write past the old end
+    had gone to the RAID).  Here the grow's ftruncate waits a second, the
+    write around the tier lands meanwhile.  RAID5 x3: 4K written at 64K
+    lies in row 0's second chunk; destaged, it leaves the first chunk's
+    member short of the row, which the grow makes 64K long."""
+    a = make_array("raid5", 3, "64K")
+    a.mount(opts=copts(tmp_path / "cache", size="2M", extent="64K", seq_cutoff=0,
+                       dirty_low=0, dirty_high=1),   # one dirty extent: over high
+            env={"TIERFS_FAULT": "delay=ftruncate/fallocate:1000"})
+    p = a.mnt / "f"
+    pwrite(p, 64 * K, b"s" * (4 * K))               # only the tier: its size too
+    data = random.Random(3).randbytes(256 * K)
+    ctl(a.mnt, "flush")                             # destage, then grow to 68K
+    time.sleep(0.3)                                 # the grow waits in ftruncate
+    before = cst(a.mnt)
+    write_direct(p, 256 * K, data)                  # over high: to the RAID
+    after = cst(a.mnt)
+    assert after["full_bypass"] > before["full_bypass"], ("not around the tier", before, after)
+    wait_clean(a.mnt)
+    same(read_direct(p, 256 * K, 256 * K), data, "the write around the tier")
+    assert read_direct(p, 0, 68 * K) == bytes(64 * K) + b"s" * (4 * K)
+
+
 @pytest.mark.parametrize("level,n", [("raid1", 2), ("raid5", 3)])
 @pytest.mark.parametrize("cut", ["tail", "all"])
 def test_flush_keeps_a_size_past_the_last_dirty_byte(make_array, tmp_path, level, n, cut):

@@ -49,7 +49,8 @@
  *                      any member) fail with EIO without being performed:
  *                      the first K of them, then they work again (a
  *                      transient error); without K, every one.
- *   delay=OP:MS        every OP call (a data request: once per batch that
+ *   delay=OP[/OP2..]:MS  every call of OP (or of any of the ops named,
+ *                      '/'-separated; a data request: once per batch that
  *                      has one) sleeps MS milliseconds before it is
  *                      performed, to widen a race in a test.
  *   enospc_write=M[:P] data writes on member M fail with ENOSPC, each with
@@ -180,9 +181,24 @@ static int fail_before(struct fault *f, const struct tfs_mio *mi)
 	return 0;
 }
 
+/* Whether delay= names op (one of its '/'-separated names). */
+static bool delays(const struct fault *f, const char *op)
+{
+	size_t n = strlen(op);
+
+	for (const char *p = f->delay_op; f->delay_ms > 0 && *p;) {
+		size_t len = strcspn(p, "/");
+
+		if (len == n && strncmp(p, op, n) == 0)
+			return true;
+		p += len + (p[len] == '/');
+	}
+	return false;
+}
+
 static void delay(struct fault *f, const char *op)
 {
-	if (f->delay_ms > 0 && strcmp(op, f->delay_op) == 0)
+	if (delays(f, op))
 		usleep((useconds_t)f->delay_ms * 1000);
 }
 
@@ -275,8 +291,8 @@ static int ft_submit(struct tfs_backend *be, struct tfs_mio *v, unsigned n)
 		return rc;
 	}
 	for (unsigned i = 0; i < n; i++)
-		if (f->delay_ms > 0 && strcmp(mio_name[v[i].op], f->delay_op) == 0) {
-			delay(f, f->delay_op);
+		if (delays(f, mio_name[v[i].op])) {
+			delay(f, mio_name[v[i].op]);
 			break;
 		}
 	tfs_pcut_enter();
@@ -482,7 +498,7 @@ static bool parse_token(struct fault *f, const char *tok)
 	if (sscanf(tok, "eio_at=%31[a-z0-9_]:%255[^:]:%ld", f->eio_op, f->eio_name,
 		   &f->eio_k) >= 2)
 		return f->eio_k >= 0;
-	if (sscanf(tok, "delay=%31[a-z0-9_]:%ld", f->delay_op, &f->delay_ms) == 2)
+	if (sscanf(tok, "delay=%31[a-z0-9_/]:%ld", f->delay_op, &f->delay_ms) == 2)
 		return f->delay_ms > 0;
 	if (sscanf(tok, "seed=%llu", &seed) == 1) {
 		atomic_store(&f->rng, seed);

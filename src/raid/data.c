@@ -42,6 +42,16 @@
  *     of a file whose data and size went only to the SSD tier since then
  *     does not wait for the members at all; an fsync does once the times
  *     or attributes changed.
+ *  8. Growing a file's members to a size (tfs_raid_grow: the SSD tier's
+ *     flusher, a write-through size) never makes one shorter: a write that
+ *     bypasses the tier may extend the same file on the members meanwhile,
+ *     and nothing orders the two.  So a member found short is extended by
+ *     an fallocate of its last byte, which cannot shrink it, not by
+ *     ftruncate to the size seen, which cut off such a write that landed
+ *     between the look and the ftruncate (test_cache.py
+ *     test_the_flushers_grow_never_shrinks_a_member).  A member whose
+ *     filesystem has no fallocate, or no room for that block, still gets
+ *     the ftruncate, and that window.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -642,23 +652,42 @@ int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
 	return rc;
 }
 
+/* Member k's file (fd) at least share bytes long, never shorter
+ * (invariant 8): fallocate of its last byte, which only extends; where the
+ * member's filesystem has no fallocate or no room for that block,
+ * ftruncate.  Returns 0 or -errno. */
+static int grow_share(struct tfs_fs *fs, uint32_t k, int fd, uint64_t share)
+{
+	int rc = -EOPNOTSUPP;
+
+	if (!__atomic_load_n(&fs->space[k].nofalloc, __ATOMIC_RELAXED))
+		rc = OPS(fs)->fallocate(BE(fs), k, fd, 0, share - 1, 1);
+	if (rc == -EOPNOTSUPP)
+		__atomic_store_n(&fs->space[k].nofalloc, true, __ATOMIC_RELAXED);
+	if (rc == -EOPNOTSUPP || rc == -ENOSPC || rc == -EDQUOT)
+		rc = OPS(fs)->ftruncate(BE(fs), k, fd, share);
+	return rc;
+}
+
 /* Set every member file of an open file (in->of pinned by the caller) that
  * takes changes to its share of logical size size; grow: only those
- * shorter.  A member other than the primary whose object is damaged is
- * skipped (health.c invariant 5).  Returns how many changed, or -errno. */
+ * shorter, and only longer (invariant 8).  A member other than the primary
+ * whose object is damaged is skipped (health.c invariant 5).  Returns how
+ * many changed, or -errno. */
 static int set_shares(struct tfs_fs *fs, struct tfs_inode *in, uint64_t size, bool grow)
 {
 	int rc = 0, changed = 0;
 
 	for (uint32_t k = 0; k < fs->n && rc == 0; k++) {
 		uint64_t share = tfs_layout_share(&fs->layout, in->rot, k, size);
+		int fd = in->of->fd[k];
 		struct stat st;
 
-		if (!tfs_m_writable(fs, k) || in->of->fd[k] < 0)
+		if (!tfs_m_writable(fs, k) || fd < 0)
 			continue;
-		rc = grow ? OPS(fs)->fstat(BE(fs), k, in->of->fd[k], &st) : 0;
+		rc = grow ? OPS(fs)->fstat(BE(fs), k, fd, &st) : 0;
 		if (rc == 0 && (!grow || (uint64_t)st.st_size < share)) {
-			rc = OPS(fs)->ftruncate(BE(fs), k, in->of->fd[k], share);
+			rc = grow ? grow_share(fs, k, fd, share) : OPS(fs)->ftruncate(BE(fs), k, fd, share);
 			changed++;
 		}
 		if (rc && k != tfs_primary(fs) &&

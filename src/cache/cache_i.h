@@ -93,6 +93,7 @@ struct cfile {
 	uint32_t ndirty;		/* extents with dirty sectors */
 	uint64_t dsec;			/* dirty sectors (st_blocks counts them) */
 	uint32_t refs;			/* flush locks held or waited for */
+	uint32_t cuts;			/* of refs, cuts' (c_file_hold): no promotions */
 	uint64_t size;			/* logical size recorded in the store, or 0 */
 	bool journaled;			/* fid in the array journal's CDIRTY set */
 	bool unresolved;		/* dirty, inode not found yet (restart) */
@@ -320,12 +321,15 @@ void c_prenamed_forget(struct tfs_cache *c, uint64_t fid);
 /* Every such note older than older ticks is dropped, the names' removals
  * queued (files created and not written).  Not under c->lock. */
 void c_prenamed_expire(struct tfs_cache *c, uint32_t older);
-/* fid's file record (made if need be) with a reference and its flush lock
- * held: the flusher and the promoter stay off the file until
- * c_file_unhold.  NULL: no memory.  Not under c->lock. */
+/* For a cut: fid's file record (made if need be) with a reference and
+ * its flush lock held: the flusher and the promoter stay off the file
+ * until c_file_unhold.  NULL: no memory.  Not under c->lock. */
 struct cfile *c_file_hold(struct tfs_cache *c, uint64_t fid);
 /* Lets go of c_file_hold's flush lock and reference (f may be freed). */
 void c_file_unhold(struct tfs_cache *c, struct cfile *f);
+/* Lets go of the flusher's flush lock and reference on f (flush.c
+ * next_dirty's; f may be freed).  Promotions go on meanwhile. */
+void c_file_unlock(struct tfs_cache *c, struct cfile *f);
 /* Returns the slot holding extent (fid, idx), or C_NONE.  Under c->lock. */
 uint32_t c_lookup(struct tfs_cache *c, uint64_t fid, uint64_t idx);
 /* Puts free slot s in the index for (fid, idx), in the policy and at the

@@ -478,22 +478,35 @@ struct cfile *c_file_hold(struct tfs_cache *c, uint64_t fid)
 	struct cfile *f;
 
 	pthread_mutex_lock(&c->lock);
-	f = c_file_get(c, fid);	/* made if need be: the promoter stays off (refs) */
-	if (f)
+	f = c_file_get(c, fid);	/* made if need be: the promoter stays off (cuts) */
+	if (f) {
 		f->refs++;
+		f->cuts++;
+	}
 	pthread_mutex_unlock(&c->lock);
 	if (f)
 		pthread_mutex_lock(&f->flock);
 	return f;
 }
 
-void c_file_unhold(struct tfs_cache *c, struct cfile *f)
+static void file_let_go(struct tfs_cache *c, struct cfile *f, unsigned cut)
 {
 	pthread_mutex_unlock(&f->flock);
 	pthread_mutex_lock(&c->lock);
 	f->refs--;
+	f->cuts -= cut;
 	c_file_maybe_free(c, f);
 	pthread_mutex_unlock(&c->lock);
+}
+
+void c_file_unhold(struct tfs_cache *c, struct cfile *f)
+{
+	file_let_go(c, f, 1);
+}
+
+void c_file_unlock(struct tfs_cache *c, struct cfile *f)
+{
+	file_let_go(c, f, 0);
 }
 
 /* ------------------------------------------------------------------ */

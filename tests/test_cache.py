@@ -702,6 +702,29 @@ def test_the_flusher_destages_the_oldest_files_first(make_array, tmp_path):
     assert len(clean) == 16 and all(n.startswith("o") for n in clean), (clean, fc)
 
 
+def test_the_flusher_runs_flat_out_before_dirty_high(make_array, tmp_path):
+    """The flusher runs flat out from a tenth of the band below dirty_high
+    (rules.h tfs_flush_flat: 65% at 20:70), young extents too, so the level
+    stays under dirty_high, where writes needing a fresh slot go around the
+    tier, while the RAID keeps up.  64 slots: 43 new files (67%) come down
+    to the flat-out level, 41, within seconds.  Before, flat out only at
+    dirty_high, the 43 stayed dirty until 5 s old (the paced flusher
+    spares younger ones), and a burst of new files sat at 70% and went
+    around (the maildir recording: 2,400-2,750 writes of 49 s).  The
+    threshold is set (cache_promote=2), so the flusher spares every young
+    extent, not only the hot ones (the tuner's choice)."""
+    a = make_array("raid5", 3, "64K")
+    a.mount(opts=copts(tmp_path / "cache", size="16M", extent="256K", promote=2))
+    t0 = time.time()
+    for i in range(43):
+        pwrite(a.mnt / f"m{i}", 0, bytes([i]) * 4096)
+    assert cst(a.mnt)["slots"] == 64
+    wait_until(lambda: cst(a.mnt)["dirty_extents"] <= 41, "the level under 65%", 3.0)
+    assert time.time() - t0 < 4.5, "too slow to tell young from old"
+    for i in range(43):
+        assert read_all(a.mnt / f"m{i}") == bytes([i]) * 4096
+
+
 def test_saves_by_rename_while_the_flusher_batches(make_array, tmp_path):
     """An editor's save: a new file written, then renamed over the old one,
     both dirty, while the flusher batches them.  The rename holds the moved

@@ -24,10 +24,11 @@
  *     paces itself, faster as dirt grows, and skips extents written in
  *     the last TFS_FLUSH_WRITE_AGE (they absorb overwrites; with the
  *     tuner's spare_hot only those used again since they came, rules.h
- *     tfs_flush_spares); above dirty_high it
- *     runs flat out, writes that would take a fresh slot go to the RAID
- *     and those that would dirty a clean extent wait for it (write.c
- *     invariant 9, throttle).
+ *     tfs_flush_spares); from a tenth of the band below dirty_high
+ *     (rules.h tfs_flush_flat) it runs flat out, so the level stays under
+ *     dirty_high while the RAID keeps up; at dirty_high writes that would
+ *     take a fresh slot go to the RAID and those that would dirty a clean
+ *     extent wait for it (write.c invariant 9, throttle).
  *  5. A promotion allocates its slot only when no RAID write of the
  *     extent is in flight (write.c invariant 2) and no cut holds the file
  *     (cfile.cuts: c_file_hold), and fills it while owning it (busy).  The
@@ -1129,10 +1130,11 @@ static void *flusher(void *arg)
 			continue;
 		}
 		if (rounded && !all && !idle && mono_ms() < paced_until &&
-		    !tfs_dirty_over(c->ndirty, c->nslots, c->dirty_high)) {
+		    !tfs_dirty_over(c->ndirty, c->nslots,
+				    tfs_flush_flat(c->dirty_low, c->dirty_high))) {
 			/* woken inside a paced pause by a reclaim note: the
-			 * pause goes on to its end (dirty_high ends it, as in
-			 * the model) */
+			 * pause goes on to its end (the flat-out level ends
+			 * it, as in the model) */
 			wait_ticks(c, &c->fcond, (unsigned)(paced_until - mono_ms()) + 1);
 			continue;
 		}

@@ -350,11 +350,11 @@ void c_file_dirtied(struct tfs_cache *c, struct cfile *f, struct cext *x, struct
 	f->ndirty++;
 	c->ndirty++;
 	/* crossing the low watermark wakes the flusher from its long sleep,
-	 * crossing the high one from a paced pause (it runs flat out there,
-	 * and writes wanting fresh slots go around the tier until it does);
+	 * crossing the level where it runs flat out from a paced pause
+	 * (writes wanting fresh slots go around the tier at dirty_high);
 	 * a signal per write would wake it from every paced pause */
 	if (tfs_dirty_crossed(c->ndirty, c->nslots, c->dirty_low) ||
-	    tfs_dirty_crossed(c->ndirty, c->nslots, c->dirty_high))
+	    tfs_dirty_crossed(c->ndirty, c->nslots, tfs_flush_flat(c->dirty_low, c->dirty_high)))
 		pthread_cond_signal(&c->fcond);
 	x->depoch = c->flush_req;
 	c_file_attach(c, f, in);

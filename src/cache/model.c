@@ -20,7 +20,7 @@
  *  3. The flusher runs before each request, in the request's time: it
  *     destages batches while tfs_flush_plan says so and its clock (the
  *     end of its last pause) is not past now, or the level is at
- *     dirty_high, or the request ends an idle gap (TFS_FLUSH_IDLE_TICKS
+ *     tfs_flush_flat, or the request ends an idle gap (TFS_FLUSH_IDLE_TICKS
  *     without a request: tfs_flush_plan's idle, everything destaged).
  *     A batch takes the daemon's files (flush.c invariant 19: those whose
  *     oldest destageable extent is oldest, tfs_flush_keep), and of each
@@ -588,10 +588,11 @@ static void flusher(struct tfs_model *m, uint32_t now)
 	if (m->busy_ns > m->ns)
 		return;		/* a round on its way: the flusher waits for it */
 	reclaim(m);
-	/* reaching dirty_high wakes it from a paced pause (index.c
+	/* reaching the flat-out level wakes it from a paced pause (index.c
 	 * c_file_dirtied), and so does the end of an idle gap */
 	while (m->busy_ns <= m->ns && ((int32_t)(now - m->flush_at) >= 0 || idle ||
-					tfs_dirty_over(m->ndirty, c->nslots, c->dirty_high))) {
+					tfs_dirty_over(m->ndirty, c->nslots,
+						       tfs_flush_flat(c->dirty_low, c->dirty_high)))) {
 		struct tfs_flush_step st = tfs_flush_plan(m->ndirty, c->nslots, c->dirty_low,
 							  c->dirty_high, idle, false);
 		unsigned nf, pause;

@@ -141,7 +141,8 @@ struct tfs_flush_step tfs_flush_plan(uint32_t ndirty, uint32_t nslots, unsigned 
 	if (ndirty == 0 || (!all && !idle && !tfs_dirty_over(ndirty, nslots, low)))
 		return s;
 	s.run = true;
-	s.min_age = all || idle || tfs_dirty_over(ndirty, nslots, high) ? 0 : TFS_FLUSH_WRITE_AGE;
+	s.min_age = all || idle || tfs_dirty_over(ndirty, nslots, tfs_flush_flat(low, high)) ?
+		    0 : TFS_FLUSH_WRITE_AGE;
 	return s;
 }
 
@@ -182,7 +183,7 @@ unsigned tfs_flush_pause_ms(uint32_t ndirty, uint32_t nslots, unsigned low, unsi
 {
 	unsigned pct = (unsigned)((uint64_t)ndirty * 100 / nslots);
 
-	if (all || idle || pct >= high || pct < low)
+	if (all || idle || pct >= tfs_flush_flat(low, high) || pct < low)
 		return 0;
 	return (nfiles ? nfiles : 1) * (1 + 100 * (high - pct) / (high - low));
 }

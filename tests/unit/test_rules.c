@@ -120,6 +120,16 @@ static void heat(void)
 static void flush(void)
 {
 	snprintf(ctx, sizeof(ctx), "flush plan");
+	/* flat out a tenth of the band below dirty_high, at least a point
+	 * above dirty_low, never above dirty_high */
+	for (unsigned low = 0; low <= 100; low++)
+		for (unsigned high = low; high <= 100; high++) {
+			unsigned f = tfs_flush_flat(low, high);
+
+			CHECK(G_FLUSH, f <= high && (high <= low + 1 ? f == high : f > low &&
+						     f == high - ((high - low) / 10 ? (high - low) / 10 : 1)),
+			      "flat %u at %u:%u", f, low, high);
+		}
 	for (uint32_t nd = 0; nd <= 100; nd++)
 		for (int idle = 0; idle < 2; idle++)
 			for (int all = 0; all < 2; all++) {
@@ -128,12 +138,12 @@ static void flush(void)
 
 				CHECK(G_FLUSH, s.run == (nd && (idle || all || nd >= 20)),
 				      "nd %u idle %d all %d run %d", nd, idle, all, s.run);
-				CHECK(G_FLUSH, !s.run || s.min_age == (idle || all || nd >= 70 ? 0 :
+				CHECK(G_FLUSH, !s.run || s.min_age == (idle || all || nd >= 65 ? 0 :
 								       TFS_FLUSH_WRITE_AGE),
 				      "nd %u min_age %u", nd, s.min_age);
-				CHECK(G_FLUSH, (p > 0) == (!idle && !all && nd >= 20 && nd < 70),
+				CHECK(G_FLUSH, (p > 0) == (!idle && !all && nd >= 20 && nd < 65),
 				      "nd %u pause %u", nd, p);
-				if (nd >= 20 && nd < 69 && !idle && !all)
+				if (nd >= 20 && nd < 64 && !idle && !all)
 					CHECK(G_FLUSH, p >= tfs_flush_pause_ms(nd + 1, 100, 20, 70,
 									       false, false, 2),
 					      "pause shrinks as dirt grows at %u", nd);
@@ -495,7 +505,7 @@ static void model_clean_ahead(void)
 
 /* A destage takes time (model.c invariant 3): at 4.096 MB/s a 4 KiB
  * destage takes 1 ms.  Ten slots, 7 extents written 4 KiB each at 0 ms,
- * then a read: the flusher (70%: at dirty_high) sends all 7 in a round,
+ * then a read: the flusher (70%: flat out) sends all 7 in a round,
  * newest first as the daemon's file chain has them (extent 6 first), and
  * they stay dirty (not evictable, counted) until 1, 2, ... 7 ms.  At
  * 3.5 ms three are clean, and extent 1, on its way, is written again: it
@@ -527,11 +537,11 @@ static void model_destage_time(void)
 }
 
 /* The flusher's files, oldest first (model.c invariant 3, rules.h
- * tfs_flush_keep, as flush.c next_dirty): 28 slots, 19 files (identities
+ * tfs_flush_keep, as flush.c next_dirty): 30 slots, 19 files (identities
  * 100-118, one 4K extent each, written at tick 0 in that order) written
- * again at ticks 1-19 in a shuffled order (113 and 107 first), still
- * under dirty_high and too young for the paced flusher; a 20th file at
- * tick 20 makes 71%: flat out, a round of the 16 oldest at 4.096 MB/s, 1
+ * again at ticks 1-19 in a shuffled order (113 and 107 first), 63%: too
+ * young for the paced flusher; a 20th file at tick 20 makes 67%, over
+ * tfs_flush_flat's 65%: flat out, a round of the 16 oldest at 4.096 MB/s, 1
  * ms each.  At 2.5 ms 113 and 107 are clean, and written again are dirty
  * again: 20.  In the identities' order (the daemon's before) or the
  * slots' (the model's before) 100 and 101 went first, and both writes
@@ -540,7 +550,7 @@ static void model_flush_order(void)
 {
 	const uint64_t order[19] = { 113, 107, 116, 100, 104, 101, 110, 118, 102, 105,
 				     111, 103, 117, 106, 112, 109, 114, 108, 115 };
-	struct tfs_model *m = model_at(28, 65536, TFS_CACHE_WRITEBACK, 1, 4.096);
+	struct tfs_model *m = model_at(30, 65536, TFS_CACHE_WRITEBACK, 1, 4.096);
 
 	snprintf(ctx, sizeof(ctx), "flush order");
 	for (uint64_t f = 100; f < 119; f++)

@@ -678,9 +678,10 @@ def test_the_flusher_destages_the_oldest_files_first(make_array, tmp_path):
     longest ago (flush.c invariant 19), so what was just written stays
     dirty, and cached, longest.  64 slots: 50 empty files made, the 30 of
     the new group first (the lesser identities), then 20 old ones written
-    4K each, a second later the new ones: at 45 dirty (70%) the flusher
-    runs flat out, one batch of 16 files, and those are old ones (the
-    writes meanwhile go around the tier: not cached).  Before, in identity
+    4K each, a second later the new ones: at 42 dirty (65%, tfs_flush_flat)
+    the flusher runs flat out, one batch of 16 files, and those are old
+    ones (at 45, 70%, the writes meanwhile go around the tier: not
+    cached).  Before, in identity
     order, they were the new group's first 16."""
     a = make_array("raid5", 3, "64K")
     a.mount(opts=copts(tmp_path / "cache", size="16M", extent="256K", promote=2))
@@ -824,8 +825,8 @@ def test_the_flushers_grow_never_shrinks_a_member(make_array, tmp_path):
     then set it: a write around the tier that landed in between, past that
     size, was cut off again.  Found by test_model_every_mode once fills ran
     while the flusher held a file (zeros where a write past the old end
-    had gone to the RAID).  Here the grow's ftruncate waits a second, the
-    write around the tier lands meanwhile.  RAID5 x3: 4K written at 64K
+    had gone to the RAID).  Here the grow's ftruncate (fallocate now) waits
+    a second, and the write around the tier lands meanwhile.  RAID5 x3: 4K written at 64K
     lies in row 0's second chunk; destaged, it leaves the first chunk's
     member short of the row, which the grow makes 64K long."""
     a = make_array("raid5", 3, "64K")
@@ -836,7 +837,7 @@ def test_the_flushers_grow_never_shrinks_a_member(make_array, tmp_path):
     pwrite(p, 64 * K, b"s" * (4 * K))               # only the tier: its size too
     data = random.Random(3).randbytes(256 * K)
     ctl(a.mnt, "flush")                             # destage, then grow to 68K
-    time.sleep(0.3)                                 # the grow waits in ftruncate
+    time.sleep(0.3)                                 # the grow waits in the fault layer
     before = cst(a.mnt)
     write_direct(p, 256 * K, data)                  # over high: to the RAID
     after = cst(a.mnt)

@@ -196,10 +196,13 @@ static bool delays(const struct fault *f, const char *op)
 	return false;
 }
 
-static void delay(struct fault *f, const char *op)
+/* Sleeps delay='s time if it names op; returns whether it did. */
+static bool delay(struct fault *f, const char *op)
 {
-	if (delays(f, op))
-		usleep((useconds_t)f->delay_ms * 1000);
+	if (!delays(f, op))
+		return false;
+	usleep((useconds_t)f->delay_ms * 1000);
+	return true;
 }
 
 /* Before call op on member m (naming name, or NULL): 0, or the error the
@@ -290,11 +293,8 @@ static int ft_submit(struct tfs_backend *be, struct tfs_mio *v, unsigned n)
 		}
 		return rc;
 	}
-	for (unsigned i = 0; i < n; i++)
-		if (delays(f, mio_name[v[i].op])) {
-			delay(f, mio_name[v[i].op]);
-			break;
-		}
+	for (unsigned i = 0; i < n && !delay(f, mio_name[v[i].op]); i++)
+		;	/* once per batch */
 	tfs_pcut_enter();
 	for (unsigned i = 0; i <= n; i++) {
 		int err = i < n ? fail_before(f, &v[i]) : 0;

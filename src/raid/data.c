@@ -126,6 +126,25 @@ void tfs_space_refused(struct tfs_fs *fs, uint32_t k)
 	__atomic_store_n(&fs->space[k].checked_ns, now_ns(), __ATOMIC_RELAXED);
 }
 
+/* fallocate(2) of member k's fd; -EOPNOTSUPP at once once its filesystem
+ * said it has none (noted, and said, the first time: invariants 6, 8). */
+static int member_fallocate(struct tfs_fs *fs, uint32_t k, int fd, int mode, uint64_t off,
+			    uint64_t len)
+{
+	int rc;
+
+	if (__atomic_load_n(&fs->space[k].nofalloc, __ATOMIC_RELAXED))
+		return -EOPNOTSUPP;
+	rc = OPS(fs)->fallocate(BE(fs), k, fd, mode, off, len);
+	if (rc == -EOPNOTSUPP && !__atomic_exchange_n(&fs->space[k].nofalloc, true,
+						     __ATOMIC_RELAXED))
+		tfs_warn("member %u (%s): its filesystem has no fallocate: a write it refuses "
+			 "for want of space is undone on the other members afterwards, and a "
+			 "file grown there is set to its size with ftruncate", k,
+			 fs->array->path[k]);
+	return rc;
+}
+
 int tfs_space_reserve(struct tfs_fs *fs, const struct tfs_mio *v, unsigned n)
 {
 	if (!fs->stripes)
@@ -134,18 +153,11 @@ int tfs_space_reserve(struct tfs_fs *fs, const struct tfs_mio *v, unsigned n)
 		uint32_t k = v[i].member;
 		int rc;
 
-		if (v[i].op != TFS_MIO_WRITE || !space_low(fs, k, v[i].len) ||
-		    __atomic_load_n(&fs->space[k].nofalloc, __ATOMIC_RELAXED))
+		if (v[i].op != TFS_MIO_WRITE || !space_low(fs, k, v[i].len))
 			continue;
-		rc = OPS(fs)->fallocate(BE(fs), k, v[i].fd, FALLOC_FL_KEEP_SIZE, v[i].off,
-					v[i].len);
-		if (rc == -EOPNOTSUPP) {
-			if (!__atomic_exchange_n(&fs->space[k].nofalloc, true, __ATOMIC_RELAXED))
-				tfs_warn("member %u (%s): its filesystem has no fallocate: a write "
-					 "it refuses for want of space is undone on the other "
-					 "members afterwards", k, fs->array->path[k]);
+		rc = member_fallocate(fs, k, v[i].fd, FALLOC_FL_KEEP_SIZE, v[i].off, v[i].len);
+		if (rc == -EOPNOTSUPP)
 			continue;
-		}
 		/* a member error fails the member when the write meets it */
 		if (rc && !tfs_member_error(rc))
 			return rc;
@@ -658,12 +670,8 @@ int tfs_raid_fsync(struct tfs_fs *fs, struct tfs_inode *in, bool datasync)
  * ftruncate.  Returns 0 or -errno. */
 static int grow_share(struct tfs_fs *fs, uint32_t k, int fd, uint64_t share)
 {
-	int rc = -EOPNOTSUPP;
+	int rc = member_fallocate(fs, k, fd, 0, share - 1, 1);
 
-	if (!__atomic_load_n(&fs->space[k].nofalloc, __ATOMIC_RELAXED))
-		rc = OPS(fs)->fallocate(BE(fs), k, fd, 0, share - 1, 1);
-	if (rc == -EOPNOTSUPP)
-		__atomic_store_n(&fs->space[k].nofalloc, true, __ATOMIC_RELAXED);
 	if (rc == -EOPNOTSUPP || rc == -ENOSPC || rc == -EDQUOT)
 		rc = OPS(fs)->ftruncate(BE(fs), k, fd, share);
 	return rc;

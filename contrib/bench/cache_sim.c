@@ -27,7 +27,8 @@
  *                  [--mode MODE] [--seq-cutoff BYTES] [--row BYTES]
  *                  [--dirty LOW:HIGH] [--halflife SECONDS] [--reclaim on|off|auto]
  *                  [--destage-mbps R] [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]
- *                  [--promote-us L] [--format auto|tierfs|csv|vscsi] [--cuts on|off]]
+ *                  [--promote-us L] [--format auto|tierfs|csv|vscsi] [--cuts on|off]
+ *                  [--sectors valid|whole]]
  * --trace replays a trace the tier's recorder wrote (tierctl trace;
  * include/tierfs/trace.h), or a text trace (CSV TIME,OBJECT,SIZE[,OP]: an
  * object read or written whole, TIME in seconds; or SNIA/MSR-style
@@ -41,7 +42,11 @@
  * lives in every policy: the model drops their sectors as the daemon does
  * (tfs_model_cut), the others free the extents wholly cut (simpol_drop,
  * tfs_policy_remove) and see a later access to one as a new extent;
- * --cuts off leaves the cuts out (as a block cache, which is not told).  The rows
+ * --cuts off leaves the cuts out (as a block cache, which is not told).
+ * Every policy's cache holds only the sectors written to it or read into
+ * it, as the tier's (struct held): a read of the rest of an extent a write
+ * admitted misses, and fills it; --sectors whole lets an extent hold all
+ * of it once admitted, however (the replay before stop 40).  The rows
  * "lru" and "s3fifo" run the policy alone behind the admission filter
  * above (a write takes a slot whatever the heat); the rows "tierfs_lru",
  * "tierfs_s3fifo" and "tierfs_wtinylfu" run the trace through the tier's model (include/tierfs/model.h: the daemon's
@@ -124,6 +129,7 @@ struct opts {
 	uint32_t *ids;
 	uint32_t *lens;			/* bytes of each access (a trace's) */
 	uint32_t *slens;		/* and of the TFS_SECTOR sectors it touches */
+	uint32_t *soffs;		/* the first of those, in its extent */
 	struct tfs_trace_rec *recs;	/* the trace's reads, writes and cuts, in time order */
 	size_t nrecs;
 	uint32_t ws;			/* extents (fid, index) touched: the working set */
@@ -134,6 +140,7 @@ struct opts {
 	uint32_t *did;
 	size_t ndrops;
 	bool no_cuts;			/* --no-cuts: the trace's cuts left out */
+	bool whole_extents;		/* --sectors whole: see struct held */
 	/* the tier's model (tfs_model) on a trace: its other settings */
 	struct tfs_model_cfg mcfg;
 	uint32_t agree_slots;		/* --agree SLOTS: model vs the trace's hit flags */
@@ -285,15 +292,16 @@ static bool ok_all(void *arg, uint32_t slot)
 struct result {
 	uint64_t hits, counted, admitted;
 	/* on a trace: bytes accessed and hit, reads and read hits, bytes
-	 * written to the SSD (an admission on a read: the extent; a write:
-	 * its bytes) */
+	 * written to the SSD (struct held says how many each access writes) */
 	uint64_t bytes, hit_bytes, reads, read_hits, ssd_bytes;
 };
 
-/* Access t was counted: a hit or not, admitted (written to the SSD) or not. */
-static void tally(struct result *r, const struct opts *o, uint64_t t, bool hit, bool admitted)
+/* Access t, a (an extent, WRITE_BIT set for a write), was counted: a
+ * hit or not, admitted or not, and ssd bytes written to the SSD for it. */
+static void tally(struct result *r, const struct opts *o, uint64_t t, uint32_t a, bool hit,
+		  bool admitted, uint64_t ssd)
 {
-	bool wr = o->ids[t] & WRITE_BIT;
+	bool wr = a & WRITE_BIT;
 	uint64_t len = o->lens ? o->lens[t] : 0;
 
 	r->counted++;
@@ -303,10 +311,83 @@ static void tally(struct result *r, const struct opts *o, uint64_t t, bool hit, 
 	r->hit_bytes += hit ? len : 0;
 	r->reads += !wr;
 	r->read_hits += !wr && hit;
-	if (wr)
-		r->ssd_bytes += (hit || admitted) && o->slens ? o->slens[t] : 0;
-	else if (admitted)
-		r->ssd_bytes += o->extent;
+	r->ssd_bytes += ssd;
+}
+
+/* ------------------------------------------------------------------ */
+/* What every policy's cache holds of its extents                      */
+/* ------------------------------------------------------------------ */
+
+/* A cache holds only the sectors written to it or read into it, as the
+ * tier does (sectors.h), whatever its policy: an extent admitted by a
+ * read holds all of it, one admitted by a write what the write wrote;
+ * a read of sectors a cached extent does not hold misses, and (when the
+ * policy fills) reads the extent's missing sectors into it, as the
+ * tier's promoter does (flush.c invariant 14).  The SSD bytes each
+ * access costs follow: a read's admission the extent, a write its
+ * sectors, a fill the sectors it adds.  --sectors whole instead lets an
+ * extent hold all of it once admitted, whatever admitted it (the replay
+ * before stop 40: a write's 8K bought the reads of the other 56K). */
+struct held {
+	uint64_t *bits;		/* by id: TFS_CEXT_WORDS words, the sectors held */
+	unsigned spe;		/* sectors per extent */
+};
+
+static void held_init(struct held *h, const struct opts *o)
+{
+	h->bits = NULL;
+	h->spe = (unsigned)(o->extent / TFS_SECTOR);
+	if (!o->soffs || o->whole_extents)
+		return;
+	h->bits = calloc((size_t)o->z * TFS_CEXT_WORDS, sizeof(*h->bits));
+	if (!h->bits) {
+		fprintf(stderr, "cache_sim: out of memory\n");
+		exit(1);
+	}
+}
+
+/* Access t, a, admits its extent into the cache; returns the bytes
+ * written to the SSD. */
+static uint64_t held_admit(struct held *h, const struct opts *o, uint64_t t, uint32_t a)
+{
+	uint32_t e = a & ~WRITE_BIT;
+	bool wr = a & WRITE_BIT;
+
+	if (h->bits) {
+		uint64_t *b = h->bits + (size_t)e * TFS_CEXT_WORDS;
+
+		memset(b, 0, TFS_CEXT_WORDS * sizeof(*b));
+		if (wr)
+			bm_set(b, o->soffs[t], o->soffs[t] + o->slens[t] / TFS_SECTOR);
+		else
+			bm_set(b, 0, h->spe);
+	}
+	return wr ? (o->slens ? o->slens[t] : 0) : o->extent;
+}
+
+/* Access t, a, finds its extent cached: is it served from the cache?  A
+ * read of sectors not held is not, and with fill reads the missing ones
+ * in.  *ssd: the bytes written to the SSD. */
+static bool held_hit(struct held *h, const struct opts *o, uint64_t t, uint32_t a, bool fill,
+		     uint64_t *ssd)
+{
+	uint32_t e = a & ~WRITE_BIT;
+	uint64_t *b = h->bits ? h->bits + (size_t)e * TFS_CEXT_WORDS : NULL;
+
+	*ssd = 0;
+	if (a & WRITE_BIT) {
+		*ssd = o->slens ? o->slens[t] : 0;
+		if (b)
+			bm_set(b, o->soffs[t], o->soffs[t] + o->slens[t] / TFS_SECTOR);
+		return true;
+	}
+	if (!b || bm_all(b, o->soffs[t], o->soffs[t] + o->slens[t] / TFS_SECTOR))
+		return true;
+	if (fill) {
+		*ssd = (uint64_t)(h->spe - bm_count(b)) * TFS_SECTOR;
+		bm_set(b, 0, h->spe);
+	}
+	return false;
 }
 
 static struct result simulate(const struct opts *o, int w, enum tfs_policy_kind kind,
@@ -322,6 +403,7 @@ static struct result simulate(const struct opts *o, int w, enum tfs_policy_kind 
 	size_t d = 0;
 	struct result r = { 0 };
 	struct trace tr;
+	struct held held;
 
 	if (!p || !slot_of || !ext_of || !heat || !epoch || !freed) {
 		fprintf(stderr, "cache_sim: out of memory\n");
@@ -330,10 +412,12 @@ static struct result simulate(const struct opts *o, int w, enum tfs_policy_kind 
 	if (!H)
 		H = 1;
 	memset(slot_of, 0xff, o->z * sizeof(*slot_of));
+	held_init(&held, o);
 	trace_init(&tr, o, w);
 	for (uint64_t t = 0; t < o->n; t++) {
-		uint32_t e = trace_next(&tr), s, now = (uint32_t)(t / H), age;
-		bool counted = t >= warm, wr = e & WRITE_BIT;
+		uint32_t a = trace_next(&tr), e = a & ~WRITE_BIT, s, now = (uint32_t)(t / H), age;
+		bool counted = t >= warm, wr = a & WRITE_BIT, hit;
+		uint64_t ssd;
 
 		for (; w == W_TRACE && d < o->ndrops && o->dpos[d] <= t; d++)
 			if ((s = slot_of[o->did[d]]) != UINT32_MAX) {	/* cut: its slot is free */
@@ -341,23 +425,23 @@ static struct result simulate(const struct opts *o, int w, enum tfs_policy_kind 
 				slot_of[o->did[d]] = UINT32_MAX;
 				freed[nfreed++] = s;
 			}
-		e &= ~WRITE_BIT;
 		s = slot_of[e];
 		age = now - epoch[e];
 		heat[e] = age >= 16 ? 0 : (uint16_t)(heat[e] >> age);
 		epoch[e] = now;
 		if (heat[e] < UINT16_MAX)
 			heat[e]++;
-		if (s != UINT32_MAX) {
+		if (s != UINT32_MAX) {	/* a fill at the threshold, as a promotion */
+			hit = held_hit(&held, o, t, a, heat[e] >= thr, &ssd);
 			if (counted)
-				tally(&r, o, t, true, false);
+				tally(&r, o, t, a, hit, false, ssd);
 			tfs_policy_hit(p, s);
 			continue;
 		}
 		/* a write takes a slot whatever the heat, as write-back does */
 		if ((!wr && heat[e] < thr) || !cap) {
 			if (counted)
-				tally(&r, o, t, false, false);
+				tally(&r, o, t, a, false, false, 0);
 			continue;
 		}
 		if (nfreed) {
@@ -372,14 +456,16 @@ static struct result simulate(const struct opts *o, int w, enum tfs_policy_kind 
 			}
 			slot_of[ext_of[s]] = UINT32_MAX;
 		}
+		ssd = held_admit(&held, o, t, a);
 		if (counted)
-			tally(&r, o, t, false, true);
+			tally(&r, o, t, a, false, true, ssd);
 		ext_of[s] = e;
 		slot_of[e] = s;
 		tfs_policy_insert(p, s, splitmix(&(uint64_t){ e }));
 	}
 	trace_free(&tr);
 	tfs_policy_free(p);
+	free(held.bits);
 	free(slot_of);
 	free(ext_of);
 	free(freed);
@@ -455,11 +541,14 @@ static struct result belady(const struct opts *o, uint32_t cap, bool bypass)
 	size_t nh = 0;
 	uint32_t used = 0;
 	struct result r = { 0 };
+	struct held held;
+	uint64_t ssd;
 
 	if (!nextu || !last || !cur || !in || !h) {
 		fprintf(stderr, "cache_sim: out of memory\n");
 		exit(1);
 	}
+	held_init(&held, o);
 	for (uint32_t e = 0; e < o->z; e++)
 		last[e] = UINT64_MAX;
 	for (uint64_t t = o->n; t-- > 0;) {
@@ -469,12 +558,13 @@ static struct result belady(const struct opts *o, uint32_t cap, bool bypass)
 		last[e] = t;
 	}
 	for (uint64_t t = 0; t < o->n; t++) {
-		uint32_t e = o->ids[t] & ~WRITE_BIT;
-		bool counted = t >= warm;
+		uint32_t a = o->ids[t], e = a & ~WRITE_BIT;
+		bool counted = t >= warm, hit;
 
 		if (in[e]) {
+			hit = held_hit(&held, o, t, a, true, &ssd);
 			if (counted)
-				tally(&r, o, t, true, false);
+				tally(&r, o, t, a, hit, false, ssd);
 			cur[e] = nextu[t];
 			heap_push(h, &nh, (struct hent){ nextu[t], e });
 			continue;
@@ -483,7 +573,7 @@ static struct result belady(const struct opts *o, uint32_t cap, bool bypass)
 		    (used == cap && bypass && nextu[t] >= top.next)) {
 			/* (bypass: needed later than all, not cached) */
 			if (counted)
-				tally(&r, o, t, false, false);
+				tally(&r, o, t, a, false, false, 0);
 			continue;
 		}
 		if (used == cap) {
@@ -492,8 +582,9 @@ static struct result belady(const struct opts *o, uint32_t cap, bool bypass)
 		}
 		in[e] = true;
 		used++;
+		ssd = held_admit(&held, o, t, a);
 		if (counted)
-			tally(&r, o, t, false, true);
+			tally(&r, o, t, a, false, true, ssd);
 		cur[e] = nextu[t];
 		heap_push(h, &nh, (struct hent){ nextu[t], e });
 	}
@@ -502,6 +593,7 @@ static struct result belady(const struct opts *o, uint32_t cap, bool bypass)
 	free(cur);
 	free(in);
 	free(h);
+	free(held.bits);
 	return r;
 }
 
@@ -516,23 +608,31 @@ static struct result reference(const struct opts *o, enum simpol_kind kind, uint
 	struct simpol *sp = simpol_new(kind, cap, o->z);
 	uint64_t warm = (uint64_t)(o->warmup * o->n);
 	struct result r = { 0 };
+	struct held held;
 	size_t d = 0;
 
 	if (!sp) {
 		fprintf(stderr, "cache_sim: out of memory\n");
 		exit(1);
 	}
+	held_init(&held, o);
 	for (uint64_t t = 0; t < o->n; t++) {
+		uint32_t a = o->ids[t];
+		uint64_t ssd = 0;
 		bool admitted, hit;
 
 		for (; d < o->ndrops && o->dpos[d] <= t; d++)
 			simpol_drop(sp, o->did[d]);	/* cut: its extent is gone */
-		hit = simpol_access(sp, o->ids[t] & ~WRITE_BIT, &admitted);
-
+		hit = simpol_access(sp, a & ~WRITE_BIT, &admitted);
+		if (hit)	/* every miss admitted: every partial read fills */
+			hit = held_hit(&held, o, t, a, true, &ssd);
+		else if (admitted)
+			ssd = held_admit(&held, o, t, a);
 		if (t >= warm)
-			tally(&r, o, t, hit, admitted);
+			tally(&r, o, t, a, hit, admitted, ssd);
 	}
 	simpol_free(sp);
+	free(held.bits);
 	return r;
 }
 
@@ -889,11 +989,12 @@ static void load_trace(struct opts *o)
 				*v = ++o->z;
 			}
 			if (na == acap) {
-				size_t lcap = acap, scap = acap;
+				size_t lcap = acap, scap = acap, fcap = acap;
 
 				o->ids = grow(o->ids, &acap, sizeof(*o->ids));
 				o->lens = grow(o->lens, &lcap, sizeof(*o->lens));
 				o->slens = grow(o->slens, &scap, sizeof(*o->slens));
+				o->soffs = grow(o->soffs, &fcap, sizeof(*o->soffs));
 			}
 			{	/* the part of the request in extent x */
 				uint64_t a = r[i].off > x * o->extent ? r[i].off : x * o->extent;
@@ -903,6 +1004,7 @@ static void load_trace(struct opts *o)
 				o->lens[na] = (uint32_t)(b - a);
 				o->slens[na] = (uint32_t)(((b + TFS_SECTOR - 1) / TFS_SECTOR -
 							   a / TFS_SECTOR) * TFS_SECTOR);
+				o->soffs[na] = (uint32_t)((a - x * o->extent) / TFS_SECTOR);
 			}
 			o->ids[na++] = (*v - 1) | (r[i].op == TFS_TR_WRITE ? WRITE_BIT : 0);
 		}
@@ -1249,7 +1351,8 @@ static void usage(void)
 		"                 [--seq-cutoff BYTES] [--row BYTES] [--dirty LOW:HIGH]\n"
 		"                 [--halflife SECONDS] [--reclaim on|off|auto] [--destage-mbps R]\n"
 		"                 [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]\n"
-		"                 [--promote-us L] [--format auto|tierfs|csv|vscsi] [--cuts on|off]]\n");
+		"                 [--promote-us L] [--format auto|tierfs|csv|vscsi] [--cuts on|off]\n"
+		"                 [--sectors valid|whole]]\n");
 	exit(2);
 }
 
@@ -1329,6 +1432,9 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--cuts"))
 			rc = strcmp(v, "on") == 0 ? 0 : strcmp(v, "off") == 0 ? (o.no_cuts = true, 0)
 								   : -EINVAL;
+		else if (!strcmp(a, "--sectors"))
+			rc = strcmp(v, "valid") == 0 ? 0 : strcmp(v, "whole") == 0
+			     ? (o.whole_extents = true, 0) : -EINVAL;
 		else if (!strcmp(a, "--format"))
 			rc = parse_format(v, &o.format);
 		else

@@ -11,7 +11,7 @@ largest error against the model at each trace's 10% tier.
     contrib/bench/policy_table.py [--build build] [--extent 65536]
         [--threshold 2] [--policy s3fifo|lru|wtinylfu] [--reclaim on|off|auto]
         [--destage-mbps R] [--cuts on|off] [--promote-us L] [--row BYTES]
-        [--mrc] TRACE...
+        [--sectors valid|whole] [--mrc] TRACE...
 
 --policy names the tier's policy in the tierfs columns (tierfs_POLICY
 rows; the daemon's default, wtinylfu, if not given); --reclaim its
@@ -19,6 +19,9 @@ cache_reclaim (auto, the default, if not given); --destage-mbps the RAID's
 pace for its destages (0, the default: at once); --cuts off replays
 without the trace's truncates and unlinks (cache_sim --cuts);
 --promote-us the promoters' time (cache_sim's; 0, the default: at once);
+--sectors whole lets every policy but the tier's model hold an extent
+whole once a write admitted part of it (cache_sim --sectors; valid, the
+default: each holds what was written to it or read into it);
 --row the RAID's full row, which a sequential write must reach to go
 around the tier (the daemon's rule): by default the recording array's,
 from TRACE.status beside the trace (record_traces.py writes its level,
@@ -54,13 +57,15 @@ def main():
                     help="the tier's (cache_reclaim)")
     ap.add_argument("--destage-mbps", default="0")
     ap.add_argument("--cuts", default="on", choices=["on", "off"])
+    ap.add_argument("--sectors", default="valid", choices=["valid", "whole"])
     ap.add_argument("--promote-us", default="0")
     ap.add_argument("--row", type=int, default=None)
     ap.add_argument("--mrc", action="store_true")
     ap.add_argument("traces", nargs="+")
     a = ap.parse_args()
     tier = "tierfs_" + a.policy
-    common = ("--destage-mbps", a.destage_mbps, "--cuts", a.cuts, "--promote-us", a.promote_us)
+    common = ("--destage-mbps", a.destage_mbps, "--cuts", a.cuts, "--promote-us", a.promote_us,
+              "--sectors", a.sectors)
     print("| trace | cache | %s T=%d | %s tuned | LRU | best other (which) | "
           "Belady+bypass | gap to it | SSD writes vs LRU |" % (tier, a.threshold, tier))
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -673,6 +673,13 @@ def test_the_paced_flusher_syncs_small_files_in_batches(make_array, tmp_path):
         assert read_all(a.mnt / f"s{i}") == bytes([i]) * 4096
 
 
+def destaged(paths):
+    """The names of paths the tier holds clean (destaged, still cached),
+    and every one's cache xattrs."""
+    fc = {p.name: fcache(p) for p in paths}
+    return [n for n, f in fc.items() if f["cached_bytes"] and not f["dirty_bytes"]], fc
+
+
 def test_the_flusher_destages_the_oldest_files_first(make_array, tmp_path):
     """A batch takes the files whose oldest dirty extent was written
     longest ago (flush.c invariant 19), so what was just written stays
@@ -698,9 +705,42 @@ def test_the_flusher_destages_the_oldest_files_first(make_array, tmp_path):
     assert cst(a.mnt)["slots"] == 64
     wait_until(lambda: cst(a.mnt)["dirty_extents"] <= 34, "a batch of 16", 3.0)
     assert time.time() - t0 < 4.5, "too slow: the old ones would be old enough anyway"
-    fc = {p.name: fcache(p) for p in new + old}
-    clean = [n for n, f in fc.items() if f["cached_bytes"] and not f["dirty_bytes"]]
+    clean, fc = destaged(new + old)
     assert len(clean) == 16 and all(n.startswith("o") for n in clean), (clean, fc)
+
+
+def test_the_flusher_counts_a_files_age_from_its_last_write(make_array, tmp_path):
+    """An extent written again is as young as its last write (index.c
+    invariant 8: every write moves it to the dirty list's tail, and the
+    flusher's look walks the list from its oldest).  64 slots: 17 files
+    written, a second later 24 others, then the first 17 written again
+    one by one over more than a second, then one more new file: at 42
+    dirty (65%) the flusher runs flat out, one batch of 16 files, and
+    those are of the 24, whose last write is the oldest.  With the list
+    left in the order of first writes, the look took the 17 rewritten
+    ones: their ages fell along the list, and it stopped at the 17th,
+    younger than the 16 it had."""
+    a = make_array("raid5", 3, "64K")
+    a.mount(opts=copts(tmp_path / "cache", size="16M", extent="256K", promote=2))
+    first = [a.mnt / f"a{i}" for i in range(17)]
+    mid = [a.mnt / f"b{i}" for i in range(24)]
+    t0 = time.time()
+    for p in first:
+        pwrite(p, 0, b"a" * 4096)
+    time.sleep(1.0)
+    for p in mid:
+        pwrite(p, 0, b"b" * 4096)
+    for p in first:
+        time.sleep(0.1)                           # ticks of 1/16 s apart
+        pwrite(p, 4096, b"A" * 4096)
+    pwrite(a.mnt / "last", 0, b"z" * 4096)
+    assert cst(a.mnt)["slots"] == 64
+    wait_until(lambda: cst(a.mnt)["dirty_extents"] <= 26, "a batch of 16", 3.0)
+    assert time.time() - t0 < 5.5, "too slow: the 24 would be old enough anyway"
+    clean, fc = destaged(first + mid)
+    assert len(clean) == 16 and all(n.startswith("b") for n in clean), (clean, fc)
+    for p in first:
+        assert read_all(p) == b"a" * 4096 + b"A" * 4096
 
 
 def test_the_flusher_runs_flat_out_before_dirty_high(make_array, tmp_path):

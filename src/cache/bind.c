@@ -364,6 +364,7 @@ static int load_ext(void *arg, const struct tfs_cext_rec *r)
 	x->heat_t = c_now();
 	if (bm_any(x->dirty)) {
 		c_dirty_add(c, f, bm_count(x->dirty));
+		c_dirty_join(c, r->slot);
 		c->ndirty++;
 		if (f->ndirty++ == 0) {
 			f->unresolved = true;
@@ -471,6 +472,7 @@ int tfs_cache_start(struct tfs_fs *fs)
 	if (rc)
 		return rc;
 	c->e = calloc(c->nslots, sizeof(*c->e));
+	c->dhead = c->dtail = C_NONE;
 	c->hmask = tfs_pow2_at_least(c->nslots) - 1;
 	c->htab = malloc((size_t)(c->hmask + 1) * sizeof(*c->htab));
 	c->freel = malloc((size_t)c->nslots * sizeof(*c->freel));

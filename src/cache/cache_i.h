@@ -60,6 +60,7 @@ struct cext {
 	uint64_t dirty[TFS_CEXT_WORDS];
 	uint32_t hnext;			/* index hash chain */
 	uint32_t fprev, fnext;		/* the file's extent list */
+	uint32_t dprev, dnext;		/* the dirty list (index.c invariant 8) */
 	uint32_t wseq;			/* bumped by every write into the slot */
 	uint32_t wtime;			/* last write-back write (1/16 s) */
 	uint64_t depoch;		/* flush_req when it last became dirty */
@@ -80,6 +81,7 @@ struct cext {
 	bool streamed;			/* dirtied by a stream past the cutoff: not
 					 * spared young, demoted once clean (write.c
 					 * invariant 10) */
+	bool dlisted;			/* on the dirty list */
 };
 
 /* A file with cached extents (or a size the cache knows). */
@@ -183,6 +185,8 @@ struct tfs_cache {
 	struct cfile **ftab;
 	uint32_t fmask, nfiles;
 	uint32_t nused, ndirty;		/* extents cached, extents dirty */
+	uint32_t dhead, dtail;		/* the dirty list, oldest write first (index.c
+					 * invariant 8); C_NONE: empty */
 	uint64_t dirty_sectors;
 	uint32_t guard[C_GUARDS];	/* RAID writes in flight, by extent hash */
 	/* heat of extents not cached: sets of TFS_HEAT_WAYS entries by key
@@ -302,6 +306,12 @@ void c_file_maybe_free(struct tfs_cache *c, struct cfile *f);
  * wakes the flusher at the low watermark, keeps in for the flusher and
  * queues f's journal entry if f has none.  Under c->lock. */
 void c_file_dirtied(struct tfs_cache *c, struct cfile *f, struct cext *x, struct tfs_inode *in);
+/* A write-back write into slot s (dirty): its wtime is now, and it moves
+ * to the dirty list's tail (index.c invariant 8).  Under c->lock. */
+void c_dirty_touch(struct tfs_cache *c, uint32_t s);
+/* Slot s, dirty as loaded at a start, joins the dirty list's tail, its
+ * wtime kept.  Under c->lock. */
+void c_dirty_join(struct tfs_cache *c, uint32_t s);
 /* in is f's inode (a request on it): if f is dirty with no inode yet, the
  * flusher gets in (referenced), and a file unresolved since a restart is
  * resolved.  Under c->lock. */

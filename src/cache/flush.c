@@ -156,7 +156,8 @@
  *     (docs/CACHE_POLICY.md).
  *     A file with dirty extents none of which may go yet is not taken; if
  *     no file has any, the flusher pauses as after a batch that found
- *     nothing.
+ *     nothing.  The files are found on the dirty list, oldest write first
+ *     (index.c invariant 8), not by a walk of every dirty file's extents.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -352,8 +353,11 @@ static bool destageable(const struct tfs_cache *c, const struct cext *x, uint32_
 
 /* Up to max (at most FLUSH_FILES) files the flusher can reach whose
  * oldest extent a batch may take now is oldest (invariant 19), from one
- * look at the table's dirty files; each referenced (refs).  Returns how
- * many; *reachable: whether any file it can reach has dirty extents. */
+ * walk of the dirty list, oldest write first (index.c invariant 8),
+ * which ends once the files are found and the next extent is younger
+ * than the youngest of them (none after it could take a place); each
+ * referenced (refs).  Returns how many; *reachable: whether any file it
+ * can reach has dirty extents (true once one is found). */
 static unsigned next_dirty(struct tfs_cache *c, uint32_t min_age, struct cfile **out,
 			   unsigned max, bool *reachable)
 {
@@ -362,16 +366,19 @@ static unsigned next_dirty(struct tfs_cache *c, uint32_t min_age, struct cfile *
 	unsigned n = 0;
 
 	*reachable = false;
-	for (uint32_t h = 0; h <= c->fmask; h++)
-		for (struct cfile *f = c->ftab[h]; f; f = f->next) {
-			if (!f->ndirty || !f->in)
-				continue;
-			*reachable = true;
-			for (uint32_t s = f->head; s != C_NONE; s = c->e[s].fnext)
-				if (destageable(c, &c->e[s], min_age, now))
-					n = tfs_flush_keep(fid, age, n, max, f->fid,
-							   now - c->e[s].wtime);
-		}
+	for (uint32_t s = c->dhead; s != C_NONE; s = c->e[s].dnext) {
+		struct cext *x = &c->e[s];
+		struct cfile *f;
+
+		if (n == max && now - x->wtime < age[n - 1])
+			break;
+		f = c_file_find(c, x->fid);
+		if (!f->in)
+			continue;
+		*reachable = true;
+		if (destageable(c, x, min_age, now))
+			n = tfs_flush_keep(fid, age, n, max, f->fid, now - x->wtime);
+	}
 	for (unsigned i = 0; i < n; i++) {
 		out[i] = c_file_find(c, fid[i]);
 		out[i]->refs++;

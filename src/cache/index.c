@@ -68,6 +68,22 @@
  *     evidence's verdict, which stands; logged) and the
  *     policy's protected segment goes to probation (tfs_policy_unprotect,
  *     policy.c invariant 12).
+ *  8. The dirty list (c->dhead .. c->dtail, linked by dprev/dnext) holds
+ *     exactly the slots with dirty sectors (dlisted), in the order of
+ *     their last write-back write, oldest first, so wtime never decreases
+ *     along it: a slot joins at the tail when it becomes dirty
+ *     (c_file_dirtied; a start's load, c_dirty_join, in load order, every
+ *     wtime 0), moves to the tail at every write-back write into it
+ *     (c_dirty_touch, which sets wtime, never below the tail's: c->last_io
+ *     is set by readers that read the clock before the lock, so it can
+ *     step back a tick), and leaves when it becomes clean
+ *     (c_file_cleaned).  The flusher's look for the files whose oldest
+ *     destageable extent is oldest (flush.c next_dirty, invariant 19)
+ *     walks it from the head and stops once no later extent can change
+ *     its choice, so it looks at the dirty extents, and only the oldest of
+ *     them, not every cached extent of every dirty file under c->lock as
+ *     it did for every batch (contrib/bench/flusher_scan.sh).  Its worst
+ *     case is a walk of every dirty extent, when none may go yet.
  *
  * Extent states (per slot):
  *   free --c_alloc_slot--> busy (filling/writing) --clear busy--> clean|dirty
@@ -342,6 +358,49 @@ void c_file_maybe_free(struct tfs_cache *c, struct cfile *f)
 	free(f);
 }
 
+/* Slot s leaves the dirty list (invariant 8), if on it. */
+static void dlist_unlink(struct tfs_cache *c, uint32_t s)
+{
+	struct cext *x = &c->e[s];
+
+	if (!x->dlisted)
+		return;
+	if (x->dprev != C_NONE)
+		c->e[x->dprev].dnext = x->dnext;
+	else
+		c->dhead = x->dnext;
+	if (x->dnext != C_NONE)
+		c->e[x->dnext].dprev = x->dprev;
+	else
+		c->dtail = x->dprev;
+	x->dlisted = false;
+}
+
+void c_dirty_join(struct tfs_cache *c, uint32_t s)
+{
+	struct cext *x = &c->e[s];
+
+	dlist_unlink(c, s);
+	x->dprev = c->dtail;
+	x->dnext = C_NONE;
+	if (c->dtail != C_NONE)
+		c->e[c->dtail].dnext = s;
+	else
+		c->dhead = s;
+	c->dtail = s;
+	x->dlisted = true;
+}
+
+void c_dirty_touch(struct tfs_cache *c, uint32_t s)
+{
+	uint32_t t = (uint32_t)c->last_io;
+
+	if (c->dtail != C_NONE && c->dtail != s && (int32_t)(t - c->e[c->dtail].wtime) < 0)
+		t = c->e[c->dtail].wtime;	/* a reader's tick, older */
+	c->e[s].wtime = t;
+	c_dirty_join(c, s);
+}
+
 /* The file got its first dirty extent: keep its inode for the flusher
  * and name it in the array journal (tfs_cache_setup reads that when the
  * cache is lost). */
@@ -357,6 +416,7 @@ void c_file_dirtied(struct tfs_cache *c, struct cfile *f, struct cext *x, struct
 	    tfs_dirty_crossed(c->ndirty, c->nslots, tfs_flush_flat(c->dirty_low, c->dirty_high)))
 		pthread_cond_signal(&c->fcond);
 	x->depoch = c->flush_req;
+	c_dirty_touch(c, (uint32_t)(x - c->e));
 	c_file_attach(c, f, in);
 	if (!f->journaled) {
 		struct prenamed *p = &c->pre[f->fid % C_PRENAMED];
@@ -451,6 +511,7 @@ void c_flush_request(struct tfs_cache *c)
 /* An extent of f became clean (the flusher, or it was dropped). */
 void c_file_cleaned(struct tfs_cache *c, struct cfile *f, const struct cext *x)
 {
+	dlist_unlink(c, (uint32_t)(x - c->e));
 	if (x->depoch < c->flush_req && c->ndirty_old)
 		c->ndirty_old--;
 	c->ndirty--;

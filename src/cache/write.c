@@ -458,7 +458,7 @@ static ssize_t write_finish(struct tfs_fs *fs, struct tfs_inode *in, struct piec
 		bm_set(x->valid, s0, s1);
 		bm_set(x->dirty, s0, s1);
 		x->wseq++;
-		x->wtime = c->last_io;
+		c_dirty_touch(c, p[i].slot);	/* wtime: index.c invariant 8 */
 		if (bm_count(x->dirty) != before || !bm_all(p[i].valid, s0, s1)) {
 			if (before == 0)
 				c_file_dirtied(c, f, x, in);

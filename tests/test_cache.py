@@ -858,6 +858,48 @@ def test_promotions_go_on_while_the_flusher_destages_the_file(make_array, tmp_pa
     assert fcache(p)["cached_bytes"] >= 64 * 64 * K
 
 
+def test_a_full_promote_queue_is_counted_apart(make_array, tmp_path):
+    """cache.promote_full counts the promotions (and fills) the full queue
+    of 1024 refused, apart from those given up for other reasons (the
+    extent written or cut meanwhile, no slot), which cache.promote_dropped
+    lumps in with them: a growing promote_dropped sent stop 39 looking for
+    a slow promoter where the flusher's hold was dropping them.  Member
+    reads take 20 ms; 32 readers miss 3,000 extents once each, faster
+    than the 4 promoters copy them, so the queue fills and refuses."""
+    import threading
+    a = make_array("raid1", 2, "64K")
+    a.mount(opts=copts(tmp_path / "cache", size="16M", extent="4K", promote=1, seq_cutoff=0)
+            + ["max_threads=64"], env={"TIERFS_FAULT": "delay=read:20"})
+    p = a.mnt / "f"
+    with open(p, "wb") as f:
+        f.truncate(3000 * 4 * K)
+    base = cst(a.mnt)
+
+    def reader(k):
+        fd = os.open(str(p), os.O_RDONLY | os.O_DIRECT)
+        try:
+            for i in range(k, 3000, 32):
+                dread(fd, i * 4 * K, 4 * K)
+        finally:
+            os.close(fd)
+    ts = [threading.Thread(target=reader, args=(k,)) for k in range(32)]
+    for t in ts:
+        t.start()
+    peak = 0
+    while any(t.is_alive() for t in ts):
+        peak = max(peak, cst(a.mnt)["promote_backlog"])
+        time.sleep(0.05)
+    for t in ts:
+        t.join()
+    wait_until(lambda: cst(a.mnt)["promote_backlog"] == 0, "the promoters", 60.0)
+    st = cst(a.mnt)
+    full = st["promote_full"] - base["promote_full"]
+    dropped = st["promote_dropped"] - base["promote_dropped"]
+    made = st["promotions"] - base["promotions"]
+    assert peak >= 1000 and full > 0, (peak, full, dropped, made)
+    assert full <= dropped and made + dropped == 3000, (full, dropped, made)
+
+
 def test_the_flushers_grow_never_shrinks_a_member(make_array, tmp_path):
     """The flusher grows the members to the size the tier holds (flush.c
     invariant 9, data.c invariant 8) while writes that go around the tier

@@ -118,6 +118,7 @@ struct cstats {
 	uint64_t write_hits, write_misses, write_around, seq_bypass;
 	uint64_t full_bypass;		/* write.c invariant 9 */
 	uint64_t promotions, promote_dropped, evictions, invalidations;
+	uint64_t promote_full;		/* of promote_dropped, and fills: the queue full */
 	uint64_t flushed_bytes, flush_writes, flush_syncs, full_stripe_flushes, throttled;
 	uint64_t fills;
 	uint64_t fill_promotions;	/* partly valid extents filled (flush.c invariant 14) */

@@ -1265,6 +1265,7 @@ void c_promote_queue(struct tfs_cache *c, struct tfs_inode *in, uint64_t idx, bo
 		queued = true;
 	} else {
 		c->st.promote_dropped++;
+		c->st.promote_full++;
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (!queued)

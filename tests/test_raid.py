@@ -867,6 +867,48 @@ def test_a_lookup_across_a_failover_binds_the_file_once(make_array):
     assert "ignoring bad spec" not in m.log(), m.log()     # the knob was taken
 
 
+@pytest.mark.parametrize("job", ["scrub", "rebuild"])
+def test_a_walk_that_looks_up_a_file_being_created_takes_its_identity_once(make_array, job):
+    """A maintenance walk looks a file up between its create on the primary
+    and the create's binding of its inode: the walk's inode came first, the
+    create's (made for a new object, inode.c invariant 1) took its number
+    from it, and the walk's then read the identity and claimed it against
+    the create's.  Both files were refused (EUCLEAN): the application's new
+    file could not be read, a scrub called it damaged, a rebuild stopped at
+    it and the member stayed R (the concurrent fail/replace test below,
+    once in a full-suite run).  Every member openat takes 400 ms: the
+    create's file is on the primary at 0.4 s and bound at 1.2 s (three
+    members take changes); the walk, started at 0.2 s, lists d at 1.0 s,
+    binds f and reads its identity at 1.4 s.  f is in d, since a create in
+    the root would hold off the command (an xattr of the root) until it is
+    done."""
+    import threading
+    n = 4 if job == "rebuild" else 3
+    a = make_array("raid1", n, "4K")
+    m = a.mount(env={"TIERFS_FAULT": "delay=openat:400"}, expect_errors=True)
+    (a.mnt / "d").mkdir()
+    cmd = "scrub"
+    if job == "rebuild":
+        tierctl("fail", a.mnt, 0)
+        new = new_dir(a, "new0")
+        cmd = f"replace 0 {new}"
+        m.members[0] = str(new)
+    data = os.urandom(5000)
+    made = threading.Thread(target=(a.mnt / "d" / "f").write_bytes, args=(data,))
+    made.start()
+    time.sleep(0.2)
+    # the walk starts now (tierctl's own start would eat the margin)
+    os.setxattr(a.mnt, "user.tierfs.ctl", cmd.encode())
+    made.join(timeout=30)
+    assert not made.is_alive()
+    st = wait_idle(a.mnt)
+    assert st["state"] == "U" * n, (st, m.log())
+    assert (a.mnt / "d" / "f").read_bytes() == data
+    assert "has identity" not in m.log(), m.log()
+    r = tierctl("scrub", a.mnt, "--wait")
+    assert "damaged" not in r.stdout and "0 mismatches" in r.stdout, r.stdout
+
+
 @pytest.mark.parametrize("level,n", [("raid5", 4), ("raid1", 3)])
 def test_concurrent_io_and_namespace_through_fail_replace_scrub(make_array, level, n):
     """Four writer threads (each on its own files, checked against a model),

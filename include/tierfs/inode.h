@@ -25,12 +25,17 @@ uint64_t tfs_inode_nodeid(struct tfs_fs *fs, struct tfs_inode *in);
  * alias or a handle), for the status (mem.inodes). */
 uint64_t tfs_inode_count(struct tfs_fs *fs);
 /* Find or make the inode for an object found at (parent, name); takes one
- * kernel reference.  fresh: the object was just created, so an inode
- * hashed under its number belongs to a removed one (inode.c invariant 1);
- * so does one of another type.  Returns the inode, or NULL without
- * memory. */
+ * kernel reference.  An inode hashed under its number but of another type
+ * belongs to a removed object (inode.c invariant 1).  Returns the inode,
+ * or NULL without memory. */
 struct tfs_inode *tfs_inode_bind(struct tfs_fs *fs, struct tfs_inode *parent,
-				 const char *name, const struct stat *st, bool fresh);
+				 const char *name, const struct stat *st);
+/* tfs_inode_bind for an object just created with identity fid (0: none):
+ * an inode hashed under its number belongs to a removed object unless it
+ * has claimed fid already (a lookup that got there first: inode.c
+ * invariant 1). */
+struct tfs_inode *tfs_inode_bind_new(struct tfs_fs *fs, struct tfs_inode *parent,
+				     const char *name, const struct stat *st, uint64_t fid);
 /* Returns the hashed inode of the member inode number ino, or NULL.  The
  * caller holds fs->ilock (it takes no lock and no reference). */
 struct tfs_inode *tfs_inode_find(struct tfs_fs *fs, uint64_t ino);
@@ -57,7 +62,9 @@ void tfs_inode_unhash(struct tfs_fs *fs, struct tfs_inode *in);
  * fid index (inode.c invariant 5): 0, or -EEXIST if another file in the
  * table has in->fid (its path, malloc'ed, in *other when other is not
  * NULL; that file is marked fid_dup too) or had it and is only out of the
- * table.  Called again, it only checks; fid 0 always succeeds. */
+ * table, or -ESTALE, nothing entered, if in was unhashed before it ever
+ * claimed (another inode has its number: inode.c invariant 1).  Called
+ * again, it only checks; fid 0 always succeeds. */
 int tfs_inode_claim_fid(struct tfs_fs *fs, struct tfs_inode *in, char **other);
 /* Location of an inode by its first alias, the parent pinned until
  * tfs_loc_put.  Returns 0, or -ENOENT when it has no name left. */

@@ -116,8 +116,11 @@ static int target_stat(struct tfs_fs *fs, struct tfs_inode *in, struct ns_target
 		if (rc)
 			tfs_warn("file '%s' (inode %llu) has no identity on member %u (%s); using 0",
 				 t->loc.name, (unsigned long long)in->ino, p, strerror(-rc));
-		ns_fid_take_locked(fs, in, fid, &t->loc);
-		rc = 0;
+		rc = ns_fid_take_locked(fs, in, fid, &t->loc);
+		if (rc) {	/* superseded: the lookup starts again */
+			pthread_mutex_unlock(&in->lock);
+			return rc;
+		}
 	}
 	for (uint32_t k = 0; k < fs->n; k++) {
 		struct stat sk;

@@ -11,7 +11,9 @@
  *  1. Regular files and directories carry their file identity in the
  *     TFS_XATTR_FID xattr on every member; it never changes (rename keeps it).
  *     A regular file's identity is claimed in the inode table when it is
- *     first read (ns_fid_take_locked): when two files claim one identity,
+ *     first read (ns_fid_take_locked), by the file's one inode (an inode
+ *     a create took the number of first claims nothing: inode.c
+ *     invariant 1): when two files claim one identity,
  *     neither gets a data path (EUCLEAN) and the tier is not asked about
  *     either until one is gone; both can be listed, renamed and removed.
  *  2. "This file is gone" is decided in one place, ns_let_go(): whoever lets
@@ -80,16 +82,22 @@ int ns_fid_get(struct tfs_fs *fs, uint32_t m, int fd, uint64_t *fid)
 
 /* The file in (in->lock held) is fid; refused if another file in the
  * table has it (inode.c invariant 5): its data is never reached then,
- * and nothing keyed by fid (the SSD tier, row locks) is asked about it. */
-void ns_fid_take_locked(struct tfs_fs *fs, struct tfs_inode *in, uint64_t fid,
-			const struct tfs_loc *l)
+ * and nothing keyed by fid (the SSD tier, row locks) is asked about it.
+ * An inode a create took the number of first takes nothing (inode.c
+ * invariant 1): -ESTALE. */
+int ns_fid_take_locked(struct tfs_fs *fs, struct tfs_inode *in, uint64_t fid,
+		       const struct tfs_loc *l)
 {
 	char *other = NULL;
+	int rc;
 
 	in->fid = fid;
+	rc = tfs_inode_claim_fid(fs, in, &other);
+	if (rc == -ESTALE)
+		return rc;
 	in->rot = tfs_layout_rot(&fs->layout, fid);
 	in->fid_valid = true;
-	if (tfs_inode_claim_fid(fs, in, &other) == -EEXIST) {
+	if (rc == -EEXIST) {
 		char *p = tfs_loc_path(fs, l);
 
 		tfs_err("file '%s' has identity %" PRIu64 ", which file '%s' has too: the data of "
@@ -99,6 +107,7 @@ void ns_fid_take_locked(struct tfs_fs *fs, struct tfs_inode *in, uint64_t fid,
 		free(other);
 		__atomic_store_n(&in->fid_dup, true, __ATOMIC_RELEASE);
 	}
+	return 0;
 }
 
 /* May in's data be reached?  A refused file claims its identity again:

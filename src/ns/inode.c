@@ -9,10 +9,18 @@
  *     new object that reuses the number gets a new inode.  The remover
  *     unhashes only after the members' unlinks, and the member
  *     filesystem may give the number to a file created meanwhile, in any
- *     directory: so a create (tfs_inode_bind, fresh) never joins a hashed
- *     inode, it unhashes it.  It once did, and the remover then dropped
- *     the new file's write-back data as its own (test_cache.py::
- *     test_a_file_created_during_an_unlink_keeps_its_data).
+ *     directory: so a create (tfs_inode_bind_new) unhashes a hashed
+ *     inode of its number instead of joining it.  It once joined, and
+ *     the remover then dropped the new file's write-back data as its own
+ *     (test_cache.py::test_a_file_created_during_an_unlink_keeps_its_data).
+ *     But a walk's lookup (the kernel's wait for the create) may bind the
+ *     new file itself, between its create on the primary and the create's
+ *     bind: the create joins an inode that has claimed the new identity
+ *     (no other object has it), and an inode unhashed before it claimed
+ *     never claims (tfs_inode_claim_fid: -ESTALE; the lookup starts again
+ *     and finds the create's).  The walk's inode once claimed after the
+ *     create's and the two refused each other (EUCLEAN; test_raid.py::
+ *     test_a_walk_that_looks_up_a_file_being_created_takes_its_identity_once).
  *  2. Every alias holds a reference (refs) on its parent, so the chain from
  *     any inode to the root stays walkable.  Directories have at most one
  *     alias.
@@ -171,6 +179,11 @@ int tfs_inode_claim_fid(struct tfs_fs *fs, struct tfs_inode *in, char **other)
 	if (fid == 0)
 		return 0;
 	pthread_mutex_lock(&fs->ilock);
+	if (!in->fid_claimed && !in->hashed) {
+		/* superseded before it claimed (invariant 1): no identity */
+		pthread_mutex_unlock(&fs->ilock);
+		return -ESTALE;
+	}
 	if (!in->fid_claimed) {
 		in->fnext = fs->ftab[s];
 		fs->ftab[s] = in;
@@ -309,14 +322,24 @@ struct tfs_inode *tfs_inode_find(struct tfs_fs *fs, uint64_t ino)
 	return NULL;
 }
 
-struct tfs_inode *tfs_inode_bind(struct tfs_fs *fs, struct tfs_inode *parent,
-				 const char *name, const struct stat *st, bool fresh)
+/* Is in, hashed under the number of an object just created with identity
+ * fid, that object's own inode (invariant 1): a lookup that bound it first
+ * and claimed fid, which no other object has?  Caller holds ilock. */
+static bool new_object_locked(const struct tfs_inode *in, uint64_t fid)
+{
+	return fid != 0 && in->fid_claimed && in->fid == fid;
+}
+
+/* fresh: the object was just created with identity fid (invariant 1). */
+static struct tfs_inode *bind(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
+			      const struct stat *st, bool fresh, uint64_t fid)
 {
 	struct tfs_inode *in;
 
 	pthread_mutex_lock(&fs->ilock);
 	in = tfs_inode_find(fs, st->st_ino);
-	if (in && (fresh || in->type != (st->st_mode & S_IFMT))) {
+	if (in && (in->type != (st->st_mode & S_IFMT) ||
+		   (fresh && !new_object_locked(in, fid)))) {
 		/* the number was reused by another object: a new one, or
 		 * one of another type (invariant 1) */
 		unhash_locked(fs, in);
@@ -347,6 +370,18 @@ struct tfs_inode *tfs_inode_bind(struct tfs_fs *fs, struct tfs_inode *parent,
 	in->nlookup++;
 	pthread_mutex_unlock(&fs->ilock);
 	return in;
+}
+
+struct tfs_inode *tfs_inode_bind(struct tfs_fs *fs, struct tfs_inode *parent,
+				 const char *name, const struct stat *st)
+{
+	return bind(fs, parent, name, st, false, 0);
+}
+
+struct tfs_inode *tfs_inode_bind_new(struct tfs_fs *fs, struct tfs_inode *parent,
+				     const char *name, const struct stat *st, uint64_t fid)
+{
+	return bind(fs, parent, name, st, true, fid);
 }
 
 void tfs_inode_forget(struct tfs_fs *fs, struct tfs_inode *in, uint64_t n)

@@ -122,8 +122,8 @@ static void bind_delay(void)
 		usleep((useconds_t)bind_delay_ms * 1000);
 }
 
-int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
-		  struct tfs_entry *e)
+static int lookup_once(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
+		       struct tfs_entry *e)
 {
 	struct tfs_loc loc;
 	int dfd[TFS_MAX_MEMBERS], rc;
@@ -137,7 +137,7 @@ int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	 * (invariant 3): bound after, a failover's re-keying in between made
 	 * it a second inode of the file, keyed by the old primary's number,
 	 * and the two refused each other's identity (EUCLEAN) */
-	if (rc == 0 && !(e->in = tfs_inode_bind(fs, parent, name, &e->st, false)))
+	if (rc == 0 && !(e->in = tfs_inode_bind(fs, parent, name, &e->st)))
 		rc = -ENOMEM;
 	dirs_close(fs, &loc);
 	tfs_loc_put(fs, &loc);
@@ -155,6 +155,20 @@ int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 			fs->tier->found(fs, e->in);
 	}
 	return 0;
+}
+
+/* A lookup whose inode a create took the number of before the lookup read
+ * the file's identity (a walk that reached a file being created) finds
+ * the create's inode when it starts again (inode.c invariant 1). */
+int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
+		  struct tfs_entry *e)
+{
+	int rc, tries = 0;
+
+	do
+		rc = lookup_once(fs, parent, name, e);
+	while (rc == -ESTALE && ++tries < 3);
+	return rc;
 }
 
 /* ------------------------------------------------------------------ */
@@ -274,13 +288,15 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 	rc = OPS(fs)->fstatat(BE(fs), p, dfd[p], name, &e->st);
 	if (rc)
 		goto out;
-	e->in = tfs_inode_bind(fs, parent, name, &e->st, true);	/* a new object */
+	e->in = tfs_inode_bind_new(fs, parent, name, &e->st, fid);	/* a new object */
 	if (!e->in) {
 		rc = -ENOMEM;
 		goto out;
 	}
 	if (S_ISREG(mode)) {
 		pthread_mutex_lock(&e->in->lock);
+		/* never -ESTALE: nothing takes a live object's number while
+		 * the create holds ns_lock and the parent */
 		ns_fid_take_locked(fs, e->in, fid, &loc);
 		e->in->size = 0;
 		e->in->size_valid = true;
@@ -322,7 +338,8 @@ int tfs_ns_create(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode
 	}
 	pthread_mutex_lock(&e->in->lock);
 	if (e->in->of) {
-		/* cannot happen for a new object, but never leak fds */
+		/* a walk that bound the new object first has it open
+		 * (inode.c invariant 1): its member files are these */
 		ns_ofile_close(fs, of);
 		of = e->in->of;
 	}
@@ -577,7 +594,7 @@ static int link_moved(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode 
 		rc = OPS(fs)->fstatat(BE(fs), ord[0], nd[ord[0]], nname, &e->st);
 	/* bound by the primary's inode number before the directory fds go
 	 * (invariant 3) */
-	if (rc == 0 && !(e->in = tfs_inode_bind(fs, np, nname, &e->st, false)))
+	if (rc == 0 && !(e->in = tfs_inode_bind(fs, np, nname, &e->st)))
 		rc = -ENOMEM;
 	pair_close(fs, &ol, &nl, true);
 	if (rc)

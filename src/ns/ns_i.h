@@ -70,9 +70,11 @@ int ns_fid_set(struct tfs_fs *fs, uint32_t m, int fd, uint64_t fid);
 int ns_fid_get(struct tfs_fs *fs, uint32_t m, int fd, uint64_t *fid);
 /* The file in (in->lock held), at l, is fid: its rotation is set and it
  * claims fid in the inode table; if another file has it, both are refused
- * (logged; identity.c invariant 1). */
-void ns_fid_take_locked(struct tfs_fs *fs, struct tfs_inode *in, uint64_t fid,
-			const struct tfs_loc *l);
+ * (logged; identity.c invariant 1).  Returns 0, or -ESTALE with nothing
+ * taken when a create took in's number before in claimed (inode.c
+ * invariant 1: look the name up again). */
+int ns_fid_take_locked(struct tfs_fs *fs, struct tfs_inode *in, uint64_t fid,
+		       const struct tfs_loc *l);
 /* May in's data be reached?  A refused file claims its identity again
  * (the other file may be gone since).  Returns 0, or -EUCLEAN while
  * another file has it.  Under in->lock. */

@@ -8,7 +8,8 @@
 # to destage them and the daemon's CPU time (user + system) meanwhile,
 # with nothing else running on the mount.
 #
-#   contrib/bench/flusher_scan.sh BUILD [BUILD...]   (one round each, in turn)
+#   [DIRTY=512M] contrib/bench/flusher_scan.sh BUILD [BUILD...]
+#   (one round each, in turn; DIRTY: the random writes' total)
 set -e
 D=$(mktemp -d /var/tmp/flusher_scan.XXXXXX)
 . "$(dirname "$0")/array_lib.sh"
@@ -24,7 +25,7 @@ for B in "$@"; do
     fio --name=warm --filename="$F" --rw=randread --bs=4k --direct=1 --ioengine=io_uring \
         --iodepth=32 --size=$SZ --output=/dev/null >/dev/null
     fio --name=dirty --filename="$F" --rw=randwrite --bs=4k --direct=1 --ioengine=io_uring \
-        --iodepth=32 --size=$SZ --io_size=512M --output=/dev/null >/dev/null
+        --iodepth=32 --size=$SZ --io_size=${DIRTY:-512M} --output=/dev/null >/dev/null
     c=$("$B/tierctl" status "$MNT" --raw | grep -E "^cache\.(cached_extents|dirty_extents)=" |
         tr '\n' ' ')
     t0=$(date +%s.%N)

@@ -33,7 +33,7 @@ struct tfs_inode *tfs_inode_bind(struct tfs_fs *fs, struct tfs_inode *parent,
 /* tfs_inode_bind for an object just created with identity fid (0: none):
  * an inode hashed under its number belongs to a removed object unless it
  * has claimed fid already (a lookup that got there first: inode.c
- * invariant 1). */
+ * invariant 1).  Returns the inode, or NULL without memory. */
 struct tfs_inode *tfs_inode_bind_new(struct tfs_fs *fs, struct tfs_inode *parent,
 				     const char *name, const struct stat *st, uint64_t fid);
 /* Returns the hashed inode of the member inode number ino, or NULL.  The

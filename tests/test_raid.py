@@ -909,6 +909,64 @@ def test_a_walk_that_looks_up_a_file_being_created_takes_its_identity_once(make_
     assert "damaged" not in r.stdout and "0 mismatches" in r.stdout, r.stdout
 
 
+def test_a_rebuild_walk_that_looks_up_a_file_being_renamed_copies_its_data(make_array):
+    """A rebuild's walk stats d/f on the primary; the application renames
+    d/f to d/g before the walk binds the inode (the kernel holds d for its
+    own lookups, not for a walk's).  The walk bound the old name, as the
+    file's first alias: every later open of the file by name, the walk's
+    own included, went to d/f and found nothing, so the walk took the file
+    for removed, never copied it, and declared the new member in sync with
+    an empty g (the concurrent fail/replace test below with
+    lookup_bind_delay, the scrub's mismatches on ns/a/gN).  Every lookup
+    takes 1 s between its stat and its binding: the job's size walk (the
+    first) stats f at 1 s and binds it at 2 s; the rename, started at
+    0.5 s, waits 1 s for the kernel's lookup of g and lands at 1.5 s; the
+    rebuild's walks then look g up and open the file by f."""
+    a = make_array("raid1", 2, "4K")
+    m = a.mount(env={"TIERFS_FAULT": "lookup_bind_delay=1000"}, expect_errors=True)
+    (a.mnt / "d").mkdir()
+    data = os.urandom(50000)
+    (a.mnt / "d" / "f").write_bytes(data)
+    tierctl("fail", a.mnt, 0)
+    new = new_dir(a, "new0")
+    m.members[0] = str(new)
+    # the walk starts now (tierctl's own start would eat the margin)
+    os.setxattr(a.mnt, "user.tierfs.ctl", f"replace 0 {new}".encode())
+    time.sleep(0.5)
+    os.rename(a.mnt / "d" / "f", a.mnt / "d" / "g")
+    st = wait_idle(a.mnt)
+    assert st["state"] == "UU", (st, m.log())
+    assert (a.mnt / "d" / "g").read_bytes() == data
+    m.remount()
+    tierctl("fail", a.mnt, 1)                     # read through the new member alone
+    assert (a.mnt / "d" / "g").read_bytes() == data
+
+
+def test_a_walk_that_looks_up_a_directory_being_renamed_keeps_its_new_name(make_array):
+    """A scrub's walk stats d/a on the primary; the application renames d/a
+    to d/b before the walk binds the directory.  The walk bound the old
+    name (a directory has one name: the newest binding wins), so the inode
+    table named the directory d/a while the members had d/b, and every
+    open of it by name failed: a create in it, or a rename into it, gave
+    ENOENT (the concurrent fail/replace test below with lookup_bind_delay:
+    renaming ns/fN to ns/a/gN).  Every lookup takes 1 s between its stat
+    and its binding: the job's size walk binds d and a by 2 s, the scrub's
+    walk stats a at 3 s and binds it at 4 s; the rename, started at 2.5 s,
+    waits 1 s for the kernel's lookup of b and lands at 3.5 s."""
+    a = make_array("raid1", 2, "4K")
+    m = a.mount(env={"TIERFS_FAULT": "lookup_bind_delay=1000"}, expect_errors=True)
+    (a.mnt / "d" / "a").mkdir(parents=True)
+    os.setxattr(a.mnt, "user.tierfs.ctl", b"scrub")
+    time.sleep(2.5)
+    os.rename(a.mnt / "d" / "a", a.mnt / "d" / "b")
+    wait_idle(a.mnt)
+    (a.mnt / "d" / "b" / "x").write_bytes(b"in b")
+    os.rename(a.mnt / "d" / "b" / "x", a.mnt / "d" / "b" / "y")
+    assert (a.mnt / "d" / "b" / "y").read_bytes() == b"in b"
+    assert sorted(os.listdir(a.mnt / "d")) == ["b"]
+    assert "error" not in m.log(), m.log()
+
+
 @pytest.mark.parametrize("level,n", [("raid5", 4), ("raid1", 3)])
 def test_concurrent_io_and_namespace_through_fail_replace_scrub(make_array, level, n):
     """Four writer threads (each on its own files, checked against a model),

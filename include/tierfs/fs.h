@@ -117,6 +117,7 @@ struct tfs_fs;
 /* The member seam of an array (member.h): every member call is
  * OPS(fs)->call(BE(fs), k, ...). */
 #define OPS(fs) ((fs)->be->ops)
+#define TFS_NAME_LOCKS 64		/* name locks (struct tfs_fs), a power of 2 */
 #define BE(fs)  ((fs)->be)
 
 /* What the namespace asks and tells the SSD tier about a file: set by the
@@ -161,6 +162,13 @@ struct tfs_fs {
 	 * rebuild's final tree walk holds it exclusive, so no file can move
 	 * behind the walk (rebuild.c). */
 	pthread_rwlock_t move_lock;
+	/* Name locks (ns.c invariant 4): a directory's is the one its inode
+	 * hashes to.  Every change of a name in it (create, remove, rename,
+	 * link) holds it exclusive, a maintenance walk's lookup in it holds it
+	 * shared from its stat of the primary to its binding, as the kernel
+	 * holds the directory for its own lookups.  Taken after move_lock,
+	 * before anything else. */
+	pthread_rwlock_t name_lock[TFS_NAME_LOCKS];
 	struct tfs_backend *be;
 	struct tfs_meta *meta;
 	bool readonly;

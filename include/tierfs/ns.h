@@ -31,6 +31,13 @@ struct tfs_entry {
  * the primary). */
 int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		  struct tfs_entry *e);
+/* tfs_ns_lookup for a maintenance walk (walk.c), which the kernel does not
+ * serialize with the changes of names in parent: it holds parent's name
+ * lock shared from its stat of the primary to its binding (ns.c
+ * invariant 4), so it never binds a name a change has just moved or
+ * removed. */
+int tfs_ns_walk_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
+		       struct tfs_entry *e);
 /* Attributes from the primary; for a regular file the logical size (the
  * largest any readable member implies, at least the saved size record
  * when a member is not in sync, at least the tier's size), the newest

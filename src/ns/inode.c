@@ -75,6 +75,8 @@ int tfs_fs_init(struct tfs_fs *fs)
 	pthread_rwlock_init(&fs->ns_lock, NULL);
 	pthread_rwlock_init(&fs->io_gate, NULL);
 	pthread_rwlock_init(&fs->move_lock, NULL);
+	for (int i = 0; i < TFS_NAME_LOCKS; i++)
+		pthread_rwlock_init(&fs->name_lock[i], NULL);
 	pthread_mutex_init(&fs->health_lock, NULL);
 	fs->hsize = 1 << 16;
 	fs->htab = calloc(fs->hsize, sizeof(*fs->htab));

@@ -27,6 +27,22 @@
  *     there any more, the directory kept the old primary's inode number,
  *     and every later open of it failed with ENOENT (a rename into it,
  *     in the concurrent fail/replace test).
+ *  4. A lookup binds a name that is current when it binds.  The kernel
+ *     holds a directory for its own lookups in it against every change of
+ *     a name there; a maintenance walk's lookup (tfs_ns_walk_lookup) holds
+ *     the directory's name lock (fs.h) shared from its stat of the primary
+ *     to its binding, and every change of a name (make, tfs_ns_remove,
+ *     rename_moved, link_moved) holds the name lock of each directory it
+ *     changes exclusive, from before it reads the primary until its
+ *     aliases are done.  A walk once stat'ed a name, a rename moved it,
+ *     and the walk bound the old name: a file's first alias was then a
+ *     name that was gone, its every open by name failed, and a rebuild
+ *     took it for removed and declared the new member in sync without its
+ *     data; a directory kept its old name, and a create or a rename into
+ *     it failed with ENOENT (test_raid.py::
+ *     test_a_rebuild_walk_that_looks_up_a_file_being_renamed_copies_its_data,
+ *     test_a_walk_that_looks_up_a_directory_being_renamed_keeps_its_new_name).
+ *     Kernel lookups take no name lock: they wait for nothing new.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -97,6 +113,43 @@ static int child_open(struct tfs_fs *fs, struct tfs_inode *parent, const char *n
 }
 
 /* ------------------------------------------------------------------ */
+/* Name locks (invariant 4)                                            */
+/* ------------------------------------------------------------------ */
+
+static pthread_rwlock_t *name_lock(struct tfs_fs *fs, const struct tfs_inode *dir)
+{
+	uint64_t h = (uint64_t)(uintptr_t)dir * 0x9E3779B97F4A7C15ull;
+
+	return &fs->name_lock[(h >> 32) & (TFS_NAME_LOCKS - 1)];
+}
+
+/* A change of names in a and b (b may be a, or NULL) starts: their name
+ * locks exclusive, in address order, one lock taken once. */
+static void names_lock(struct tfs_fs *fs, const struct tfs_inode *a, const struct tfs_inode *b)
+{
+	pthread_rwlock_t *la = name_lock(fs, a), *lb = b ? name_lock(fs, b) : la;
+
+	if ((uintptr_t)lb < (uintptr_t)la) {
+		pthread_rwlock_t *t = la;
+
+		la = lb;
+		lb = t;
+	}
+	pthread_rwlock_wrlock(la);
+	if (lb != la)
+		pthread_rwlock_wrlock(lb);
+}
+
+static void names_unlock(struct tfs_fs *fs, const struct tfs_inode *a, const struct tfs_inode *b)
+{
+	pthread_rwlock_t *la = name_lock(fs, a), *lb = b ? name_lock(fs, b) : la;
+
+	if (lb != la)
+		pthread_rwlock_unlock(lb);
+	pthread_rwlock_unlock(la);
+}
+
+/* ------------------------------------------------------------------ */
 /* Lookup                                                              */
 /* ------------------------------------------------------------------ */
 
@@ -122,15 +175,19 @@ static void bind_delay(void)
 		usleep((useconds_t)bind_delay_ms * 1000);
 }
 
+/* walk: a maintenance walk's lookup, which holds parent's name lock
+ * (invariant 4); the kernel holds parent for its own. */
 static int lookup_once(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
-		       struct tfs_entry *e)
+		       struct tfs_entry *e, bool walk)
 {
 	struct tfs_loc loc;
 	int dfd[TFS_MAX_MEMBERS], rc;
 
+	if (walk)
+		pthread_rwlock_rdlock(name_lock(fs, parent));
 	rc = child_open(fs, parent, name, &loc, dfd);
 	if (rc)
-		return rc;
+		goto out_unlock;
 	rc = OPS(fs)->fstatat(BE(fs), tfs_primary(fs), dfd[tfs_primary(fs)], name, &e->st);
 	bind_delay();
 	/* bound by the primary's inode number before the directory fds go
@@ -141,6 +198,9 @@ static int lookup_once(struct tfs_fs *fs, struct tfs_inode *parent, const char *
 		rc = -ENOMEM;
 	dirs_close(fs, &loc);
 	tfs_loc_put(fs, &loc);
+out_unlock:
+	if (walk)
+		pthread_rwlock_unlock(name_lock(fs, parent));
 	if (rc)
 		return rc;
 	if (S_ISREG(e->st.st_mode)) {
@@ -160,15 +220,27 @@ static int lookup_once(struct tfs_fs *fs, struct tfs_inode *parent, const char *
 /* A lookup whose inode a create took the number of before the lookup read
  * the file's identity (a walk that reached a file being created) finds
  * the create's inode when it starts again (inode.c invariant 1). */
-int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
-		  struct tfs_entry *e)
+static int lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
+		  struct tfs_entry *e, bool walk)
 {
 	int rc, tries = 0;
 
 	do
-		rc = lookup_once(fs, parent, name, e);
+		rc = lookup_once(fs, parent, name, e, walk);
 	while (rc == -ESTALE && ++tries < 3);
 	return rc;
+}
+
+int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
+		  struct tfs_entry *e)
+{
+	return lookup(fs, parent, name, e, false);
+}
+
+int tfs_ns_walk_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
+		       struct tfs_entry *e)
+{
+	return lookup(fs, parent, name, e, true);
 }
 
 /* ------------------------------------------------------------------ */
@@ -243,9 +315,12 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 
 	if ((S_ISREG(mode) || S_ISDIR(mode)) && (rc = ns_fid_alloc(fs, &fid)))
 		return rc;
+	names_lock(fs, parent, NULL);	/* until bound (invariant 4) */
 	rc = child_open(fs, parent, name, &loc, dfd);
-	if (rc)
+	if (rc) {
+		names_unlock(fs, parent, NULL);
 		return rc;
+	}
 	nm = tfs_members(fs, ord);
 	p = ord[0];
 	rc = OPS(fs)->fstatat(BE(fs), p, dfd[p], "", &pst);
@@ -305,6 +380,7 @@ static int make(struct tfs_fs *fs, const struct tfs_ctx *ctx, struct tfs_inode *
 out:
 	dirs_close(fs, &loc);
 	tfs_loc_put(fs, &loc);
+	names_unlock(fs, parent, NULL);
 	return rc;
 }
 
@@ -405,9 +481,12 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	uint32_t ord[TFS_MAX_MEMBERS], nm;
 	int dfd[TFS_MAX_MEMBERS], rc;
 
+	names_lock(fs, parent, NULL);	/* until the aliases are done (invariant 4) */
 	rc = child_open(fs, parent, name, &loc, dfd);
-	if (rc)
+	if (rc) {
+		names_unlock(fs, parent, NULL);
 		return rc;
+	}
 	nm = tfs_members(fs, ord);
 	rc = OPS(fs)->fstatat(BE(fs), ord[0], dfd[ord[0]], name, &st);
 	in = rc == 0 ? hold_named(fs, st.st_ino) : NULL;
@@ -431,6 +510,7 @@ int tfs_ns_remove(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 	}
 	dirs_close(fs, &loc);	/* after the aliases (invariant 3) */
 	tfs_loc_put(fs, &loc);
+	names_unlock(fs, parent, NULL);
 	release_named(fs, in);	/* its extents go if it is gone (identity.c inv. 2) */
 	return rc;
 }
@@ -499,10 +579,12 @@ static int rename_moved(struct tfs_fs *fs, struct tfs_inode *op, const char *ona
 	bool dirmove;
 
 	ol.parent = nl.parent = NULL;
+	names_lock(fs, op, np);	/* until the aliases are done (invariant 4) */
 	if ((rc = tfs_inode_child_loc(fs, op, oname, &ol)) ||
 	    (rc = tfs_inode_child_loc(fs, np, nname, &nl)) ||
 	    (rc = pair_open(fs, &ol, &nl, od, nd))) {
 		pair_close(fs, &ol, &nl, false);
+		names_unlock(fs, op, np);
 		return rc;
 	}
 	nm = tfs_members(fs, ord);
@@ -558,6 +640,7 @@ static int rename_moved(struct tfs_fs *fs, struct tfs_inode *op, const char *ona
 	pair_close(fs, &ol, &nl, true);	/* after the aliases (invariant 3) */
 	if (dirmove)
 		pthread_rwlock_unlock(&fs->rename_lock);
+	names_unlock(fs, op, np);
 	release_named(fs, nin);
 	release_named(fs, oin);
 	return rc;
@@ -572,9 +655,11 @@ static int link_moved(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode 
 	int od[TFS_MAX_MEMBERS], nd[TFS_MAX_MEMBERS], rc;
 
 	ol.parent = nl.parent = NULL;
+	names_lock(fs, np, NULL);	/* until bound (invariant 4) */
 	if ((rc = tfs_inode_loc(fs, in, &ol)) || (rc = tfs_inode_child_loc(fs, np, nname, &nl)) ||
 	    (rc = pair_open(fs, &ol, &nl, od, nd))) {
 		pair_close(fs, &ol, &nl, false);
+		names_unlock(fs, np, NULL);
 		return rc;
 	}
 	nm = tfs_members(fs, ord);
@@ -597,6 +682,7 @@ static int link_moved(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_inode 
 	if (rc == 0 && !(e->in = tfs_inode_bind(fs, np, nname, &e->st)))
 		rc = -ENOMEM;
 	pair_close(fs, &ol, &nl, true);
+	names_unlock(fs, np, NULL);
 	if (rc)
 		return rc;
 	return tfs_ns_getattr(fs, e->in, &e->st);

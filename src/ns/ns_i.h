@@ -9,7 +9,9 @@
  * Locking: a function named _locked is called with in->lock held; in->lock
  * guards the inode's ofile, identity and size.  Directory fds hold
  * ns_lock shared (tfs_dir_fds to tfs_dir_fds_put); fs->ilock (the inode
- * table) is taken under in->lock, never the other way round.
+ * table) is taken under in->lock, never the other way round.  A
+ * directory's name lock (ns.c invariant 4) is taken after move_lock and
+ * before ns_lock or any inode lock.
  */
 #ifndef TIERFS_NS_I_H
 #define TIERFS_NS_I_H

@@ -14,6 +14,10 @@
  *  4. A member walk (tfs_member_walk) goes below the inode table, through
  *     the member seam, on one member; invariant 1 holds for it too.  Only
  *     mount-time work that runs before anything is served uses it.
+ *  5. Every lookup a walk makes holds the directory's name lock from its
+ *     stat of the primary to its binding (tfs_ns_walk_lookup, ns.c
+ *     invariant 4): the kernel holds a directory against renames only
+ *     for its own lookups, and a walk's bound a name just moved away.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -113,7 +117,7 @@ static int walk_dir(struct tfs_fs *fs, struct tfs_inode *dir, const struct walk 
 
 	for (size_t pos = 0; rc == 0 && pos < nm.len; pos += strlen(nm.buf + pos) + 1) {
 		struct tfs_entry e;
-		int r = tfs_ns_lookup(fs, dir, nm.buf + pos, &e);
+		int r = tfs_ns_walk_lookup(fs, dir, nm.buf + pos, &e);
 
 		if (r == -ENOENT)
 			continue;	/* gone meanwhile */

@@ -35,7 +35,7 @@ int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
  * serialize with the changes of names in parent: it holds parent's name
  * lock shared from its stat of the primary to its binding (ns.c
  * invariant 4), so it never binds a name a change has just moved or
- * removed. */
+ * removed.  Returns 0 or -errno, as tfs_ns_lookup. */
 int tfs_ns_walk_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		       struct tfs_entry *e);
 /* Attributes from the primary; for a regular file the logical size (the

@@ -304,8 +304,9 @@ struct cfile *c_file_get(struct tfs_cache *c, uint64_t fid);
  * journal entry.  Under c->lock. */
 void c_file_maybe_free(struct tfs_cache *c, struct cfile *f);
 /* Extent x of f got its first dirty sector (a request on in): counts it,
- * wakes the flusher at the low watermark, keeps in for the flusher and
- * queues f's journal entry if f has none.  Under c->lock. */
+ * puts it at the dirty list's tail (c_dirty_touch), wakes the flusher at
+ * the low watermark, keeps in for the flusher and queues f's journal
+ * entry if f has none.  Under c->lock. */
 void c_file_dirtied(struct tfs_cache *c, struct cfile *f, struct cext *x, struct tfs_inode *in);
 /* A write-back write into slot s (dirty): its wtime is now, and it moves
  * to the dirty list's tail (index.c invariant 8).  Under c->lock. */

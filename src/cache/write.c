@@ -458,10 +458,13 @@ static ssize_t write_finish(struct tfs_fs *fs, struct tfs_inode *in, struct piec
 		bm_set(x->valid, s0, s1);
 		bm_set(x->dirty, s0, s1);
 		x->wseq++;
-		c_dirty_touch(c, p[i].slot);	/* wtime: index.c invariant 8 */
+		/* wtime and the dirty list's tail (index.c invariant 8): a
+		 * newly dirty extent joins it with its file's count */
+		if (before == 0)
+			c_file_dirtied(c, f, x, in);
+		else
+			c_dirty_touch(c, p[i].slot);
 		if (bm_count(x->dirty) != before || !bm_all(p[i].valid, s0, s1)) {
-			if (before == 0)
-				c_file_dirtied(c, f, x, in);
 			c_file_attach(c, f, in);	/* a file found dirty at start */
 			c_dirty_add(c, f, (int64_t)bm_count(x->dirty) - before);
 			c_record(c, p[i].slot, &p[i].rec);

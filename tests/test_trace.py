@@ -15,7 +15,7 @@ import pytest
 
 from conftest import BUILD
 from test_attrs import tiered, write_pieces, tierctl, read_trace  # noqa: F401 (fixture)
-from test_cache import K, abuf, copts, cst, pwrite, wait_stat
+from test_cache import K, M, abuf, copts, cst, pwrite, wait_stat
 
 SIM = BUILD / "cache_sim"
 
@@ -527,3 +527,19 @@ def test_format_is_checked(tmp_path):
     r = subprocess.run([str(SIM), "--trace", str(p), "--format", "vscsi"], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 1 and "not a vscsi trace" in r.stderr, r.stderr
+
+
+def test_extent_is_checked(tmp_path):
+    """Every policy's sector bitmap holds the tier's 256 sectors (1 MiB
+    extents, sectors.h): a larger or ragged --extent is refused in one
+    line.  A 2 MiB extent wrote past each extent's bitmap and the replay
+    died in malloc."""
+    p = tmp_path / "t.trace"
+    write_trace(p, [(t, 3, (t % 4) * M, 4 * K, "R") for t in range(40)])
+    for bad in (2 * M, 6000):
+        r = subprocess.run([str(SIM), "--trace", str(p), "--extent", str(bad)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--extent" in r.stderr, \
+            (bad, r.returncode, r.stderr)
+    assert sim(p, "--extent", str(M), "--threshold", "1", "--sizes", "100",
+               "--warmup", "0")[("lru", 1, 100)] == (36, 40)

@@ -346,6 +346,12 @@ static void held_init(struct held *h, const struct opts *o)
 	}
 }
 
+/* Sets in b the sectors access t touches. */
+static void held_set(uint64_t *b, const struct opts *o, uint64_t t)
+{
+	bm_set(b, o->soffs[t], o->soffs[t] + o->slens[t] / TFS_SECTOR);
+}
+
 /* Access t, a, admits its extent into the cache; returns the bytes
  * written to the SSD. */
 static uint64_t held_admit(struct held *h, const struct opts *o, uint64_t t, uint32_t a)
@@ -358,7 +364,7 @@ static uint64_t held_admit(struct held *h, const struct opts *o, uint64_t t, uin
 
 		memset(b, 0, TFS_CEXT_WORDS * sizeof(*b));
 		if (wr)
-			bm_set(b, o->soffs[t], o->soffs[t] + o->slens[t] / TFS_SECTOR);
+			held_set(b, o, t);
 		else
 			bm_set(b, 0, h->spe);
 	}
@@ -378,7 +384,7 @@ static bool held_hit(struct held *h, const struct opts *o, uint64_t t, uint32_t 
 	if (a & WRITE_BIT) {
 		*ssd = o->slens ? o->slens[t] : 0;
 		if (b)
-			bm_set(b, o->soffs[t], o->soffs[t] + o->slens[t] / TFS_SECTOR);
+			held_set(b, o, t);
 		return true;
 	}
 	if (!b || bm_all(b, o->soffs[t], o->soffs[t] + o->slens[t] / TFS_SECTOR))
@@ -1445,6 +1451,13 @@ int main(int argc, char **argv)
 	if (o.trace_path) {	/* the recorded trace alone */
 		if (!o.extent)
 			o.extent = 256 * 1024;
+		if (o.extent % TFS_SECTOR || o.extent / TFS_SECTOR > TFS_CEXT_WORDS * 64) {
+			/* the tier's sector bitmaps (sectors.h), every policy's */
+			fprintf(stderr, "cache_sim: --extent %llu: a multiple of %u up to %u bytes\n",
+				(unsigned long long)o.extent, TFS_SECTOR,
+				TFS_CEXT_WORDS * 64 * TFS_SECTOR);
+			return 2;
+		}
 		load_trace(&o);
 		memset(o.work, 0, sizeof(o.work));
 		o.work[W_TRACE] = true;

@@ -942,6 +942,61 @@ def test_a_rebuild_walk_that_looks_up_a_file_being_renamed_copies_its_data(make_
     assert (a.mnt / "d" / "g").read_bytes() == data
 
 
+def test_a_rebuild_walk_that_looks_up_a_file_whose_first_name_goes_copies_its_data(make_array):
+    """A file with hard links in two directories, d/y and e/x2, the newer
+    (e/x2) its first alias.  The rebuild's last walk (renames and links
+    held off; the first pass did not meet the file) bound d/y, let d go,
+    and read the file's attributes through its first alias; the
+    application's unlink of e/x2 held the inode from before the primary's
+    unlink until the alias was gone, so the walk's stat of e/x2 found
+    nothing, the walk took the file for removed, and the rebuild declared
+    the new member in sync with the namespace copy's empty file:
+    acknowledged data lost on it.  Every walk lookup sleeps 1 s after
+    binding (lookup_attr_delay), every unlinkat 1 s (2 s an unlink, on two
+    members).  In seconds after the replace: the size walk binds d, e, e/t
+    and e/x by 4; the first pass binds d at 5 (d listed empty), e at 6
+    (listed), e/t at 7; the rename of e/x to d/y at 5.5 moves the file
+    behind it, the link of d/y as e/x2 at 6.5 adds a name behind it, so it
+    meets no file, and the last pass starts at 7: it binds d at 8, d/y at
+    8 and reads its attributes at 9, while the unlink of e/x2, started at
+    8.5, holds the file until 10.5.  d is whichever of the two directories
+    the walks list first."""
+    L = 1.0
+    a = make_array("raid1", 2, "4K")
+    m = a.mount(env={"TIERFS_FAULT": "lookup_attr_delay=1000,delay=unlinkat:1000"},
+                expect_errors=True)
+    for n in ("p", "q"):
+        (a.mnt / n).mkdir()
+    # member 1 is the primary once member 0 is failed: its order is the walks'
+    first, second = [n for n in os.listdir(a.members[1] / "root") if n in ("p", "q")]
+    d, e = a.mnt / first, a.mnt / second
+    (e / "t").mkdir()
+    data = os.urandom(50000)
+    (e / "x").write_bytes(data)
+    tierctl("fail", a.mnt, 0)
+    new = new_dir(a, "new0")
+    m.members[0] = str(new)
+    # the walk starts now (tierctl's own start would eat the margin)
+    os.setxattr(a.mnt, "user.tierfs.ctl", f"replace 0 {new}".encode())
+    t0 = time.monotonic()
+
+    def at(s):
+        time.sleep(max(0.0, t0 + s * L - time.monotonic()))
+    at(5.5)
+    os.rename(e / "x", d / "y")
+    at(6.5)
+    os.link(d / "y", e / "x2")
+    at(8.5)
+    os.unlink(e / "x2")
+    st = wait_idle(a.mnt)
+    assert st["state"] == "UU", (st, m.log())
+    assert (d / "y").read_bytes() == data
+    m.remount()
+    tierctl("fail", a.mnt, 1)                     # read through the new member alone
+    got = (d / "y").read_bytes()
+    assert got == data, (len(got), m.log())
+
+
 def test_a_walk_that_looks_up_a_directory_being_renamed_keeps_its_new_name(make_array):
     """A scrub's walk stats d/a on the primary; the application renames d/a
     to d/b before the walk binds the directory.  The walk bound the old

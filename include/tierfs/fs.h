@@ -165,8 +165,9 @@ struct tfs_fs {
 	/* Name locks (ns.c invariant 4): a directory's is the one its inode
 	 * hashes to.  Every change of a name in it (create, remove, rename,
 	 * link) holds it exclusive, a maintenance walk's lookup in it holds it
-	 * shared from its stat of the primary to its binding, as the kernel
-	 * holds the directory for its own lookups.  Taken after move_lock,
+	 * shared from its stat of the primary until it has bound the inode
+	 * and read a regular file's attributes, as the kernel holds the
+	 * directory for its own lookups.  Taken after move_lock,
 	 * before anything else. */
 	pthread_rwlock_t name_lock[TFS_NAME_LOCKS];
 	struct tfs_backend *be;

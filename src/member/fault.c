@@ -4,9 +4,9 @@
  * can, per its spec, fail calls, kill members, or kill the daemon at a
  * chosen point (optionally undoing what a power cut would have lost).
  * Tests use it to prove error handling and crash recovery; it is off unless
- * TIERFS_FAULT is set.  The same spec holds two knobs read where they act
- * (store_put_delay: cstore.c; lookup_bind_delay: ns.c), so one variable
- * configures them all.
+ * TIERFS_FAULT is set.  The same spec holds three knobs read where they
+ * act (store_put_delay: cstore.c; lookup_bind_delay, lookup_attr_delay:
+ * ns.c), so one variable configures them all.
  *
  * Spec (comma separated; OP is a member call: openat, mkdirat, renameat2,
  * unlinkat, ftruncate, ... or a data request: read, write, fsync, fdatasync):
@@ -37,6 +37,12 @@
  *   lookup_bind_delay=MS  every lookup sleeps MS milliseconds between its
  *                      stat of the primary and binding the inode (ns.c
  *                      reads it): widens the window a failover raced into.
+ *   lookup_attr_delay=MS  every lookup of a maintenance walk (rebuild,
+ *                      scrub, size walk, the flusher's) sleeps MS
+ *                      milliseconds after binding the inode, before it
+ *                      reads a regular file's attributes (ns.c reads it):
+ *                      widens the window in which another name of the
+ *                      file goes away.
  *   eio_member=M       member M is dead from the start: every call fails.
  *   fail_after=OP:N:M  after the N-th successful OP (any member), member M
  *                      dies: every later call on it fails with EIO, and so
@@ -517,7 +523,8 @@ static bool parse_token(struct fault *f, const char *tok)
 		return (f->cut.when = strdup(tok + 9)) != NULL;
 	if (sscanf(tok, "own_sync_delay=%ld", &f->cut.own_sync_delay_ms) == 1)
 		return f->cut.own_sync_delay_ms > 0;
-	if (strncmp(tok, "store_put_delay=", 16) == 0 || strncmp(tok, "lookup_bind_delay=", 18) == 0)
+	if (strncmp(tok, "store_put_delay=", 16) == 0 || strncmp(tok, "lookup_bind_delay=", 18) == 0 ||
+	    strncmp(tok, "lookup_attr_delay=", 18) == 0)
 		return true;	/* read where they act: cstore.c, ns.c */
 	if (strcmp(tok, "torn") == 0)
 		return f->torn = true;

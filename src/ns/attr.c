@@ -193,6 +193,15 @@ int tfs_ns_getattr(struct tfs_fs *fs, struct tfs_inode *in, struct stat *st)
 	return rc;
 }
 
+int ns_getattr_at(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_loc *loc,
+		  const int *dfd, struct stat *st)
+{
+	struct ns_target t = { .name = loc->name, .loc = *loc };
+
+	memcpy(t.fd, dfd, fs->n * sizeof(*dfd));
+	return target_stat(fs, in, &t, st);
+}
+
 int tfs_ns_load_file(struct tfs_fs *fs, struct tfs_inode *in)
 {
 	struct stat st;

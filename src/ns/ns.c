@@ -27,21 +27,29 @@
  *     there any more, the directory kept the old primary's inode number,
  *     and every later open of it failed with ENOENT (a rename into it,
  *     in the concurrent fail/replace test).
- *  4. A lookup binds a name that is current when it binds.  The kernel
- *     holds a directory for its own lookups in it against every change of
- *     a name there; a maintenance walk's lookup (tfs_ns_walk_lookup) holds
- *     the directory's name lock (fs.h) shared from its stat of the primary
- *     to its binding, and every change of a name (make, tfs_ns_remove,
- *     rename_moved, link_moved) holds the name lock of each directory it
- *     changes exclusive, from before it reads the primary until its
- *     aliases are done.  A walk once stat'ed a name, a rename moved it,
- *     and the walk bound the old name: a file's first alias was then a
- *     name that was gone, its every open by name failed, and a rebuild
- *     took it for removed and declared the new member in sync without its
- *     data; a directory kept its old name, and a create or a rename into
- *     it failed with ENOENT (test_raid.py::
+ *  4. A lookup binds a name that is current when it binds, and reads a
+ *     regular file's attributes through that name while it is still
+ *     current.  The kernel holds a directory for its own lookups in it
+ *     against every change of a name there; a maintenance walk's lookup
+ *     (tfs_ns_walk_lookup) holds the directory's name lock (fs.h) shared
+ *     from its stat of the primary until it has bound the inode and read a
+ *     regular file's attributes, and every change of a name (make,
+ *     tfs_ns_remove, rename_moved, link_moved) holds the name lock of each
+ *     directory it changes exclusive, from before it reads the primary
+ *     until its aliases are done.  A walk once stat'ed a name, a rename
+ *     moved it, and the walk bound the old name: a file's first alias was
+ *     then a name that was gone, its every open by name failed, and a
+ *     rebuild took it for removed and declared the new member in sync
+ *     without its data; a directory kept its old name, and a create or a
+ *     rename into it failed with ENOENT (test_raid.py::
  *     test_a_rebuild_walk_that_looks_up_a_file_being_renamed_copies_its_data,
  *     test_a_walk_that_looks_up_a_directory_being_renamed_keeps_its_new_name).
+ *     A lookup then read the attributes through the file's first alias,
+ *     after letting the directory go: that alias, a hard link in another
+ *     directory, was being removed, the stat found nothing, and a
+ *     rebuild's last walk took the file for removed and declared the new
+ *     member in sync without its data (test_raid.py::
+ *     test_a_rebuild_walk_that_looks_up_a_file_whose_first_name_goes_copies_its_data).
  *     Kernel lookups take no name lock: they wait for nothing new.
  */
 #include <errno.h>
@@ -153,35 +161,55 @@ static void names_unlock(struct tfs_fs *fs, const struct tfs_inode *a, const str
 /* Lookup                                                              */
 /* ------------------------------------------------------------------ */
 
-/* TIERFS_FAULT's lookup_bind_delay=MS (fault.c lists it; tests only):
- * every lookup sleeps MS ms between its stat of the primary and binding
- * the inode, to widen the window a failover once raced into.  Read once,
- * process-wide. */
-static long bind_delay_ms;
-static pthread_once_t bind_delay_once = PTHREAD_ONCE_INIT;
+/* TIERFS_FAULT's knobs of lookups (fault.c lists them; tests only), read
+ * once, process-wide: lookup_bind_delay=MS, every lookup sleeps MS ms
+ * between its stat of the primary and binding the inode, to widen the
+ * window a failover once raced into; lookup_attr_delay=MS, every walk's
+ * lookup sleeps MS ms after binding the inode, before it reads a regular
+ * file's attributes, to widen the window in which another name of the
+ * file goes away (invariant 4). */
+static long bind_delay_ms, attr_delay_ms;
+static pthread_once_t delays_once = PTHREAD_ONCE_INIT;
 
-static void bind_delay_read(void)
+static long spec_ms(const char *key)
 {
-	const char *t = tfs_spec_value(getenv("TIERFS_FAULT"), "lookup_bind_delay");
+	const char *t = tfs_spec_value(getenv("TIERFS_FAULT"), key);
+	long ms;
 
-	if (t && sscanf(t, "%ld", &bind_delay_ms) != 1)
-		bind_delay_ms = 0;
+	return t && sscanf(t, "%ld", &ms) == 1 ? ms : 0;
 }
 
-static void bind_delay(void)
+static void delays_read(void)
 {
-	pthread_once(&bind_delay_once, bind_delay_read);
-	if (bind_delay_ms > 0)
-		usleep((useconds_t)bind_delay_ms * 1000);
+	bind_delay_ms = spec_ms("lookup_bind_delay");
+	attr_delay_ms = spec_ms("lookup_attr_delay");
+}
+
+static void delay(const long *ms)
+{
+	pthread_once(&delays_once, delays_read);
+	if (*ms > 0)
+		usleep((useconds_t)*ms * 1000);
 }
 
 /* walk: a maintenance walk's lookup, which holds parent's name lock
- * (invariant 4); the kernel holds parent for its own. */
+ * (invariant 4); the kernel holds parent for its own.  A regular file's
+ * attributes are read through the name just bound, before the directory
+ * is let go: the name is current until then, so the outcome depends on
+ * no other name of the file.  Read after, through the file's first alias
+ * (which may be in another directory, whose changes hold that directory's
+ * name lock alone), a remove of that alias in progress made the stat find
+ * nothing and the lookup fail with ENOENT although the name looked up was
+ * there, and a walk took the file for removed.  Retrying on ENOENT would
+ * not do: a retry cannot tell that from the looked-up name going, and
+ * another name can go again at every try.  The read takes in->lock under
+ * the name lock and the directory fds (ns_lock): the order of fs.h. */
 static int lookup_once(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		       struct tfs_entry *e, bool walk)
 {
 	struct tfs_loc loc;
 	int dfd[TFS_MAX_MEMBERS], rc;
+	bool bound = false;
 
 	if (walk)
 		pthread_rwlock_rdlock(name_lock(fs, parent));
@@ -189,31 +217,32 @@ static int lookup_once(struct tfs_fs *fs, struct tfs_inode *parent, const char *
 	if (rc)
 		goto out_unlock;
 	rc = OPS(fs)->fstatat(BE(fs), tfs_primary(fs), dfd[tfs_primary(fs)], name, &e->st);
-	bind_delay();
+	delay(&bind_delay_ms);
 	/* bound by the primary's inode number before the directory fds go
 	 * (invariant 3): bound after, a failover's re-keying in between made
 	 * it a second inode of the file, keyed by the old primary's number,
 	 * and the two refused each other's identity (EUCLEAN) */
 	if (rc == 0 && !(e->in = tfs_inode_bind(fs, parent, name, &e->st)))
 		rc = -ENOMEM;
+	bound = rc == 0;
+	if (bound && walk)
+		delay(&attr_delay_ms);
+	if (bound && S_ISREG(e->st.st_mode))
+		rc = ns_getattr_at(fs, e->in, &loc, dfd, &e->st);
 	dirs_close(fs, &loc);
 	tfs_loc_put(fs, &loc);
 out_unlock:
 	if (walk)
 		pthread_rwlock_unlock(name_lock(fs, parent));
-	if (rc)
-		return rc;
-	if (S_ISREG(e->st.st_mode)) {
-		rc = tfs_ns_getattr(fs, e->in, &e->st);
-		if (rc) {
+	if (rc) {
+		if (bound)
 			tfs_inode_forget(fs, e->in, 1);
-			return rc;
-		}
-		/* a file the SSD tier holds dirty data of, not found since a
-		 * restart: found now (before anyone can open or move it) */
-		if (fs->tier)
-			fs->tier->found(fs, e->in);
+		return rc;
 	}
+	/* a file the SSD tier holds dirty data of, not found since a restart:
+	 * found now (before anyone can open or move it) */
+	if (S_ISREG(e->st.st_mode) && fs->tier)
+		fs->tier->found(fs, e->in);
 	return 0;
 }
 

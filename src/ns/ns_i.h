@@ -138,5 +138,10 @@ struct ns_target {
 int ns_target_open(struct tfs_fs *fs, struct tfs_inode *in, struct ns_target *t);
 /* Lets go of what ns_target_open took. */
 void ns_target_close(struct tfs_fs *fs, struct tfs_inode *in, struct ns_target *t);
+/* tfs_ns_getattr of in through the name loc gives, in the directory whose
+ * member fds are dfd (a lookup's, which holds that name current: ns.c
+ * invariant 4), not through in's first alias.  Returns 0 or -errno. */
+int ns_getattr_at(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_loc *loc,
+		  const int *dfd, struct stat *st);
 
 #endif

@@ -15,9 +15,11 @@
  *     the member seam, on one member; invariant 1 holds for it too.  Only
  *     mount-time work that runs before anything is served uses it.
  *  5. Every lookup a walk makes holds the directory's name lock from its
- *     stat of the primary to its binding (tfs_ns_walk_lookup, ns.c
+ *     stat of the primary until it has bound the inode and read a regular
+ *     file's attributes through the name (tfs_ns_walk_lookup, ns.c
  *     invariant 4): the kernel holds a directory against renames only
- *     for its own lookups, and a walk's bound a name just moved away.
+ *     for its own lookups, and a walk's bound a name just moved away, or
+ *     took a file for removed when another of its names went.
  */
 #include <dirent.h>
 #include <errno.h>

@@ -25,9 +25,10 @@
  *     to do (at most four), then made once more with renames and links
  *     held off (move_lock); files created meanwhile are complete on the
  *     member, which takes every change.  A walk's lookups bind only names
- *     that are current (ns.c invariant 4), so every file the last walk
- *     meets is opened through a name it has, not taken for removed
- *     (DESIGN.md section 9 has the argument).
+ *     that are current and read a file's attributes through them (ns.c
+ *     invariant 4), so every file the last walk meets is opened through a
+ *     name it has, not taken for removed (DESIGN.md section 9 has the
+ *     argument).
  *
  * Rebuild of member k:
  *   _ --replace: superblock R, journal copy--> (namespace copy, ns_lock)

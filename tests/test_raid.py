@@ -951,9 +951,9 @@ def test_a_rebuild_walk_that_looks_up_a_file_whose_first_name_goes_copies_its_da
     unlink until the alias was gone, so the walk's stat of e/x2 found
     nothing, the walk took the file for removed, and the rebuild declared
     the new member in sync with the namespace copy's empty file:
-    acknowledged data lost on it.  Every walk lookup sleeps 1 s after
-    binding (lookup_attr_delay), every unlinkat 1 s (2 s an unlink, on two
-    members).  In seconds after the replace: the size walk binds d, e, e/t
+    acknowledged data lost on it.  Every lookup (the walks' are the ones
+    timed here) sleeps 1 s after binding (lookup_attr_delay), every
+    unlinkat 1 s (2 s an unlink, on two members).  In seconds after the replace: the size walk binds d, e, e/t
     and e/x by 4; the first pass binds d at 5 (d listed empty), e at 6
     (listed), e/t at 7; the rename of e/x to d/y at 5.5 moves the file
     behind it, the link of d/y as e/x2 at 6.5 adds a name behind it, so it
@@ -1020,6 +1020,62 @@ def test_a_walk_that_looks_up_a_directory_being_renamed_keeps_its_new_name(make_
     assert (a.mnt / "d" / "b" / "y").read_bytes() == b"in b"
     assert sorted(os.listdir(a.mnt / "d")) == ["b"]
     assert "error" not in m.log(), m.log()
+
+
+@pytest.mark.parametrize("kind", ["file", "dir"])
+def test_a_kernel_revalidation_of_a_name_being_renamed_keeps_the_new_name(make_array, kind):
+    """The kernel revalidates a cached dentry whose entry timeout has run
+    out (a path walk that meets it) with a LOOKUP it sends without holding
+    the directory (fuse_dentry_revalidate), unlike a lookup on a dcache
+    miss.  Such a lookup stat'ed d/f on the primary, the application's
+    rename of d/f to d/g landed, and the lookup bound the old name: a
+    file's first alias was then d/f, and every open of d/g failed with
+    ENOENT; a directory was named d/f in the inode table, and a create in
+    it through a descriptor failed with ENOENT.  attr_timeout=0: every
+    walk to a dentry revalidates it; an O_PATH descriptor keeps d/f's
+    dentry (an expired one is dropped when unused).  Every lookup takes
+    1 s between its stat and its binding: the rename, started at 0,
+    revalidates f by 1 s, looks g up by 2 s and lands at 2; the
+    revalidation, started at 1.5 s, stats f at 1.5 and binds it at 2.5."""
+    import threading
+    a = make_array("raid1", 2, "4K")
+    m = a.mount(opts=["attr_timeout=0"], env={"TIERFS_FAULT": "lookup_bind_delay=1000"},
+                expect_errors=True)
+    (a.mnt / "d").mkdir()
+    data = os.urandom(5000)
+    if kind == "file":
+        (a.mnt / "d" / "f").write_bytes(data)
+    else:
+        (a.mnt / "d" / "f").mkdir()
+    d = os.open(a.mnt / "d", os.O_PATH | os.O_DIRECTORY)
+    f = os.open("f", os.O_PATH, dir_fd=d)         # keeps the dentry d/f
+    seen = []
+
+    def revalidate():
+        time.sleep(1.5)
+        try:
+            os.stat("f", dir_fd=d)
+            seen.append("found")
+        except OSError as e:
+            seen.append(e.errno)
+    looked = threading.Thread(target=revalidate)
+    try:
+        looked.start()
+        os.rename("f", "g", src_dir_fd=d, dst_dir_fd=d)
+        looked.join(timeout=30)
+        assert not looked.is_alive()
+        if kind == "file":
+            assert (a.mnt / "d" / "g").read_bytes() == data, m.log()
+        else:
+            x = os.open("x", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=f)
+            os.write(x, b"in g")
+            os.close(x)
+            assert (a.mnt / "d" / "g" / "x").read_bytes() == b"in g"
+    finally:
+        os.close(f)
+        os.close(d)
+    assert sorted(os.listdir(a.mnt / "d")) == ["g"]
+    assert "ignoring bad spec" not in m.log(), m.log()     # the knob was taken
 
 
 @pytest.mark.parametrize("level,n", [("raid5", 4), ("raid1", 3)])

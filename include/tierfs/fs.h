@@ -164,11 +164,11 @@ struct tfs_fs {
 	pthread_rwlock_t move_lock;
 	/* Name locks (ns.c invariant 4): a directory's is the one its inode
 	 * hashes to.  Every change of a name in it (create, remove, rename,
-	 * link) holds it exclusive, a maintenance walk's lookup in it holds it
-	 * shared from its stat of the primary until it has bound the inode
-	 * and read a regular file's attributes, as the kernel holds the
-	 * directory for its own lookups.  Taken after move_lock,
-	 * before anything else. */
+	 * link) holds it exclusive, every lookup in it (the kernel's, whose
+	 * revalidations the kernel does not serialize with renames, and a
+	 * maintenance walk's) holds it shared from its stat of the primary
+	 * until it has bound the inode and read a regular file's attributes.
+	 * Taken after move_lock, before anything else. */
 	pthread_rwlock_t name_lock[TFS_NAME_LOCKS];
 	struct tfs_backend *be;
 	struct tfs_meta *meta;

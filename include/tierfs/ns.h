@@ -27,18 +27,15 @@ struct tfs_entry {
 
 /* Look name up in parent: e->in bound with one kernel reference, e->st
  * its attributes (a regular file's as tfs_ns_getattr gives them, read
- * through this name; the tier's hook found() told of it).  Returns 0 or
- * -errno (-ENOENT: no such name, on the primary). */
+ * through this name; the tier's hook found() told of it).  The kernel's
+ * lookups and a maintenance walk's (walk.c) alike hold parent's name lock
+ * shared from the stat of the primary until the inode is bound and a
+ * regular file's attributes are read (ns.c invariant 4): the kernel does
+ * not hold parent for its revalidations, nor for a walk's lookups, so
+ * without it a lookup bound a name a change had just moved or removed.
+ * Returns 0 or -errno (-ENOENT: no such name, on the primary). */
 int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
 		  struct tfs_entry *e);
-/* tfs_ns_lookup for a maintenance walk (walk.c), which the kernel does not
- * serialize with the changes of names in parent: it holds parent's name
- * lock shared from its stat of the primary until it has bound the inode
- * and read a regular file's attributes (ns.c invariant 4), so it never
- * binds a name a change has just moved or removed, nor fails for another
- * name of the file going.  Returns 0 or -errno, as tfs_ns_lookup. */
-int tfs_ns_walk_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
-		       struct tfs_entry *e);
 /* Attributes from the primary; for a regular file the logical size (the
  * largest any readable member implies, at least the saved size record
  * when a member is not in sync, at least the tier's size), the newest

@@ -37,12 +37,12 @@
  *   lookup_bind_delay=MS  every lookup sleeps MS milliseconds between its
  *                      stat of the primary and binding the inode (ns.c
  *                      reads it): widens the window a failover raced into.
- *   lookup_attr_delay=MS  every lookup of a maintenance walk (rebuild,
- *                      scrub, size walk, the flusher's) sleeps MS
- *                      milliseconds after binding the inode, before it
- *                      reads a regular file's attributes (ns.c reads it):
- *                      widens the window in which another name of the
- *                      file goes away.
+ *   lookup_attr_delay=MS  every lookup (the kernel's, and a maintenance
+ *                      walk's: rebuild, scrub, size walk, the flusher's)
+ *                      sleeps MS milliseconds after binding the inode,
+ *                      before it reads a regular file's attributes (ns.c
+ *                      reads it): widens the window in which another name
+ *                      of the file goes away.
  *   eio_member=M       member M is dead from the start: every call fails.
  *   fail_after=OP:N:M  after the N-th successful OP (any member), member M
  *                      dies: every later call on it fails with EIO, and so

@@ -29,19 +29,18 @@
  *     in the concurrent fail/replace test).
  *  4. A lookup binds a name that is current when it binds, and reads a
  *     regular file's attributes through that name while it is still
- *     current.  The kernel holds a directory for its own lookups in it
- *     against every change of a name there; a maintenance walk's lookup
- *     (tfs_ns_walk_lookup) holds the directory's name lock (fs.h) shared
- *     from its stat of the primary until it has bound the inode and read a
- *     regular file's attributes, and every change of a name (make,
- *     tfs_ns_remove, rename_moved, link_moved) holds the name lock of each
- *     directory it changes exclusive, from before it reads the primary
- *     until its aliases are done.  A walk once stat'ed a name, a rename
- *     moved it, and the walk bound the old name: a file's first alias was
- *     then a name that was gone, its every open by name failed, and a
- *     rebuild took it for removed and declared the new member in sync
- *     without its data; a directory kept its old name, and a create or a
- *     rename into it failed with ENOENT (test_raid.py::
+ *     current: every lookup (the kernel's and a maintenance walk's, one
+ *     function) holds the directory's name lock (fs.h) shared from its
+ *     stat of the primary until it has bound the inode and read a regular
+ *     file's attributes, and every change of a name (make, tfs_ns_remove,
+ *     rename_moved, link_moved) holds the name lock of each directory it
+ *     changes exclusive, from before it reads the primary until its
+ *     aliases are done.  A walk once stat'ed a name, a rename moved it,
+ *     and the walk bound the old name: a file's first alias was then a
+ *     name that was gone, its every open by name failed, and a rebuild
+ *     took it for removed and declared the new member in sync without its
+ *     data; a directory kept its old name, and a create or a rename into
+ *     it failed with ENOENT (test_raid.py::
  *     test_a_rebuild_walk_that_looks_up_a_file_being_renamed_copies_its_data,
  *     test_a_walk_that_looks_up_a_directory_being_renamed_keeps_its_new_name).
  *     A lookup then read the attributes through the file's first alias,
@@ -50,7 +49,19 @@
  *     rebuild's last walk took the file for removed and declared the new
  *     member in sync without its data (test_raid.py::
  *     test_a_rebuild_walk_that_looks_up_a_file_whose_first_name_goes_copies_its_data).
- *     Kernel lookups take no name lock: they wait for nothing new.
+ *     Kernel lookups took no name lock, on the grounds that the kernel
+ *     holds a directory for its lookups in it; it does on a dcache miss,
+ *     but it revalidates a cached name whose entry timeout ran out with a
+ *     lookup it sends without holding the directory: one stat'ed d/f, a
+ *     rename of d/f to d/g landed, and it bound d/f, the same stale name
+ *     (test_raid.py::
+ *     test_a_kernel_revalidation_of_a_name_being_renamed_keeps_the_new_name).
+ *     No deadlock: a name lock is held exclusive only by a FUSE request
+ *     that changes names, which makes member calls only (no request to
+ *     this mount, no lookup, no notification that waits for the kernel),
+ *     and a lookup waiting for the lock holds nothing else (ns_lock and
+ *     in->lock come after it, fs.h's order): it waits as a create or a
+ *     remove in that directory always has.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -164,10 +175,10 @@ static void names_unlock(struct tfs_fs *fs, const struct tfs_inode *a, const str
 /* TIERFS_FAULT's knobs of lookups (fault.c lists them; tests only), read
  * once, process-wide: lookup_bind_delay=MS, every lookup sleeps MS ms
  * between its stat of the primary and binding the inode, to widen the
- * window a failover once raced into; lookup_attr_delay=MS, every walk's
- * lookup sleeps MS ms after binding the inode, before it reads a regular
- * file's attributes, to widen the window in which another name of the
- * file goes away (invariant 4). */
+ * window a failover once raced into; lookup_attr_delay=MS, every lookup
+ * sleeps MS ms after binding the inode, before it reads a regular file's
+ * attributes, to widen the window in which another name of the file goes
+ * away (invariant 4). */
 static long bind_delay_ms, attr_delay_ms;
 static pthread_once_t delays_once = PTHREAD_ONCE_INIT;
 
@@ -192,8 +203,8 @@ static void delay(const long *ms)
 		usleep((useconds_t)*ms * 1000);
 }
 
-/* walk: a maintenance walk's lookup, which holds parent's name lock
- * (invariant 4); the kernel holds parent for its own.  A regular file's
+/* Holds parent's name lock shared (invariant 4), whoever asks: the
+ * kernel does not hold parent for its revalidations.  A regular file's
  * attributes are read through the name just bound, before the directory
  * is let go: the name is current until then, so the outcome depends on
  * no other name of the file.  Read after, through the file's first alias
@@ -205,14 +216,13 @@ static void delay(const long *ms)
  * another name can go again at every try.  The read takes in->lock under
  * the name lock and the directory fds (ns_lock): the order of fs.h. */
 static int lookup_once(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
-		       struct tfs_entry *e, bool walk)
+		       struct tfs_entry *e)
 {
 	struct tfs_loc loc;
 	int dfd[TFS_MAX_MEMBERS], rc;
 	bool bound = false;
 
-	if (walk)
-		pthread_rwlock_rdlock(name_lock(fs, parent));
+	pthread_rwlock_rdlock(name_lock(fs, parent));
 	rc = child_open(fs, parent, name, &loc, dfd);
 	if (rc)
 		goto out_unlock;
@@ -225,15 +235,14 @@ static int lookup_once(struct tfs_fs *fs, struct tfs_inode *parent, const char *
 	if (rc == 0 && !(e->in = tfs_inode_bind(fs, parent, name, &e->st)))
 		rc = -ENOMEM;
 	bound = rc == 0;
-	if (bound && walk)
+	if (bound)
 		delay(&attr_delay_ms);
 	if (bound && S_ISREG(e->st.st_mode))
 		rc = ns_getattr_at(fs, e->in, &loc, dfd, &e->st);
 	dirs_close(fs, &loc);
 	tfs_loc_put(fs, &loc);
 out_unlock:
-	if (walk)
-		pthread_rwlock_unlock(name_lock(fs, parent));
+	pthread_rwlock_unlock(name_lock(fs, parent));
 	if (rc) {
 		if (bound)
 			tfs_inode_forget(fs, e->in, 1);
@@ -249,27 +258,15 @@ out_unlock:
 /* A lookup whose inode a create took the number of before the lookup read
  * the file's identity (a walk that reached a file being created) finds
  * the create's inode when it starts again (inode.c invariant 1). */
-static int lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
-		  struct tfs_entry *e, bool walk)
+int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
+		  struct tfs_entry *e)
 {
 	int rc, tries = 0;
 
 	do
-		rc = lookup_once(fs, parent, name, e, walk);
+		rc = lookup_once(fs, parent, name, e);
 	while (rc == -ESTALE && ++tries < 3);
 	return rc;
-}
-
-int tfs_ns_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
-		  struct tfs_entry *e)
-{
-	return lookup(fs, parent, name, e, false);
-}
-
-int tfs_ns_walk_lookup(struct tfs_fs *fs, struct tfs_inode *parent, const char *name,
-		       struct tfs_entry *e)
-{
-	return lookup(fs, parent, name, e, true);
 }
 
 /* ------------------------------------------------------------------ */

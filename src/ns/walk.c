@@ -16,10 +16,11 @@
  *     mount-time work that runs before anything is served uses it.
  *  5. Every lookup a walk makes holds the directory's name lock from its
  *     stat of the primary until it has bound the inode and read a regular
- *     file's attributes through the name (tfs_ns_walk_lookup, ns.c
- *     invariant 4): the kernel holds a directory against renames only
- *     for its own lookups, and a walk's bound a name just moved away, or
- *     took a file for removed when another of its names went.
+ *     file's attributes through the name (tfs_ns_lookup, ns.c invariant
+ *     4), as the kernel's own do: the kernel holds a directory against
+ *     renames only for its own lookups on a dcache miss, and a walk's
+ *     bound a name just moved away, or took a file for removed when
+ *     another of its names went.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -119,7 +120,7 @@ static int walk_dir(struct tfs_fs *fs, struct tfs_inode *dir, const struct walk 
 
 	for (size_t pos = 0; rc == 0 && pos < nm.len; pos += strlen(nm.buf + pos) + 1) {
 		struct tfs_entry e;
-		int r = tfs_ns_walk_lookup(fs, dir, nm.buf + pos, &e);
+		int r = tfs_ns_lookup(fs, dir, nm.buf + pos, &e);
 
 		if (r == -ENOENT)
 			continue;	/* gone meanwhile */

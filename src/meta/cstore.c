@@ -27,10 +27,12 @@
  *     callback must neither write to the store nor wait for a writer.
  *  5. A record is decoded only after its key and value sizes and version
  *     are checked: anything else is -EUCLEAN, never a bad read.
- *  6. Open refuses (-EUCLEAN) a data.mdb that is not an LMDB file or is
- *     shorter than the pages its meta page counts (a truncated copy):
- *     LMDB would abort on the first missing page.  (Damage inside the
- *     pages of a full-length file is not detected.)
+ *  6. Open refuses (-EUCLEAN) a data.mdb that is not an LMDB file or
+ *     lacks a page a record sits on (a truncated copy): LMDB would abort
+ *     on the first missing page.  A file shorter than the pages its meta
+ *     page counts is not that by itself (free pages LMDB never wrote can
+ *     end it): it is walked whole in a child first (check_length).
+ *     (Damage inside the pages of a full-length file is not detected.)
  *  7. The log (DIR/log) makes an applied batch survive the daemon's death
  *     without a sync: tfs_cstore_apply appends one entry (seq, epoch, CRC,
  *     the ops) with pwrite and keeps it pending in memory.  Entries reach
@@ -69,6 +71,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tierfs/cstore.h"
@@ -203,21 +206,95 @@ static int ext_decode(const MDB_val *k, const MDB_val *v, struct tfs_cext_rec *r
 /* Environment                                                         */
 /* ------------------------------------------------------------------ */
 
-/* -EUCLEAN if data.mdb (size before the open, 0: none) is shorter than
- * the pages its meta page says are in use: a truncated store. */
+/* Reads every byte of v: a page past the end of data.mdb faults here. */
+static unsigned touch(const MDB_val *v)
+{
+	const volatile unsigned char *p = v->mv_data;
+	unsigned sum = 0;
+
+	for (size_t i = 0; i < v->mv_size; i += 512)
+		sum += p[i];
+	return v->mv_size ? sum + p[v->mv_size - 1] : sum;
+}
+
+/* In a child: open dir read-only and read every record of every database,
+ * the free list's included.  Returns 0 when all of it reads (a page past
+ * the end of the file kills the child with SIGBUS instead). */
+static int walk_all(const char *dir)
+{
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	MDB_dbi dbi[DB_COUNT + 2] = { 0, 1 };	/* FREE_DBI, MAIN_DBI */
+	unsigned n = 2, sum = 0;
+	int rc;
+
+	if (mdb_env_create(&env))
+		return 1;
+	mdb_env_set_maxdbs(env, DB_COUNT + 1);
+	rc = mdb_env_open(env, dir, MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS, 0600);
+	if (rc == 0)
+		rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
+	for (int d = 0; rc == 0 && d < DB_COUNT; d++) {
+		int r = mdb_dbi_open(txn, db_name[d], 0, &dbi[n]);
+
+		if (r == 0)
+			n++;
+		else if (r != MDB_NOTFOUND)
+			rc = r;
+	}
+	for (unsigned d = 0; rc == 0 && d < n; d++) {
+		rc = mdb_cursor_open(txn, dbi[d], &cur);
+		for (int op = MDB_FIRST; rc == 0; op = MDB_NEXT) {
+			rc = mdb_cursor_get(cur, &k, &v, op);
+			if (rc == 0)
+				sum += touch(&k) + touch(&v);
+		}
+		if (rc == MDB_NOTFOUND)
+			rc = 0;
+		mdb_cursor_close(cur);
+	}
+	(void)sum;
+	return rc ? 1 : 0;
+}
+
+/* -EUCLEAN if data.mdb (size before the open, 0: none) lacks a page that
+ * is in use: a truncated store.
+ *
+ * Invariant: a store is refused only if a page some record sits on is
+ * past the end of the file.  The meta page's last page number is not
+ * that bound: a page LMDB allocated and freed in one transaction (a
+ * "loose" page) is never written, so when the highest pages are such,
+ * the file legitimately ends before them (seen after a daemon kill: the
+ * tier, and every write-back byte with it, was refused).  So a file
+ * shorter than that bound is walked whole, every database and the free
+ * list, in a child (a missing page is a SIGBUS there, not here), and is
+ * refused only if the walk does not complete. */
 static int check_length(struct tfs_cstore *cs, off_t before)
 {
 	MDB_envinfo info;
 	MDB_stat st;
-	int rc = mdb_env_info(cs->env, &info);
+	int rc = mdb_env_info(cs->env, &info), status;
+	pid_t pid;
 
 	if (rc == 0)
 		rc = mdb_env_stat(cs->env, &st);
 	if (rc)
 		return tfs_mdb_errno(rc);
-	if (before && (uint64_t)before < ((uint64_t)info.me_last_pgno + 1) * st.ms_psize)
-		return -EUCLEAN;
-	return 0;
+	if (!before || (uint64_t)before >= ((uint64_t)info.me_last_pgno + 1) * st.ms_psize)
+		return 0;
+	if ((uint64_t)before < 2ull * st.ms_psize)
+		return -EUCLEAN;	/* not even both meta pages */
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0)
+		_exit(walk_all(cs->dir));
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EUCLEAN;
 }
 
 static int info_key(const char *key, MDB_val *k);

@@ -9,7 +9,9 @@ KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE, ZERO_RANGE with and without KEEP_SIZE,
 all of which tierfs supports: README "What runs on it"; PUNCH_HOLE
 without KEEP_SIZE is EOPNOTSUPP on tierfs as on ext4, checked), fsync and
 fdatasync, O_DIRECT reads and writes of whole 4K blocks on a second
-descriptor, reads through a shared mapping, the per-file tier actions
+descriptor, reads and msync'ed writes through a shared mapping, four
+threads writing disjoint ranges of one file at once, run-time
+`cache_mode` switches (one case), the per-file tier actions
 (`user.tierfs.flush`, `user.tierfs.evict`), a clean remount, and a
 SIGKILL of the daemon followed by a remount.  After a kill the whole
 model must read back: DESIGN §10.5 "Daemon killed" promises that every
@@ -23,8 +25,8 @@ members' files compared with the model again.
 Every failure names the case, the seed, the index of the operation and
 the last operations, which replay it:
     FUZZ_SEED=N FUZZ_OPS=M pytest tests/test_fsx.py -k CASE
-FUZZ_SEED=N,N+1,... or FUZZ_SEEDS=COUNT (seeds 1..COUNT) run more seeds
-by hand.
+FUZZ_SEED=N,M,... or A-B, or FUZZ_SEEDS=COUNT (seeds 1..COUNT) run more
+seeds by hand.
 """
 import ctypes
 import ctypes.util
@@ -35,6 +37,7 @@ import random
 
 import pytest
 
+from conftest import run_threads
 from test_cache import cst, copts, wait_stat
 
 K = 1024
@@ -56,6 +59,9 @@ CASES = {
     "raid5-writeback-64K": ("raid5", 3, "64K",
                             dict(size="3M", extent="64K", promote=1, seq_cutoff=0,
                                  dirty_low=10, dirty_high=60), 2 * M, 700, 1),
+    "raid5-switching": ("raid5", 3, "64K",
+                        dict(size="2M", extent="64K", promote=1, seq_cutoff=0, switch=True),
+                        2 * M, 500, 6),
     "raid1-writethrough": ("raid1", 2, "64K",
                            dict(size="2M", extent="64K", promote=1, seq_cutoff=0,
                                 mode="writethrough"), 2 * M, 600, 2),
@@ -69,8 +75,12 @@ NFILES = 3
 
 
 def seeds(default):
-    if os.environ.get("FUZZ_SEED"):
-        return [int(s) for s in os.environ["FUZZ_SEED"].split(",")]
+    if os.environ.get("FUZZ_SEED"):         # N, N,M,... or A-B
+        out = []
+        for s in os.environ["FUZZ_SEED"].split(","):
+            lo, _, hi = s.partition("-")
+            out += range(int(lo), int(hi or lo) + 1)
+        return out
     if os.environ.get("FUZZ_SEEDS"):
         return list(range(1, int(os.environ["FUZZ_SEEDS"]) + 1))
     return [default]
@@ -235,6 +245,55 @@ class Fuzz:
             mp.close()
         self.same(got, bytes(self.files[f][off:off + ln]), f"mmap read f{f} [{off}, +{ln})")
 
+    def op_mmap_write(self):
+        f = self.rng.randrange(NFILES)
+        size = len(self.files[f])
+        if size == 0:
+            return
+        off = self.rng.randrange(size)
+        data = self.rng.randbytes(self.rng.randint(1, min(size - off, 64 * K)))
+        self.log(f"mmap write f{f} off={off} len={len(data)}, msync")
+        mp = mmap.mmap(self.fds[f], size, mmap.MAP_SHARED)
+        try:
+            mp[off:off + len(data)] = data
+            mp.flush()          # msync(MS_SYNC): written back before a kill can come
+        finally:
+            mp.close()
+        self.model_write(f, off, data)
+
+    def op_parallel(self):
+        """Four threads write disjoint ranges of one file at once (one
+        extent, one row, or spread): the result is the same whatever their
+        order."""
+        f = self.rng.randrange(NFILES)
+        span = self.rng.choice([self.ext, self.row, 4 * self.row])
+        base = self.rng.randrange(max(1, self.maxsize - span))
+        cut = sorted(self.rng.sample(range(1, span), 3))
+        parts = [(base + a, b - a) for a, b in zip([0] + cut, cut + [span])]
+        datas = [self.rng.randbytes(ln) for _, ln in parts]
+        self.log(f"parallel pwrite f{f} " + " ".join(f"{o}+{l}" for o, l in parts))
+        errs = []
+
+        def one(off, data):
+            try:
+                if os.pwrite(self.fds[f], data, off) != len(data):
+                    errs.append(f"short write at {off}")
+            except OSError as e:
+                errs.append(f"{off}: {e}")
+        run_threads([(one, (o, d)) for (o, _), d in zip(parts, datas)], 30,
+                    "a parallel write")
+        if errs:
+            self.fail("parallel writes: " + "; ".join(errs))
+        for (o, _), d in zip(parts, datas):
+            self.model_write(f, o, d)
+
+    def op_mode(self):
+        if not self.cache or not self.cache.get("switch"):
+            return
+        mode = self.rng.choice(["writeback", "writethrough", "writearound", "off"])
+        self.log(f"cache_mode {mode}")
+        os.setxattr(str(self.a.mnt), "user.tierfs.cache_mode", mode.encode())
+
     def op_truncate(self):
         f = self.rng.randrange(NFILES)
         size = len(self.files[f])
@@ -324,7 +383,8 @@ class Fuzz:
 
     OPS = [("op_write", 30), ("op_read", 20), ("op_dwrite", 8), ("op_dread", 8),
            ("op_mmap_read", 3), ("op_truncate", 6), ("op_fallocate", 8), ("op_fsync", 4),
-           ("op_tier", 4), ("op_stat", 4), ("op_remount", 0.4), ("op_kill", 0.6)]
+           ("op_tier", 4), ("op_stat", 4), ("op_remount", 0.4), ("op_kill", 0.6),
+           ("op_mmap_write", 2), ("op_parallel", 3), ("op_mode", 2)]
 
     def verify(self, when):
         for f in range(NFILES):
@@ -340,8 +400,8 @@ class Fuzz:
             op = self.rng.choices(names, weights)[0]
             try:
                 getattr(self, op)()
-            except OSError as e:
-                self.fail(f"{op}: {e!r}")
+            except (OSError, RuntimeError) as e:      # RuntimeError: a mount refused
+                self.fail(f"{op}: {e}")
             if self.i % 50 == 49:
                 self.verify("(periodic check)")
         self.verify("at the end")
@@ -355,13 +415,15 @@ def test_fsx(make_array, tmp_path, name):
     for seed in seeds(seed0):
         sub = f"s{seed}"
         a = make_array(level, n, chunk, sub=sub)
-        opts = copts(tmp_path / sub / "cache", **cache) if cache else []
+        opts = copts(tmp_path / sub / "cache", **{k: v for k, v in cache.items()
+                                                  if k != "switch"}) if cache else []
         m = a.mount(opts=opts)
         fz = Fuzz(a, m, name, seed, case)
         fz.run(nops)
         fz.i = nops
         fz.close_all()
         if cache:
+            os.setxattr(str(a.mnt), "user.tierfs.cache_mode", cache.get("mode", "writeback").encode())
             s = cst(a.mnt)
             print(f"{name} seed {seed}: " + " ".join(f"{k}={s[k]}" for k in (
                 "evictions", "promotions", "write_hits", "write_misses", "read_hits",

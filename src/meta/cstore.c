@@ -206,15 +206,16 @@ static int ext_decode(const MDB_val *k, const MDB_val *v, struct tfs_cext_rec *r
 /* Environment                                                         */
 /* ------------------------------------------------------------------ */
 
-/* Reads every byte of v: a page past the end of data.mdb faults here. */
-static unsigned touch(const MDB_val *v)
+/* Reads a byte of every 512 of v and its last: a page of it past the end
+ * of data.mdb faults here. */
+static void touch(const MDB_val *v)
 {
 	const volatile unsigned char *p = v->mv_data;
-	unsigned sum = 0;
 
 	for (size_t i = 0; i < v->mv_size; i += 512)
-		sum += p[i];
-	return v->mv_size ? sum + p[v->mv_size - 1] : sum;
+		(void)p[i];
+	if (v->mv_size)
+		(void)p[v->mv_size - 1];
 }
 
 /* In a child: open dir read-only and read every record of every database,
@@ -227,7 +228,7 @@ static int walk_all(const char *dir)
 	MDB_cursor *cur;
 	MDB_val k, v;
 	MDB_dbi dbi[DB_COUNT + 2] = { 0, 1 };	/* FREE_DBI, MAIN_DBI */
-	unsigned n = 2, sum = 0;
+	unsigned n = 2;
 	int rc;
 
 	if (mdb_env_create(&env))
@@ -245,17 +246,19 @@ static int walk_all(const char *dir)
 			rc = r;
 	}
 	for (unsigned d = 0; rc == 0 && d < n; d++) {
-		rc = mdb_cursor_open(txn, dbi[d], &cur);
+		if ((rc = mdb_cursor_open(txn, dbi[d], &cur)))
+			break;
 		for (int op = MDB_FIRST; rc == 0; op = MDB_NEXT) {
 			rc = mdb_cursor_get(cur, &k, &v, op);
-			if (rc == 0)
-				sum += touch(&k) + touch(&v);
+			if (rc == 0) {
+				touch(&k);
+				touch(&v);
+			}
 		}
 		if (rc == MDB_NOTFOUND)
 			rc = 0;
 		mdb_cursor_close(cur);
 	}
-	(void)sum;
 	return rc ? 1 : 0;
 }
 

@@ -39,8 +39,9 @@
  *                      reads it): widens the window a failover raced into.
  *   lookup_attr_delay=MS  every lookup (the kernel's, and a maintenance
  *                      walk's: rebuild, scrub, size walk, the flusher's)
- *                      sleeps MS milliseconds after binding the inode,
- *                      before it reads a regular file's attributes (ns.c
+ *                      sleeps MS milliseconds after binding the inode
+ *                      (a directory's too), before it reads a regular
+ *                      file's attributes (ns.c
  *                      reads it): widens the window in which another name
  *                      of the file goes away.
  *   eio_member=M       member M is dead from the start: every call fails.

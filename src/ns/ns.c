@@ -176,9 +176,9 @@ static void names_unlock(struct tfs_fs *fs, const struct tfs_inode *a, const str
  * once, process-wide: lookup_bind_delay=MS, every lookup sleeps MS ms
  * between its stat of the primary and binding the inode, to widen the
  * window a failover once raced into; lookup_attr_delay=MS, every lookup
- * sleeps MS ms after binding the inode, before it reads a regular file's
- * attributes, to widen the window in which another name of the file goes
- * away (invariant 4). */
+ * sleeps MS ms after binding the inode (a directory's too), before it
+ * reads a regular file's attributes, to widen the window in which another
+ * name of the file goes away (invariant 4). */
 static long bind_delay_ms, attr_delay_ms;
 static pthread_once_t delays_once = PTHREAD_ONCE_INIT;
 

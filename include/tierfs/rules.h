@@ -68,6 +68,8 @@ enum tfs_bypass {
 #define TFS_FLUSH_IDLE_TICKS (5 * 16)	/* no requests for 5 s: flush everything */
 #define TFS_FLUSH_WRITE_AGE (5 * 16)	/* paced: extents not written for 5 s */
 #define TFS_EVICT_BATCH 32		/* clean slots freed by one eviction */
+#define TFS_SEQ_HOT 2			/* heat at which a stream's extent is promoted
+					 * as any other (tfs_rule_read) */
 #define TFS_PROMOTERS 4			/* promotions (and fills) in flight at once */
 #define TFS_PROMOTE_QUEUE 1024		/* promotions waiting, at most (a full queue
 					 * drops one) */
@@ -158,7 +160,8 @@ static inline bool tfs_seq_write(bool seq, uint64_t len, uint64_t row)
 enum tfs_rd_act {
 	TFS_RD_HIT,		/* served from the slot */
 	TFS_RD_MISS,		/* from the RAID */
-	TFS_RD_SEQ,		/* from the RAID: a sequential stream past the cutoff */
+	TFS_RD_SEQ,		/* from the RAID: a sequential stream past the cutoff,
+				 * over an extent it has not seen before */
 	TFS_RD_PROMOTE,		/* from the RAID, and the extent is promoted */
 	TFS_RD_FILL,		/* from the RAID, and the slot's missing sectors filled */
 };

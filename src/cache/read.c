@@ -23,7 +23,8 @@
  *     tfs_cache_read does a hit, and its slot stays pinned until
  *     tfs_cache_hit_end.
  *  4. A read queues a promotion only of an extent not cached, outside a
- *     sequential stream, in a mode other than off, on a read-write mount,
+ *     sequential stream (or in one, of an extent with a heat of
+ *     TFS_SEQ_HOT: rules.c), in a mode other than off, on a read-write mount,
  *     with heat of at least cache_promote, not queued already and with no
  *     RAID write of it in flight (write.c invariant 2), and only after the
  *     read succeeded; the promoter looks again before it allocates

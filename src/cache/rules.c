@@ -13,8 +13,9 @@
  *     argument, so the same call gives the same answer in the daemon and
  *     in the model.
  *  2. A read promotes only an extent not cached, outside a sequential
- *     stream, in a mode other than off, on a read-write mount, at the
- *     threshold, and not blocked (read.c invariant 4); it fills a cached
+ *     stream (or in one, at a heat of TFS_SEQ_HOT at least), in a mode
+ *     other than off, on a read-write mount, at the threshold, and not
+ *     blocked (read.c invariant 4); it fills a cached
  *     extent the piece found in part under the same conditions (flush.c
  *     invariant 14).
  *  3. A dirty or flushing extent takes every write write-back, whatever
@@ -106,7 +107,14 @@ enum tfs_rd_act tfs_rule_read(const struct tfs_rd_in *r)
 
 	if (r->full && (r->mode != TFS_CACHE_OFF || r->dirty))
 		return TFS_RD_HIT;
-	if (r->seq)
+	/* a stream past the cutoff goes around the tier, so that a backup or
+	 * a scan, which reads each extent once, does not push the hot set
+	 * out; but an extent it reads that was read or written before, within
+	 * the heat's half-life (heat of TFS_SEQ_HOT, and at the threshold), is
+	 * not a one-time scan's: a large file read again from start to end,
+	 * or a file a copy wrote around the tier read back (docs/CACHE_POLICY.md,
+	 * "A stream's hot extents") */
+	if (r->seq && (r->heat < TFS_SEQ_HOT || r->heat < r->promote))
 		return TFS_RD_SEQ;
 	may = r->mode != TFS_CACHE_OFF && !r->readonly && r->heat >= r->promote && !r->blocked;
 	if (!may)

@@ -29,22 +29,24 @@ static void read_rule(void)
 {
 	for (unsigned bits = 0; bits < 1u << 6; bits++)
 		for (unsigned mi = 0; mi < 4; mi++)
-			for (unsigned heat = 0; heat < 4; heat++) {
+			for (unsigned heat = 0; heat < 5; heat++)
+			for (unsigned pr = 1; pr < 4; pr++) {
 				struct tfs_rd_in r = {
 					.mode = modes[mi], .readonly = bits & 1, .seq = bits & 2,
-					.promote = 2, .cached = bits & 4,
+					.promote = pr, .cached = bits & 4,
 					.full = (bits & 4) && (bits & 8),
 					.dirty = (bits & 4) && (bits & 16), .blocked = bits & 32,
 					.heat = heat,
 				};
 				enum tfs_rd_act a = tfs_rule_read(&r), want;
-				bool may = r.mode != TFS_CACHE_OFF && !r.readonly && heat >= 2 &&
+				bool may = r.mode != TFS_CACHE_OFF && !r.readonly && heat >= pr &&
 					   !r.blocked;
 
-				snprintf(ctx, sizeof(ctx), "bits %#x mode %u heat %u", bits, mi, heat);
+				snprintf(ctx, sizeof(ctx), "bits %#x mode %u heat %u promote %u", bits, mi,
+					 heat, pr);
 				if (r.full && (r.mode != TFS_CACHE_OFF || r.dirty))
 					want = TFS_RD_HIT;
-				else if (r.seq)
+				else if (r.seq && (heat < 2 || heat < pr))	/* a stream, new to it */
 					want = TFS_RD_SEQ;
 				else if (!may)
 					want = TFS_RD_MISS;

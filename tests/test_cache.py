@@ -1827,6 +1827,37 @@ def test_sigkill_during_writeback(make_array, tmp_path):
     assert lost_total == 0, f"{lost_total} bytes of acknowledged (not fsynced) writes were lost"
 
 
+def test_a_restart_after_a_kill_says_once_what_the_store_log_replays(make_array, tmp_path):
+    """After a SIGKILL with write-back writes past the last durability
+    point, the store's log holds updates LMDB lacks, and the restart says
+    so in one line ("N logged updates to apply", cstore.c invariant 8).
+    A start opens the store twice: the probe of the cache directory before
+    the mount (store.c c_probe), and for good after daemonizing (an LMDB
+    environment must not cross fork).  Before, both read the log back, and
+    the line came twice.  A durability point (every 5 s) that falls between the
+    writes and the kill leaves nothing to apply: that round is written
+    again, at most three times."""
+    a = make_array("raid0", 2, "64K")
+    opts = copts(tmp_path / "cache", mode="writeback", dirty_low=90, dirty_high=95)
+    m = a.mount(opts=opts)
+    files = {}
+    said = []
+    for rnd in range(3):
+        for i in range(4):
+            n = f"f{rnd}.{i}"
+            files[n] = random.Random(n).randbytes(8 * K)
+            pwrite(a.mnt / n, 0, files[n])
+        m.kill()
+        m.start()
+        said = [l for l in pathlib.Path(m.log_path).read_text().splitlines()
+                if "logged updates to apply" in l]
+        if said:
+            break
+    assert len(said) == 1, said
+    for n, b in files.items():
+        same(read_all(a.mnt / n), b, f"{n} after the restart")
+
+
 @pytest.mark.parametrize("off,ln", [(8 * K, 4 * K), (8 * K + 100, 5000)])
 def test_sigkill_inside_a_writethrough_write(make_array, tmp_path, off, ln):
     """Write-through over cached sectors; the daemon dies (fault injection)

@@ -54,6 +54,12 @@ struct tfs_cstore;
  * -EUCLEAN if what is there is not a readable store, -ENAMETOOLONG,
  * -ENOMEM, LMDB's error. */
 int tfs_cstore_open(const char *dir, struct tfs_cstore **out);
+/* Open the store in dir, as tfs_cstore_open, to read and set its info
+ * strings alone: its log is neither read nor touched (what it holds waits
+ * for the next tfs_cstore_open, which says so).  Only tfs_cstore_info_get,
+ * tfs_cstore_info_set and tfs_cstore_close may be called on it.  Returns
+ * as tfs_cstore_open. */
+int tfs_cstore_open_info(const char *dir, struct tfs_cstore **out);
 /* Close; what is applied and not synced stays in the log, and the next
  * open reads it back (as after the daemon's death). */
 void tfs_cstore_close(struct tfs_cstore *cs);

@@ -138,7 +138,10 @@ int c_create(struct tfs_cache *c, char *err, size_t errlen)
 }
 
 /* What is in dir: nothing, something unreadable (why), or a cache whose
- * info lands in c (uuid, geometry) and *array. */
+ * info lands in c (uuid, geometry) and *array.  Its store is opened for
+ * the info strings alone: the log it holds after a kill is read back (and
+ * said) once, by c_dir_open after daemonizing (an LMDB environment must
+ * not cross fork, so that open cannot be this one). */
 enum c_probe c_probe(struct tfs_cache *c, char *array, size_t alen, char *why,
 			      size_t wlen)
 {
@@ -160,7 +163,7 @@ enum c_probe c_probe(struct tfs_cache *c, char *array, size_t alen, char *why,
 		return C_PROBE_CORRUPT;
 	}
 	path_of(p, sizeof(p), c->dir, META_DIR);
-	rc = tfs_cstore_open(p, &cs);
+	rc = tfs_cstore_open_info(p, &cs);
 	if (rc) {
 		snprintf(why, wlen, "its extent map cannot be read (%s)", strerror(-rc));
 		return C_PROBE_CORRUPT;

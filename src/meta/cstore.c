@@ -47,7 +47,10 @@
  *     one): after a kill they are all in the page cache.  After a power
  *     cut nothing in the log was covered by a durability point, so the
  *     caller drops them (tfs_cstore_drop_unsynced), which also starts a
- *     new epoch so no stale entry is ever read again.
+ *     new epoch so no stale entry is ever read again.  An open for the
+ *     info strings alone (tfs_cstore_open_info) neither opens nor reads
+ *     the log, and its close leaves it as it was: what the log holds is
+ *     read back, and said, by the open that applies it.
  *  9. The log only grows between compactions; a compaction writes the
  *     pending entries to log.new and renames it over the log (either file
  *     holds every entry past logseq).  Its blocks are preallocated, so an
@@ -473,7 +476,8 @@ static int log_rewrite(struct tfs_cstore *cs)
 	return 0;
 }
 
-int tfs_cstore_open(const char *dir, struct tfs_cstore **out)
+/* with_log: read the log back (invariant 8); else leave it alone. */
+static int store_open(const char *dir, bool with_log, struct tfs_cstore **out)
 {
 	struct tfs_cstore *cs;
 	char path[4096];
@@ -528,7 +532,7 @@ int tfs_cstore_open(const char *dir, struct tfs_cstore **out)
 	else if (txn)
 		mdb_txn_abort(txn);
 	cs->seq = cs->synced;
-	if (rc == 0) {
+	if (rc == 0 && with_log) {
 		cs->lfd = log_open(cs, "log", 0);
 		rc = cs->lfd < 0 ? cs->lfd : log_load(cs);
 	}
@@ -553,14 +557,27 @@ int tfs_cstore_open(const char *dir, struct tfs_cstore **out)
 	return 0;
 }
 
+int tfs_cstore_open(const char *dir, struct tfs_cstore **out)
+{
+	return store_open(dir, true, out);
+}
+
+int tfs_cstore_open_info(const char *dir, struct tfs_cstore **out)
+{
+	return store_open(dir, false, out);
+}
+
 void tfs_cstore_close(struct tfs_cstore *cs)
 {
 	if (!cs)
 		return;
-	/* what is pending stays in the log for the next open (invariant 8) */
-	if (cs->plen == 0 && cs->loff)
-		ftruncate(cs->lfd, 0);
-	close(cs->lfd);
+	/* what is pending stays in the log for the next open (invariant 8);
+	 * an open for the info strings alone has no log (lfd -1) */
+	if (cs->lfd >= 0) {
+		if (cs->plen == 0 && cs->loff)
+			ftruncate(cs->lfd, 0);
+		close(cs->lfd);
+	}
 	mdb_env_close(cs->env);
 	pthread_cond_destroy(&cs->gdone);
 	pthread_mutex_destroy(&cs->glock);

@@ -948,8 +948,29 @@ static void test_log(void)
 	subdir(dir, sizeof(dir), "log");
 	snprintf(ctx, sizeof(ctx), "%s", dir);
 
-	/* a kill: every applied batch is there after the next open */
+	/* a kill: every applied batch is there after the next open, an open
+	 * for the info strings alone before it (the probe's) leaving the log
+	 * as it was */
 	die_after(dir, 7, 10, 20);
+	snprintf(path, sizeof(path), "%s/log", dir);
+	{
+		struct stat s0, s1;
+		char v[8] = "";
+
+		rc = stat(path, &s0);
+		if (rc == 0)
+			rc = tfs_cstore_open_info(dir, &cs);
+		if (rc == 0) {
+			rc = tfs_cstore_info_set(cs, "probe", "1");
+			if (rc == 0)
+				rc = tfs_cstore_info_get(cs, "probe", v, sizeof(v));
+			tfs_cstore_close(cs);
+		}
+		CHECK(G_LOG, rc == 0 && strcmp(v, "1") == 0, "info open after a kill: %d", rc);
+		CHECK(G_LOG, stat(path, &s1) == 0 && s1.st_size == s0.st_size &&
+		      s1.st_mtim.tv_sec == s0.st_mtim.tv_sec &&
+		      s1.st_mtim.tv_nsec == s0.st_mtim.tv_nsec, "the info open touched the log");
+	}
 	rc = tfs_cstore_open(dir, &cs);
 	CHECK(G_LOG, rc == 0, "open after a kill: %d", rc);
 	if (rc)

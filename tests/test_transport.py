@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, URING_PARAM as PARAM, mounted
+from conftest import BUILD, URING_PARAM as PARAM, Mount, mounted
 from test_cache import copts, cst, flush, same, status, wait_until
 from test_cli import assert_refused, try_mount
 
@@ -317,6 +317,58 @@ def test_auto_stays_on_dev_fuse_when_the_module_refuses(make_array, module_uring
     assert int(st["fuse.ring_requests"]) == 0
     r = tierctl("status", a.mnt)
     assert "requests: /dev/fuse (fuse_uring=auto: the fuse module does not allow" in r.stdout
+
+
+@pytest.mark.parametrize("mode", ["auto", "on"])
+def test_queues_the_kernel_refuses_after_the_check_are_said_in_one_line(make_array, tmp_path,
+                                                                       module_uring, mode):
+    """The fuse module stops allowing io_uring after the daemon read its
+    enable_uring and before the kernel saw the INIT answer asking for it
+    (uring_init_delay holds the answer back; enable_uring is switched off
+    meanwhile): the kernel refuses every entry of every queue, and the
+    requests stay on /dev/fuse.  That is said in one line however many
+    queues and entries were refused (transport.c invariant 9): a warning
+    under auto, whose fallback this is, an error under fuse_uring=on, which
+    does not get what it asked for.  Before, every refused entry logged an
+    error: 64 lines per queue."""
+    module_uring(True)
+    a = make_array("raid1", 2, "64K")
+    m = Mount(a.members, a.mnt, copts(tmp_path / "c") + [f"fuse_uring={mode}"],
+              env={"TIERFS_FAULT": "uring_init_delay=1500"}, expect_errors=mode == "on")
+    a.mounts.append(m)
+    box = {}
+
+    def start():                # returns once the INIT is answered (its stat waits)
+        try:
+            m.start()
+        except BaseException as e:      # noqa: B902 - handed to the test
+            box["e"] = e
+    t = threading.Thread(target=start)
+    t.start()
+    try:
+        wait_until(lambda: m.log_path and "(uring_init_delay)" in m.log(),
+                   "the INIT answer held back", timeout=20)
+        module_uring(False)
+    finally:
+        t.join(30)
+    assert not t.is_alive() and "e" not in box, box
+
+    def refused():
+        st = status(a.mnt)
+        return st if "refused" in st["fuse.uring_note"] else None
+    st = wait_until(refused, "the refusal in the status")
+    assert st["fuse.transport"] == "dev_fuse" and st["fuse.uring"] == mode, st
+    namespace_round(a.mnt)
+    data = os.urandom(256 * K)
+    (a.mnt / "x").write_bytes(data)
+    same((a.mnt / "x").read_bytes(), data, "x on /dev/fuse")
+    assert int(status(a.mnt)["fuse.ring_requests"]) == 0
+    m.stop()
+    said = [l for l in m.log().splitlines() if "requests stay on /dev/fuse" in l]
+    assert len(said) == 1, f"{len(said)} lines:\n" + "\n".join(said[:5])
+    level = "warning" if mode == "auto" else "error"
+    assert f": {level}: " in said[0] and "refused" in said[0], said[0]
+    assert "enable_uring is N" in said[0], said[0]
 
 
 def test_auto_keeps_an_uncached_array_on_dev_fuse(make_array, module_uring):

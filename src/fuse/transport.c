@@ -66,6 +66,13 @@
  *     Without this, the first request of every burst of 31 was read in
  *     place while the other 30 waited behind it, and the queue ran in
  *     lock-step with the application (docs/PROFILE.md, tenth step).
+ *  9. The kernel's refusal of a registration (the fuse module's
+ *     enable_uring switched off after tfs_transport_attach read it, say),
+ *     after which it keeps the connection on /dev/fuse, is said in one
+ *     line per mount however many entries and queues it refused (the
+ *     other refusals are debug lines): a warning under auto, whose
+ *     fallback that is, as when the module said no before the mount; an
+ *     error under fuse_uring=on, which does not get what it asked for.
  */
 #include <errno.h>
 #include <fuse_lowlevel.h>
@@ -84,6 +91,7 @@
 #include "tierfs/fs.h"
 #include "tierfs/hitio.h"
 #include "tierfs/log.h"
+#include "tierfs/parse.h"
 #include "tierfs/transport.h"
 #include "uring_abi.h"
 
@@ -101,6 +109,7 @@ struct tent {
 	struct iovec iov[2];
 	uint64_t unique;		/* invariant 2 (atomic) */
 	uint64_t commit_id;
+	uint32_t cmd;			/* the command last submitted (invariant 9) */
 	uint32_t opcode;		/* of the request it holds */
 	struct fuse_buf buf;		/* the request as libfuse reads it */
 	struct tent *rnext;		/* on q->remote */
@@ -146,10 +155,12 @@ struct tfs_transport {
 	bool stopping;			/* atomic: no request is taken any more */
 	bool leaving;			/* atomic: the threads end once quiet */
 	bool active;			/* io_uring asked for and not refused */
+	bool refusal_said;		/* invariant 9 */
 	unsigned nq;
 	struct tq *q;
 	size_t payload;
 	char note[200];			/* why /dev/fuse alone, or the refusal */
+	long init_delay_ms;		/* TIERFS_FAULT's uring_init_delay */
 };
 
 static __thread struct tq *cur_q;
@@ -228,6 +239,7 @@ static void prep_cmd(struct tq *q, struct tent *e, unsigned op)
 	cr->commit_id = op == TFS_URING_CMD_REGISTER ? 0 : e->commit_id;
 	cr->qid = (uint16_t)q->qid;
 	sqe->user_data = (uintptr_t)e | TAG_ENT;
+	e->cmd = op;
 }
 
 static void arm_event(struct tq *q)
@@ -320,6 +332,21 @@ static void take(struct tq *q, struct tent *e)
 	}
 }
 
+/* The kernel refused a registration, the first of this mount (invariant
+ * 9): one line, and why, if the module no longer allows io_uring. */
+static void refusal_say(struct tfs_transport *t, unsigned qid, int res)
+{
+	char why[256] = "";
+	bool allowed = tfs_uring_allowed(why, sizeof(why));
+
+	if (t->asked == TFS_URING_ON)
+		tfs_err("fuse_uring=on: the kernel refused io_uring (queue %u: %s)%s%s; requests "
+			"stay on /dev/fuse", qid, strerror(-res), allowed ? "" : ": ", why);
+	else
+		tfs_warn("fuse: the kernel refused io_uring (queue %u: %s)%s%s; fuse_uring=auto: "
+			 "requests stay on /dev/fuse", qid, strerror(-res), allowed ? "" : ": ", why);
+}
+
 /* A completion of e's command: a request, or the end of e (an error, or a
  * request left to the kernel once stopping: invariant 5). */
 static void ent_done(struct tq *q, struct tent *e, int res)
@@ -332,14 +359,24 @@ static void ent_done(struct tq *q, struct tent *e, int res)
 	}
 	q->live--;
 	if (res < 0 && res != -ENOTCONN && res != -ECANCELED && res != -ECONNABORTED) {
+		bool first = false;
+
 		pthread_mutex_lock(&t->lock);
 		if (t->active)
 			snprintf(t->note, sizeof(t->note), "the kernel refused queue %u: %s",
 				 q->qid, strerror(-res));
 		t->active = false;
+		if (e->cmd == TFS_URING_CMD_REGISTER && !t->refusal_said)
+			first = t->refusal_said = true;
 		pthread_mutex_unlock(&t->lock);
-		tfs_err("fuse io_uring queue %u: %s; requests stay on /dev/fuse", q->qid,
-			strerror(-res));
+		if (e->cmd != TFS_URING_CMD_REGISTER)
+			tfs_err("fuse io_uring queue %u: %s; requests stay on /dev/fuse", q->qid,
+				strerror(-res));
+		else if (first)
+			refusal_say(t, q->qid, res);
+		else
+			tfs_debug("fuse io_uring queue %u: an entry refused too: %s", q->qid,
+				  strerror(-res));
 	}
 }
 
@@ -689,6 +726,11 @@ static ssize_t init_answer(struct tfs_transport *t, int fd, struct iovec *iov, i
 	}
 	o->flags |= FUSE_INIT_EXT;
 	o->flags2 |= TFS_FUSE_OVER_IO_URING_BIT2;
+	if (t->init_delay_ms > 0) {
+		tfs_warn("fault: the INIT answer asking for io_uring waits %ld ms "
+			 "(uring_init_delay)", t->init_delay_ms);
+		usleep((useconds_t)t->init_delay_ms * 1000);
+	}
 	n = writev(fd, out, 2);
 	pthread_mutex_lock(&t->lock);
 	t->go = n < 0 ? -1 : 1;
@@ -742,9 +784,16 @@ struct tfs_transport *tfs_transport_attach(struct fuse_session *se, enum tfs_uri
 {
 	static const struct fuse_custom_io io = { .writev = t_writev, .read = t_read };
 	struct tfs_transport *t = calloc(1, sizeof(*t));
+	const char *delay;
 
 	if (!t)
 		return NULL;
+	/* TIERFS_FAULT's uring_init_delay=MS (fault.c lists it; tests only):
+	 * the INIT answer that asks for io_uring waits MS ms before it is
+	 * written, after the module's enable_uring was read */
+	delay = tfs_spec_value(getenv("TIERFS_FAULT"), "uring_init_delay");
+	if (delay && sscanf(delay, "%ld", &t->init_delay_ms) != 1)
+		t->init_delay_ms = 0;
 	t->se = se;
 	t->fd = fuse_session_fd(se);
 	t->asked = t->mode = mode;

@@ -4,9 +4,10 @@
  * can, per its spec, fail calls, kill members, or kill the daemon at a
  * chosen point (optionally undoing what a power cut would have lost).
  * Tests use it to prove error handling and crash recovery; it is off unless
- * TIERFS_FAULT is set.  The same spec holds three knobs read where they
+ * TIERFS_FAULT is set.  The same spec holds four knobs read where they
  * act (store_put_delay: cstore.c; lookup_bind_delay, lookup_attr_delay:
- * ns.c), so one variable configures them all.
+ * ns.c; uring_init_delay: transport.c), so one variable configures them
+ * all.
  *
  * Spec (comma separated; OP is a member call: openat, mkdirat, renameat2,
  * unlinkat, ftruncate, ... or a data request: read, write, fsync, fdatasync):
@@ -44,6 +45,12 @@
  *                      file's attributes (ns.c
  *                      reads it): widens the window in which another name
  *                      of the file goes away.
+ *   uring_init_delay=MS  the INIT answer that asks the kernel for io_uring
+ *                      sleeps MS milliseconds before it is written, after
+ *                      the fuse module's enable_uring was read
+ *                      (transport.c reads it): widens the window in which
+ *                      the module stops allowing io_uring and the kernel
+ *                      then refuses the queues.
  *   eio_member=M       member M is dead from the start: every call fails.
  *   fail_after=OP:N:M  after the N-th successful OP (any member), member M
  *                      dies: every later call on it fails with EIO, and so
@@ -525,8 +532,8 @@ static bool parse_token(struct fault *f, const char *tok)
 	if (sscanf(tok, "own_sync_delay=%ld", &f->cut.own_sync_delay_ms) == 1)
 		return f->cut.own_sync_delay_ms > 0;
 	if (strncmp(tok, "store_put_delay=", 16) == 0 || strncmp(tok, "lookup_bind_delay=", 18) == 0 ||
-	    strncmp(tok, "lookup_attr_delay=", 18) == 0)
-		return true;	/* read where they act: cstore.c, ns.c */
+	    strncmp(tok, "lookup_attr_delay=", 18) == 0 || strncmp(tok, "uring_init_delay=", 17) == 0)
+		return true;	/* read where they act: cstore.c, ns.c, transport.c */
 	if (strcmp(tok, "torn") == 0)
 		return f->torn = true;
 	return parse_eio(tok, "eio_read", f->eio_read) || parse_eio(tok, "eio_write", f->eio_write) ||

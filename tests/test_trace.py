@@ -116,6 +116,63 @@ def test_every_policy_holds_only_what_was_written_or_read(tmp_path):
             assert whole[(pol, thr)] == (2, 4, E + 8 * K), (pol, whole)
 
 
+def test_diff_sets_the_tier_beside_a_reference_access_by_access(tmp_path):
+    """cache_sim --diff REF: the tier's model and a reference policy access
+    by access, and for the accesses one alone hit, what the tier did with
+    it and with the extent's access before (model.h tfs_model_act)."""
+    E = 64 * K
+
+    def diff(path, *args):
+        r = subprocess.run([str(SIM), "--trace", str(path), "--extent", str(E), "--warmup", "0",
+                            "--threshold", "2", "--diff", "ref_lru", *args],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        rows = [l.split(",") for l in r.stdout.splitlines()]
+        assert rows[0][0] == "diff" and rows[0][-1] == "accesses", rows[0]
+        return {(w[4], w[5], w[6]): int(w[7]) for w in rows[1:]}
+
+    # 1M written in 128K writes, then read back twice: past a 256K cutoff
+    # the writes go around the tier (extents 2-15), and the first read of
+    # each of those extents misses and promotes it; LRU took every write
+    p = tmp_path / "stream.trace"
+    write_trace(p, [(1 + 1000 * (8 * k + i), 3, i * 128 * K, 128 * K, op)
+                    for k, op in enumerate("WRR") for i in range(8)])
+    assert diff(p, "--sizes", "100", "--seq-cutoff", str(256 * K)) == {
+        ("both_hit", "-", "-"): 2 + 16,            # extents 0-1 read back, then all
+        ("both_missed", "-", "-"): 16,             # the writes
+        ("reference_only", "read_promote", "write_seq"): 14,
+    }
+    # a hot extent read ten times, then 8 cold ones once each, then the hot
+    # one again, in 4 slots: LRU lets the cold ones push it out; the tier at
+    # threshold 2 promotes it at its second read and nothing of the scan
+    q = tmp_path / "scan.trace"
+    write_trace(q, [(1 + i, 5, 0, 4 * K, "R") for i in range(10)] +
+                [(100 + i, 5, (1 + i) * E, 4 * K, "R") for i in range(8)] +
+                [(200, 5, 0, 4 * K, "R")])
+    assert diff(q, "--sizes", "45") == {
+        ("both_hit", "-", "-"): 8,
+        ("both_missed", "-", "-"): 1 + 8,
+        ("reference_only", "read_promote", "read_miss"): 1,
+        ("tier_only", "read_hit", "read_hit"): 1,
+    }
+    # the counts add up to the plain replay's, on a trace with writes
+    # partly valid, fills and evictions (a model that told fewer pieces
+    # than the trace has would be refused)
+    rng = random.Random(5)
+    t = tmp_path / "mix.trace"
+    write_trace(t, [(i, 1 + rng.randrange(3), rng.randrange(40) * 16 * K, 8 * K,
+                     "W" if rng.random() < 0.3 else "R") for i in range(3000)])
+    d = diff(t, "--sizes", "25")
+    plain = sim(t, "--extent", str(E), "--warmup", "0", "--threshold", "2", "--sizes", "25")
+    tier, ref = plain[("tierfs_wtinylfu", 2, 25)], plain[("ref_lru", 0, 25)]
+    assert sum(d.values()) == tier[1] == ref[1] == 3000
+    assert d[("both_hit", "-", "-")] + sum(v for k, v in d.items() if k[0] == "tier_only") \
+        == tier[0]
+    assert d[("both_hit", "-", "-")] + sum(v for k, v in d.items()
+                                           if k[0] == "reference_only") == ref[0]
+    assert any(k[0] == "tier_only" for k in d) and any(k[0] == "reference_only" for k in d), d
+
+
 def test_synthetic_workloads_replay():
     """The synthetic workloads (no trace) replay: the SSD-write count read
     a trace's accesses, which they have none of, and every one crashed."""

@@ -26,7 +26,8 @@
  *                  [--admissions] [--trace FILE [--extent BYTES]
  *                  [--mode MODE] [--seq-cutoff BYTES] [--row BYTES]
  *                  [--dirty LOW:HIGH] [--halflife SECONDS] [--reclaim on|off|auto]
- *                  [--destage-mbps R] [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]
+ *                  [--destage-mbps R] [--agree SLOTS | --mrc SLOTS [--mrc-rate R] |
+ *                  --diff POLICY]
  *                  [--promote-us L] [--format auto|tierfs|csv|vscsi] [--cuts on|off]
  *                  [--sectors valid|whole]]
  * --trace replays a trace the tier's recorder wrote (tierctl trace;
@@ -70,6 +71,14 @@
  * hit flags, and the share of requests on which they agree (a trace the
  * daemon recorded, replayed with the mount's settings).  CACHE_SIM_DEBUG
  * set: each model's counts on stderr too.
+ * --diff POLICY (a reference's name: ref_lru, arc, lirs, 2q, ref_s3fifo,
+ * wtinylfu) prints instead, at each --threshold and --sizes, the tier's
+ * model (its default policy) and that policy access by access: how many
+ * accesses both hit and both missed, and for those one alone hit, what
+ * the tier did with the access and with the same extent's access before
+ * (model.h enum tfs_model_act; "none": its first), most first.  So
+ * "reference_only,read_seq,write_seq" counts reads the tier sent around
+ * it, as a stream's, of extents a stream had written around it.
  * --mrc SLOTS prints instead the miss-ratio curve a tier of SLOTS slots
  * would show (its miniatures, mrc.h, sampled at most at --mrc-rate, the
  * daemon's 0.25 by default) beside the model at each size.
@@ -145,6 +154,7 @@ struct opts {
 	struct tfs_model_cfg mcfg;
 	uint32_t agree_slots;		/* --agree SLOTS: model vs the trace's hit flags */
 	uint32_t mrc_slots;		/* --mrc SLOTS: the curve's estimate vs the model */
+	int diff_ref;			/* --diff POLICY: a simpol_kind; -1: none */
 	double mrc_rate;		/* --mrc-rate R: the largest sample rate (the daemon's) */
 };
 
@@ -609,7 +619,10 @@ static struct result belady(const struct opts *o, uint32_t cap, bool bypass)
 
 /* kind over o->ids with cap slots, reads and writes alike; warm-up as
  * simulate's. */
-static struct result reference(const struct opts *o, enum simpol_kind kind, uint32_t cap)
+/* Reference policy kind at cap; hits, if not NULL, gets each access's
+ * outcome (--diff). */
+static struct result reference(const struct opts *o, enum simpol_kind kind, uint32_t cap,
+			       bool *hits)
 {
 	struct simpol *sp = simpol_new(kind, cap, o->z);
 	uint64_t warm = (uint64_t)(o->warmup * o->n);
@@ -634,6 +647,8 @@ static struct result reference(const struct opts *o, enum simpol_kind kind, uint
 			hit = held_hit(&held, o, t, a, true, &ssd);
 		else if (admitted)
 			ssd = held_admit(&held, o, t, a);
+		if (hits)
+			hits[t] = hit;
 		if (t >= warm)
 			tally(&r, o, t, a, hit, admitted, ssd);
 	}
@@ -1033,6 +1048,21 @@ static void load_trace(struct opts *o)
 
 /* The settings of a tier of cap slots (at least 1) with o's settings,
  * kind and threshold (0: the tuner's, which starts at TFS_TUNE_START). */
+/* --diff: what the model did with each access, in order. */
+struct acts {
+	uint8_t *act;		/* enum tfs_model_act, by access */
+	uint64_t n, cap;	/* told; room */
+};
+
+static void act_note(void *arg, enum tfs_model_act act)
+{
+	struct acts *a = arg;
+
+	if (a->n < a->cap)
+		a->act[a->n] = (uint8_t)act;
+	a->n++;		/* more than cap: the caller refuses the run */
+}
+
 static struct tfs_model_cfg model_cfg(const struct opts *o, enum tfs_policy_kind kind,
 				      uint32_t thr, uint32_t cap)
 {
@@ -1045,12 +1075,19 @@ static struct tfs_model_cfg model_cfg(const struct opts *o, enum tfs_policy_kind
 	return cfg;
 }
 
-/* A model of that tier. */
+/* A model of that tier; acts, if not NULL, is told each piece's outcome
+ * (--diff). */
 static struct tfs_model *new_model(const struct opts *o, enum tfs_policy_kind kind, uint32_t thr,
-				   uint32_t cap)
+				   uint32_t cap, struct acts *acts)
 {
 	struct tfs_model_cfg cfg = model_cfg(o, kind, thr, cap);
-	struct tfs_model *m = tfs_model_new(&cfg);
+	struct tfs_model *m;
+
+	if (acts) {
+		cfg.watch = act_note;
+		cfg.watch_arg = acts;
+	}
+	m = tfs_model_new(&cfg);
 
 	if (!m) {
 		fprintf(stderr, "cache_sim: the model refused its settings (or no memory)\n");
@@ -1143,10 +1180,10 @@ static uint64_t pieces(const struct opts *o, const struct tfs_trace_rec *q)
  * model's pieces (one per extent a request touches, as o->ids), the
  * first o->warmup of them not counted. */
 static struct result model_run(const struct opts *o, enum tfs_policy_kind kind, uint32_t thr,
-			       uint32_t cap)
+			       uint32_t cap, struct acts *acts)
 {
 	uint64_t warm = (uint64_t)(o->warmup * o->n), seen = 0;
-	struct tfs_model *m = new_model(o, kind, thr, cap);
+	struct tfs_model *m = new_model(o, kind, thr, cap, acts);
 	/* threshold 0: the tier's tuner, as the daemon runs it */
 	struct tfs_mrc *tuner = thr ? NULL : new_mrc(o, kind, thr, cap, true);
 	const struct tfs_model_stats *st;
@@ -1195,7 +1232,8 @@ static void agree(const struct opts *o, uint32_t cap)
 	printf("policy,threshold,slots,requests,trace_hits,model_hits,agree\n");
 	for (int k = 0; k < TFS_POLICY_COUNT; k++)
 		for (uint32_t ti = 0; ti < o->nthr; ti++) {
-			struct tfs_model *m = new_model(o, (enum tfs_policy_kind)k, o->thr[ti], cap);
+			struct tfs_model *m = new_model(o, (enum tfs_policy_kind)k, o->thr[ti], cap,
+							NULL);
 			uint64_t th = 0, mh = 0, same = 0, nreq = 0, ta = 0, ma = 0, both = 0;
 
 			for (size_t i = 0; i < o->nrecs; i++) {
@@ -1230,6 +1268,94 @@ static void agree(const struct opts *o, uint32_t cap)
 
 /* The miss-ratio curve a tier of cap slots would show (its miniatures,
  * mrc.c) beside the model run at each of the curve's sizes. */
+static const char *const act_name[TFS_MA_COUNT + 1] = {
+	[TFS_MA_READ_HIT] = "read_hit", [TFS_MA_READ_SEQ] = "read_seq",
+	[TFS_MA_READ_PROMOTE] = "read_promote", [TFS_MA_READ_FILL] = "read_fill",
+	[TFS_MA_READ_PARTIAL] = "read_partial", [TFS_MA_READ_MISS] = "read_miss",
+	[TFS_MA_WRITE_HIT] = "write_hit", [TFS_MA_WRITE_ALLOC] = "write_alloc",
+	[TFS_MA_WRITE_SEQ] = "write_seq", [TFS_MA_WRITE_DIRTY_HIGH] = "write_dirty_high",
+	[TFS_MA_WRITE_NO_SLOT] = "write_no_slot", [TFS_MA_WRITE_MODE] = "write_mode",
+	[TFS_MA_COUNT] = "none",	/* the extent's first access */
+};
+
+struct diff_row {
+	uint64_t n;
+	uint8_t act, before;
+};
+
+static int diff_row_cmp(const void *a, const void *b)
+{
+	const struct diff_row *x = a, *y = b;
+
+	if (x->n != y->n)
+		return x->n < y->n ? 1 : -1;
+	return x->act != y->act ? x->act - y->act : x->before - y->before;
+}
+
+/* --diff: the tier's model (the default policy at threshold thr, 0: the
+ * tuner) and reference policy o->diff_ref at cap slots, access by access
+ * after the warm-up: how many both hit, both missed, and of those one
+ * alone hit, what the tier did with the access and with the extent's
+ * access before (which says why: a read around the tier after a stream's
+ * write around it, a promotion after an eviction, ...), most first. */
+static void diff(const struct opts *o, uint32_t thr, uint32_t pct, uint32_t cap)
+{
+	enum { NA = TFS_MA_COUNT + 1 };
+	uint64_t warm = (uint64_t)(o->warmup * o->n), both = 0, neither = 0;
+	struct acts a = { .act = malloc(o->n), .cap = o->n };
+	bool *hit = malloc(o->n * sizeof(*hit));
+	uint8_t *before = malloc(o->z);
+	uint64_t (*cnt)[TFS_MA_COUNT][NA] = calloc(2, sizeof(*cnt));
+	const char *ref = simpol_name((enum simpol_kind)o->diff_ref);
+
+	if (!a.act || !hit || !before || !cnt) {
+		fprintf(stderr, "cache_sim: out of memory\n");
+		exit(1);
+	}
+	(void)model_run(o, TFS_POLICY_DEFAULT, thr, cap, &a);
+	(void)reference(o, (enum simpol_kind)o->diff_ref, cap, hit);
+	if (a.n != o->n) {	/* a piece each, as o->ids (model.c invariant 11) */
+		fprintf(stderr, "cache_sim: --diff: the model saw %llu accesses, the references %llu\n",
+			(unsigned long long)a.n, (unsigned long long)o->n);
+		exit(1);
+	}
+	memset(before, TFS_MA_COUNT, o->z);
+	for (uint64_t t = 0; t < o->n; t++) {
+		uint32_t id = o->ids[t] & ~WRITE_BIT;
+		uint8_t act = a.act[t];
+		bool mine = act == TFS_MA_READ_HIT || act == TFS_MA_WRITE_HIT;
+
+		if (t >= warm) {
+			if (mine == hit[t])
+				*(mine ? &both : &neither) += 1;
+			else
+				cnt[mine][act][before[id]]++;
+		}
+		before[id] = act;
+	}
+	printf("diff,%s,%u,%u,both_hit,-,-,%llu\n", ref, thr, pct, (unsigned long long)both);
+	printf("diff,%s,%u,%u,both_missed,-,-,%llu\n", ref, thr, pct, (unsigned long long)neither);
+	for (int mine = 0; mine < 2; mine++) {
+		struct diff_row rows[TFS_MA_COUNT * NA];
+		size_t n = 0;
+
+		for (int x = 0; x < TFS_MA_COUNT; x++)
+			for (int y = 0; y < NA; y++)
+				if (cnt[mine][x][y])
+					rows[n++] = (struct diff_row){ cnt[mine][x][y], (uint8_t)x,
+								       (uint8_t)y };
+		qsort(rows, n, sizeof(*rows), diff_row_cmp);
+		for (size_t i = 0; i < n; i++)
+			printf("diff,%s,%u,%u,%s,%s,%s,%llu\n", ref, thr, pct,
+			       mine ? "tier_only" : "reference_only", act_name[rows[i].act],
+			       act_name[rows[i].before], (unsigned long long)rows[i].n);
+	}
+	free(a.act);
+	free(hit);
+	free(before);
+	free(cnt);
+}
+
 static void mrc_check(const struct opts *o, uint32_t cap)
 {
 	printf("policy,threshold,scale,slots,model_read_hit_ratio,estimate,difference\n");
@@ -1244,7 +1370,7 @@ static void mrc_check(const struct opts *o, uint32_t cap)
 
 			for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
 				full[i] = new_model(o, kind, thr,
-						    (uint32_t)(cap * tfs_mrc_scale[i] + 0.5));
+						    (uint32_t)(cap * tfs_mrc_scale[i] + 0.5), NULL);
 			/* the miniatures see the 1x model's verdicts of the cutoff */
 			for (size_t j = 0; j < o->nrecs; j++)
 				for (unsigned i = 0; i < TFS_MRC_SIZES; i++)
@@ -1339,6 +1465,16 @@ static int parse_workloads(const char *s, struct opts *o)
 	return 0;
 }
 
+static int parse_ref(const char *s, int *ref)
+{
+	for (int k = 0; k < SIMPOL_COUNT; k++)
+		if (!strcmp(s, simpol_name((enum simpol_kind)k))) {
+			*ref = k;
+			return 0;
+		}
+	return -EINVAL;
+}
+
 static int parse_format(const char *s, int *format)
 {
 	for (*format = 0; *format < F_COUNT; (*format)++)
@@ -1356,7 +1492,7 @@ static void usage(void)
 		"                 [--admissions] [--trace FILE [--extent BYTES] [--mode MODE]\n"
 		"                 [--seq-cutoff BYTES] [--row BYTES] [--dirty LOW:HIGH]\n"
 		"                 [--halflife SECONDS] [--reclaim on|off|auto] [--destage-mbps R]\n"
-		"                 [--agree SLOTS | --mrc SLOTS [--mrc-rate R]]\n"
+		"                 [--agree SLOTS | --mrc SLOTS [--mrc-rate R] | --diff POLICY]\n"
 		"                 [--promote-us L] [--format auto|tierfs|csv|vscsi] [--cuts on|off]\n"
 		"                 [--sectors valid|whole]]\n");
 	exit(2);
@@ -1371,7 +1507,7 @@ int main(int argc, char **argv)
 		.zpct = { 5, 15, 80 }, .zacc = { 60, 30, 10 }, .nzones = 3,
 		.scan_every = 4, .zipf_s = 0.9, .warmup = 0.2, .halve = 0, .seed = 1,
 		.work = { true, true, true, true },
-		.mcfg = TFS_MODEL_CFG_DEFAULT(1), .mrc_rate = TFS_MRC_RATE,
+		.mcfg = TFS_MODEL_CFG_DEFAULT(1), .mrc_rate = TFS_MRC_RATE, .diff_ref = -1,
 	};
 
 	for (int i = 1; i < argc; i++) {
@@ -1416,6 +1552,8 @@ int main(int argc, char **argv)
 			o.mrc_rate = strtod(v, NULL);
 		else if (!strcmp(a, "--mrc"))
 			o.mrc_slots = (uint32_t)strtoul(v, NULL, 10);
+		else if (!strcmp(a, "--diff"))
+			rc = parse_ref(v, &o.diff_ref);
 		else if (!strcmp(a, "--agree"))
 			o.agree_slots = (uint32_t)strtoul(v, NULL, 10);
 		else if (!strcmp(a, "--mode"))
@@ -1474,6 +1612,16 @@ int main(int argc, char **argv)
 		agree(&o, o.agree_slots);
 		return 0;
 	}
+	if (o.diff_ref >= 0) {
+		if (!o.trace_path)
+			usage();
+		printf("diff,reference,threshold,cache_pct,who,tier_act,tier_before,accesses\n");
+		for (uint32_t ti = 0; ti < o.nthr; ti++)
+			for (uint32_t si = 0; si < o.nsizes; si++)
+				diff(&o, o.thr[ti], o.sizes[si],
+				     (uint32_t)((uint64_t)o.ws * o.sizes[si] / 100));
+		return 0;
+	}
 	if (o.z < 2 || o.scan_every < 1 || o.warmup < 0 || o.warmup >= 1 || !o.nzones)
 		usage();
 	if (!o.n)
@@ -1506,7 +1654,7 @@ int main(int argc, char **argv)
 				for (uint32_t si = 0; si < o.nsizes; si++) {
 					uint32_t cap = (uint32_t)((uint64_t)size * o.sizes[si] / 100);
 					struct result r = model_run(&o, (enum tfs_policy_kind)k,
-								    o.thr[ti], cap);
+								    o.thr[ti], cap, NULL);
 					char name[32];
 
 					snprintf(name, sizeof(name), "tierfs_%s",
@@ -1519,7 +1667,7 @@ int main(int argc, char **argv)
 			for (uint32_t si = 0; si < o.nsizes; si++) {
 				uint32_t cap = (uint32_t)((uint64_t)size * o.sizes[si] / 100);
 				struct result r = b < SIMPOL_COUNT
-					? reference(&o, (enum simpol_kind)b, cap)
+					? reference(&o, (enum simpol_kind)b, cap, NULL)
 					: belady(&o, cap, b > SIMPOL_COUNT);
 
 				print_row(&o, w, b < SIMPOL_COUNT ? simpol_name((enum simpol_kind)b)

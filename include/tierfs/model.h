@@ -34,6 +34,25 @@
 #include "tierfs/policy.h"
 #include "tierfs/rules.h"
 
+/* What the model did with one piece, told to cfg.watch piece by piece in
+ * the order the pieces come (cache_sim --diff sets it beside another
+ * policy's hits). */
+enum tfs_model_act {
+	TFS_MA_READ_HIT,		/* served whole from the slot */
+	TFS_MA_READ_SEQ,		/* around the tier: a stream past the cutoff */
+	TFS_MA_READ_PROMOTE,		/* a miss that promotes the extent */
+	TFS_MA_READ_FILL,		/* a miss in an extent held in part, filled */
+	TFS_MA_READ_PARTIAL,		/* ... not filled (under the threshold, blocked) */
+	TFS_MA_READ_MISS,		/* a miss not promoted (under the threshold, blocked) */
+	TFS_MA_WRITE_HIT,		/* into the extent's slot */
+	TFS_MA_WRITE_ALLOC,		/* a fresh slot */
+	TFS_MA_WRITE_SEQ,		/* around the tier: a stream's full rows */
+	TFS_MA_WRITE_DIRTY_HIGH,	/* around: write-back at dirty_high */
+	TFS_MA_WRITE_NO_SLOT,		/* around: every slot dirty or busy */
+	TFS_MA_WRITE_MODE,		/* around: the mode keeps no new writes */
+	TFS_MA_COUNT
+};
+
 struct tfs_model_cfg {
 	uint32_t extent;		/* bytes: sectors of 4 KiB, at most 256 of them */
 	uint32_t nslots;		/* at least 1 */
@@ -67,6 +86,9 @@ struct tfs_model_cfg {
 	uint64_t promote_ns;
 	uint32_t promote_queue;		/* promotions that may wait; 0: the
 					 * daemon's TFS_PROMOTE_QUEUE */
+	/* told what each piece did (NULL: nobody) */
+	void (*watch)(void *arg, enum tfs_model_act act);
+	void *watch_arg;
 };
 
 /* The model's defaults: the daemon's (cache.h TFS_CACHE_OPTS_DEFAULT). */

@@ -83,6 +83,10 @@
  *     cached because not a full row) is streamed until read again or
  *     written otherwise: the flusher does not spare it young, and once
  *     clean it is demoted (evicted first), as write.c invariant 10.
+ * 11. cfg.watch, if set, is told every piece counted (in the sample) once,
+ *     when the rule decided it, in the order the pieces come: what a
+ *     caller needs to set the tier's outcome of each access beside
+ *     another policy's (cache_sim --diff).  It changes nothing.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -730,6 +734,12 @@ static void run_jobs(struct tfs_model *m, uint32_t now)
 	m->njobs = 0;
 }
 
+static void watched(const struct tfs_model *m, enum tfs_model_act act)
+{
+	if (m->cfg.watch)
+		m->cfg.watch(m->cfg.watch_arg, act);
+}
+
 static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, unsigned seq,
 		    uint32_t now)
 {
@@ -757,6 +767,11 @@ static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t le
 			judged(m);
 		}
 		act = tfs_rule_read(&r);
+		watched(m, act == TFS_RD_HIT ? TFS_MA_READ_HIT
+			   : act == TFS_RD_SEQ ? TFS_MA_READ_SEQ
+			   : act == TFS_RD_PROMOTE ? TFS_MA_READ_PROMOTE
+			   : act == TFS_RD_FILL ? TFS_MA_READ_FILL
+			   : p.x ? TFS_MA_READ_PARTIAL : TFS_MA_READ_MISS);
 		if (act == TFS_RD_HIT) {
 			m->st.read_hits++;
 			m->st.read_hit_bytes += p.b - p.a;
@@ -823,6 +838,7 @@ static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 		whole &= act == TFS_WR_CACHE || act == TFS_WR_THROUGH;
 		switch (act) {
 		case TFS_WR_CACHE:
+			watched(m, TFS_MA_WRITE_HIT);
 			m->st.write_hits++;
 			m->st.write_hit_bytes += p.b - p.a;
 			dirty_sectors(m, p.x, p.s0, p.s1, now);
@@ -830,6 +846,7 @@ static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 			m->st.ssd_write_bytes += (uint64_t)(p.s1 - p.s0) * TFS_SECTOR;
 			break;
 		case TFS_WR_THROUGH:
+			watched(m, TFS_MA_WRITE_HIT);
 			m->st.write_hits++;
 			m->st.write_hit_bytes += p.b - p.a;
 			bm_clear(p.x->valid, p.s0, p.s1);
@@ -839,12 +856,14 @@ static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 			m->st.raid_write_bytes += p.b - p.a;
 			break;
 		case TFS_WR_AROUND:
+			watched(m, TFS_MA_WRITE_MODE);
 			bm_clear(p.x->valid, p.s0, p.s1);
 			m->st.raid_write_bytes += p.b - p.a;
 			break;
 		case TFS_WR_ALLOC:
 			s = alloc_slot(m, p.key, fid, idx, now);
 			if (s != NONE) {
+				watched(m, TFS_MA_WRITE_ALLOC);
 				m->st.allocations++;
 				dirty_sectors(m, &m->e[s], p.s0, p.s1, now);
 				m->e[s].streamed = seq & TFS_SEQ_STREAM;
@@ -854,6 +873,10 @@ static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 			why = TFS_BYPASS_NO_SLOT;
 			/* fall through */
 		case TFS_WR_RAW:
+			watched(m, why == TFS_BYPASS_SEQ ? TFS_MA_WRITE_SEQ
+				   : why == TFS_BYPASS_DIRTY_HIGH ? TFS_MA_WRITE_DIRTY_HIGH
+				   : why == TFS_BYPASS_NO_SLOT ? TFS_MA_WRITE_NO_SLOT
+				   : TFS_MA_WRITE_MODE);
 			m->st.raid_write_bytes += p.b - p.a;
 			m->st.bypass_seq += why == TFS_BYPASS_SEQ;
 			m->st.bypass_dirty_high += why == TFS_BYPASS_DIRTY_HIGH;

@@ -152,6 +152,8 @@ def test_requests_ride_the_io_uring_queues_when_the_module_allows(make_array, tm
     assert f"requests: io_uring, {possible_cpus()} queues" in r.stdout, r.stdout
     flush(a.mnt)
     assert m.stop() == 0
+    said = [l for l in m.log().splitlines() if "requests on io_uring" in l]
+    assert len(said) == 1 and f"{possible_cpus()} queues" in said[0], said
     # what the queues wrote is on the members: an uncached mount on /dev/fuse reads it
     module_uring(False)
     u = a.mount(["fuse_uring=auto"])
@@ -369,6 +371,9 @@ def test_queues_the_kernel_refuses_after_the_check_are_said_in_one_line(make_arr
     level = "warning" if mode == "auto" else "error"
     assert f": {level}: " in said[0] and "refused" in said[0], said[0]
     assert "enable_uring is N" in said[0], said[0]
+    # nor does it say the requests ride io_uring: the INIT answer only
+    # asked for it (invariant 9); it did, before the refusal
+    assert "requests on io_uring" not in m.log(), m.log()
 
 
 def test_auto_keeps_an_uncached_array_on_dev_fuse(make_array, module_uring):

@@ -73,6 +73,9 @@
  *     other refusals are debug lines): a warning under auto, whose
  *     fallback that is, as when the module said no before the mount; an
  *     error under fuse_uring=on, which does not get what it asked for.
+ *     That the kernel took the queues is said when the first request
+ *     comes on one (the kernel answers a registration only with a
+ *     request), once per mount; the INIT answer only asked for them.
  */
 #include <errno.h>
 #include <fuse_lowlevel.h>
@@ -156,6 +159,7 @@ struct tfs_transport {
 	bool leaving;			/* atomic: the threads end once quiet */
 	bool active;			/* io_uring asked for and not refused */
 	bool refusal_said;		/* invariant 9 */
+	bool carried_said;		/* atomic: invariant 9 */
 	unsigned nq;
 	struct tq *q;
 	size_t payload;
@@ -301,6 +305,9 @@ static void take(struct tq *q, struct tent *e)
 	size_t op;
 	char *start;
 
+	if (!__atomic_load_n(&q->t->carried_said, __ATOMIC_RELAXED) &&
+	    !__atomic_exchange_n(&q->t->carried_said, true, __ATOMIC_RELAXED))
+		tfs_info("fuse: requests on io_uring, %u queues of %u", q->t->nq, DEPTH);
 	q->inuser++;
 	e->commit_id = e->hdr->ring_ent_in_out.commit_id;
 	e->opcode = ih->opcode;
@@ -739,7 +746,7 @@ static ssize_t init_answer(struct tfs_transport *t, int fd, struct iovec *iov, i
 	pthread_cond_broadcast(&t->cond);
 	pthread_mutex_unlock(&t->lock);
 	if (n >= 0)
-		tfs_info("fuse: requests on io_uring, %u queues of %u", t->nq, DEPTH);
+		tfs_debug("fuse: io_uring asked for, %u queues of %u", t->nq, DEPTH);
 	return n;
 }
 

@@ -66,15 +66,13 @@ def test_the_tuner_lowers_the_threshold_when_extents_come_back_once(make_array, 
     2 the second read only promotes (a miss), so the tier never hits; at 1
     it hits every second read.  With cache_promote=0 the tuner's
     miniatures see it and the tier runs at 1 from its first window on
-    (a window is 1,024 sampled reads: about 4,100 reads at a sample of
-    1/4, a third of the 12,000 here; with the windows of 4,096 before,
-    16,000 reads, the tuner never decided within them); with the threshold
-    fixed at 2 it stays there and misses.  (LRU: S3-FIFO's small queue, a tenth of the
+    (about 16,000 reads at a sample of 1/4); with the threshold fixed at 2
+    it stays there and misses.  (LRU: S3-FIFO's small queue, a tenth of the
     tier, would drop most of a run of 500 before its second read, which the
     miniatures see too, but which would blur the threshold's effect.)"""
     a = make_array("raid5", 3, "64K")
     p = a.mnt / "f"
-    n = 6000                                        # extents of 64K: 375 MiB, sparse
+    n = 16000                                       # extents of 64K: 1000 MiB, sparse
     m = a.mount()
     fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
     os.ftruncate(fd, n * E)

@@ -22,10 +22,7 @@
  *     the tier's changes); the tuner's run theirs, fixed.
  *  3. The tuner decides at the end of a window of TFS_TUNE_WINDOW read
  *     pieces sampled, on that window's counts alone (a change of load
- *     shows within a window; the settings' miniatures see the same
- *     pieces, so a window of 1,024 tells them apart nearly as surely as
- *     one of 4,096 did, and answers a scan four times sooner:
- *     docs/CACHE_POLICY.md), and its choice is the setting whose
+ *     shows within a window), and its choice is the setting whose
  *     miniature hit most, or among those with at most TFS_TUNE_EPS more
  *     misses than it (relative) the one that wrote least to the SSD and
  *     the RAID together (flash wear and disk work; the first listed on a

@@ -21,7 +21,9 @@ state the array must mount, and then:
   * a scrub finds no mismatch (redundant levels).
 
 TIERFS_CRASH_STATES sets the total number of states (default 1500, split
-over the configurations); TIERFS_CRASH_LONG=1 multiplies it by ten.
+over the configurations); TIERFS_CRASH_LONG=1 multiplies it by ten;
+TIERFS_CRASH_SEED=S draws other cuts (other workload seeds and cut
+points) than the default run's.
 """
 import ctypes
 import ctypes.util
@@ -63,6 +65,11 @@ def total_states():
     if os.environ.get("TIERFS_CRASH_LONG"):
         n *= 10
     return n
+
+
+def crash_seed():
+    """TIERFS_CRASH_SEED, or '' for the default run's cuts."""
+    return os.environ.get("TIERFS_CRASH_SEED", "")
 
 
 def tag(fn, seq, u):
@@ -430,7 +437,7 @@ def test_crash_states(tmp_path, level, n, cached):
     states = max(10, total_states() // len(CONFIGS))
     per_cut = 10
     cuts = (states + per_cut - 1) // per_cut
-    rng = random.Random(f"{level}{n}{cached}")
+    rng = random.Random(f"{level}{n}{cached}{crash_seed()}")
 
     # calibration: how many operations the whole workload notes
     base = tmp_path / "calib"
@@ -466,7 +473,8 @@ def test_crash_states(tmp_path, level, n, cached):
             checked += 1
         shutil.rmtree(cbase)
         dump.unlink()
-    REPORT.append(f"crash states: {level} x{n}{' + tier in write-back' if cached else ''}: "
+    REPORT.append(f"crash states: {level} x{n}{' + tier in write-back' if cached else ''}"
+                  f"{', seed ' + crash_seed() if crash_seed() else ''}: "
                   f"{checked} states from {ncuts} cuts ({total} noted operations per "
                   f"run), {len(problems)} problems, {time.time() - t0:.0f} s")
     assert not problems, "\n".join(problems[:20])

@@ -618,9 +618,7 @@ static struct result belady(const struct opts *o, uint32_t cap, bool bypass)
 /* ------------------------------------------------------------------ */
 
 /* kind over o->ids with cap slots, reads and writes alike; warm-up as
- * simulate's. */
-/* Reference policy kind at cap; hits, if not NULL, gets each access's
- * outcome (--diff). */
+ * simulate's; hits, if not NULL, gets each access's outcome (--diff). */
 static struct result reference(const struct opts *o, enum simpol_kind kind, uint32_t cap,
 			       bool *hits)
 {
@@ -1046,8 +1044,6 @@ static void load_trace(struct opts *o)
 /* The tier's own rules on a trace (tfs_model: rules.c, policy.c)      */
 /* ------------------------------------------------------------------ */
 
-/* The settings of a tier of cap slots (at least 1) with o's settings,
- * kind and threshold (0: the tuner's, which starts at TFS_TUNE_START). */
 /* --diff: what the model did with each access, in order. */
 struct acts {
 	uint8_t *act;		/* enum tfs_model_act, by access */
@@ -1063,6 +1059,8 @@ static void act_note(void *arg, enum tfs_model_act act)
 	a->n++;		/* more than cap: the caller refuses the run */
 }
 
+/* The settings of a tier of cap slots (at least 1) with o's settings,
+ * kind and threshold (0: the tuner's, which starts at TFS_TUNE_START). */
 static struct tfs_model_cfg model_cfg(const struct opts *o, enum tfs_policy_kind kind,
 				      uint32_t thr, uint32_t cap)
 {
@@ -1266,8 +1264,6 @@ static void agree(const struct opts *o, uint32_t cap)
 		}
 }
 
-/* The miss-ratio curve a tier of cap slots would show (its miniatures,
- * mrc.c) beside the model run at each of the curve's sizes. */
 static const char *const act_name[TFS_MA_COUNT + 1] = {
 	[TFS_MA_READ_HIT] = "read_hit", [TFS_MA_READ_SEQ] = "read_seq",
 	[TFS_MA_READ_PROMOTE] = "read_promote", [TFS_MA_READ_FILL] = "read_fill",
@@ -1356,6 +1352,8 @@ static void diff(const struct opts *o, uint32_t thr, uint32_t pct, uint32_t cap)
 	free(cnt);
 }
 
+/* The miss-ratio curve a tier of cap slots would show (its miniatures,
+ * mrc.c) beside the model run at each of the curve's sizes. */
 static void mrc_check(const struct opts *o, uint32_t cap)
 {
 	printf("policy,threshold,scale,slots,model_read_hit_ratio,estimate,difference\n");
@@ -1465,16 +1463,6 @@ static int parse_workloads(const char *s, struct opts *o)
 	return 0;
 }
 
-static int parse_ref(const char *s, int *ref)
-{
-	for (int k = 0; k < SIMPOL_COUNT; k++)
-		if (!strcmp(s, simpol_name((enum simpol_kind)k))) {
-			*ref = k;
-			return 0;
-		}
-	return -EINVAL;
-}
-
 static int parse_format(const char *s, int *format)
 {
 	for (*format = 0; *format < F_COUNT; (*format)++)
@@ -1553,7 +1541,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--mrc"))
 			o.mrc_slots = (uint32_t)strtoul(v, NULL, 10);
 		else if (!strcmp(a, "--diff"))
-			rc = parse_ref(v, &o.diff_ref);
+			rc = (o.diff_ref = simpol_parse(v)) < 0 ? -EINVAL : 0;
 		else if (!strcmp(a, "--agree"))
 			o.agree_slots = (uint32_t)strtoul(v, NULL, 10);
 		else if (!strcmp(a, "--mode"))

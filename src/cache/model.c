@@ -740,6 +740,42 @@ static void watched(const struct tfs_model *m, enum tfs_model_act act)
 		m->cfg.watch(m->cfg.watch_arg, act);
 }
 
+/* What a read's piece did (invariant 11): the rule's act, a miss told
+ * apart by whether the extent is held in part. */
+static enum tfs_model_act read_act(enum tfs_rd_act act, bool cached)
+{
+	switch (act) {
+	case TFS_RD_HIT:
+		return TFS_MA_READ_HIT;
+	case TFS_RD_SEQ:
+		return TFS_MA_READ_SEQ;
+	case TFS_RD_PROMOTE:
+		return TFS_MA_READ_PROMOTE;
+	case TFS_RD_FILL:
+		return TFS_MA_READ_FILL;
+	default:
+		return cached ? TFS_MA_READ_PARTIAL : TFS_MA_READ_MISS;
+	}
+}
+
+/* What a write's piece did: the act it ended with, and why it went
+ * around the tier. */
+static enum tfs_model_act write_act(enum tfs_wr_act act, enum tfs_bypass why)
+{
+	switch (act) {
+	case TFS_WR_CACHE:
+	case TFS_WR_THROUGH:
+		return TFS_MA_WRITE_HIT;
+	case TFS_WR_ALLOC:
+		return TFS_MA_WRITE_ALLOC;
+	default:	/* around: write-around's invalidation, or the RAID only */
+		return why == TFS_BYPASS_SEQ ? TFS_MA_WRITE_SEQ
+		       : why == TFS_BYPASS_DIRTY_HIGH ? TFS_MA_WRITE_DIRTY_HIGH
+		       : why == TFS_BYPASS_NO_SLOT ? TFS_MA_WRITE_NO_SLOT
+		       : TFS_MA_WRITE_MODE;
+	}
+}
+
 static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, unsigned seq,
 		    uint32_t now)
 {
@@ -767,11 +803,7 @@ static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t le
 			judged(m);
 		}
 		act = tfs_rule_read(&r);
-		watched(m, act == TFS_RD_HIT ? TFS_MA_READ_HIT
-			   : act == TFS_RD_SEQ ? TFS_MA_READ_SEQ
-			   : act == TFS_RD_PROMOTE ? TFS_MA_READ_PROMOTE
-			   : act == TFS_RD_FILL ? TFS_MA_READ_FILL
-			   : p.x ? TFS_MA_READ_PARTIAL : TFS_MA_READ_MISS);
+		watched(m, read_act(act, p.x != NULL));
 		if (act == TFS_RD_HIT) {
 			m->st.read_hits++;
 			m->st.read_hit_bytes += p.b - p.a;
@@ -838,7 +870,6 @@ static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 		whole &= act == TFS_WR_CACHE || act == TFS_WR_THROUGH;
 		switch (act) {
 		case TFS_WR_CACHE:
-			watched(m, TFS_MA_WRITE_HIT);
 			m->st.write_hits++;
 			m->st.write_hit_bytes += p.b - p.a;
 			dirty_sectors(m, p.x, p.s0, p.s1, now);
@@ -846,7 +877,6 @@ static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 			m->st.ssd_write_bytes += (uint64_t)(p.s1 - p.s0) * TFS_SECTOR;
 			break;
 		case TFS_WR_THROUGH:
-			watched(m, TFS_MA_WRITE_HIT);
 			m->st.write_hits++;
 			m->st.write_hit_bytes += p.b - p.a;
 			bm_clear(p.x->valid, p.s0, p.s1);
@@ -856,33 +886,29 @@ static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 			m->st.raid_write_bytes += p.b - p.a;
 			break;
 		case TFS_WR_AROUND:
-			watched(m, TFS_MA_WRITE_MODE);
 			bm_clear(p.x->valid, p.s0, p.s1);
 			m->st.raid_write_bytes += p.b - p.a;
 			break;
 		case TFS_WR_ALLOC:
 			s = alloc_slot(m, p.key, fid, idx, now);
 			if (s != NONE) {
-				watched(m, TFS_MA_WRITE_ALLOC);
 				m->st.allocations++;
 				dirty_sectors(m, &m->e[s], p.s0, p.s1, now);
 				m->e[s].streamed = seq & TFS_SEQ_STREAM;
 				m->st.ssd_write_bytes += (uint64_t)(p.s1 - p.s0) * TFS_SECTOR;
 				break;
 			}
+			act = TFS_WR_RAW;
 			why = TFS_BYPASS_NO_SLOT;
 			/* fall through */
 		case TFS_WR_RAW:
-			watched(m, why == TFS_BYPASS_SEQ ? TFS_MA_WRITE_SEQ
-				   : why == TFS_BYPASS_DIRTY_HIGH ? TFS_MA_WRITE_DIRTY_HIGH
-				   : why == TFS_BYPASS_NO_SLOT ? TFS_MA_WRITE_NO_SLOT
-				   : TFS_MA_WRITE_MODE);
 			m->st.raid_write_bytes += p.b - p.a;
 			m->st.bypass_seq += why == TFS_BYPASS_SEQ;
 			m->st.bypass_dirty_high += why == TFS_BYPASS_DIRTY_HIGH;
 			m->st.bypass_no_slot += why == TFS_BYPASS_NO_SLOT;
 			break;
 		}
+		watched(m, write_act(act, why));
 	}
 	return whole;
 }

@@ -791,16 +791,13 @@ struct tfs_transport *tfs_transport_attach(struct fuse_session *se, enum tfs_uri
 {
 	static const struct fuse_custom_io io = { .writev = t_writev, .read = t_read };
 	struct tfs_transport *t = calloc(1, sizeof(*t));
-	const char *delay;
 
 	if (!t)
 		return NULL;
 	/* TIERFS_FAULT's uring_init_delay=MS (fault.c lists it; tests only):
 	 * the INIT answer that asks for io_uring waits MS ms before it is
 	 * written, after the module's enable_uring was read */
-	delay = tfs_spec_value(getenv("TIERFS_FAULT"), "uring_init_delay");
-	if (delay && sscanf(delay, "%ld", &t->init_delay_ms) != 1)
-		t->init_delay_ms = 0;
+	t->init_delay_ms = tfs_spec_ms(getenv("TIERFS_FAULT"), "uring_init_delay");
 	t->se = se;
 	t->fd = fuse_session_fd(se);
 	t->asked = t->mode = mode;

@@ -182,18 +182,10 @@ static void names_unlock(struct tfs_fs *fs, const struct tfs_inode *a, const str
 static long bind_delay_ms, attr_delay_ms;
 static pthread_once_t delays_once = PTHREAD_ONCE_INIT;
 
-static long spec_ms(const char *key)
-{
-	const char *t = tfs_spec_value(getenv("TIERFS_FAULT"), key);
-	long ms;
-
-	return t && sscanf(t, "%ld", &ms) == 1 ? ms : 0;
-}
-
 static void delays_read(void)
 {
-	bind_delay_ms = spec_ms("lookup_bind_delay");
-	attr_delay_ms = spec_ms("lookup_attr_delay");
+	bind_delay_ms = tfs_spec_ms(getenv("TIERFS_FAULT"), "lookup_bind_delay");
+	attr_delay_ms = tfs_spec_ms(getenv("TIERFS_FAULT"), "lookup_attr_delay");
 }
 
 static void delay(const long *ms)

@@ -171,3 +171,11 @@ const char *tfs_spec_value(const char *spec, const char *key)
 			return p + kl + 1;
 	return NULL;
 }
+
+long tfs_spec_ms(const char *spec, const char *key)
+{
+	const char *v = tfs_spec_value(spec, key);
+	long ms;
+
+	return v && sscanf(v, "%ld", &ms) == 1 ? ms : 0;
+}

@@ -136,6 +136,20 @@ int main(void)
 			      v ? v : "(null)");
 		}
 	}
+	/* a delay knob's milliseconds; 0 when absent or not a number */
+	{
+		static const struct { const char *spec; long want; } d[] = {
+			{ "torn,lookup_bind_delay=1000,x", 1000 }, { "lookup_bind_delay=25:3", 25 },
+			{ "lookup_bind_delay=", 0 }, { "lookup_bind_delay=x", 0 }, { "torn", 0 },
+			{ NULL, 0 },
+		};
+		for (size_t i = 0; i < sizeof(d) / sizeof(d[0]); i++) {
+			long got = tfs_spec_ms(d[i].spec, "lookup_bind_delay");
+
+			snprintf(ctx, sizeof(ctx), "'%s'", d[i].spec ? d[i].spec : "(null)");
+			CHECK(G_SPEC, got == d[i].want, "got %ld, want %ld", got, d[i].want);
+		}
+	}
 	if (unit_summary(groups, G_COUNT)) {
 		printf("FAILED\n");
 		return 1;

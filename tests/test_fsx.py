@@ -213,13 +213,22 @@ class Fuzz:
         self.log(f"dread f{f} off={off} len={ln}")
         self.same(dread(self.dfds[f], off, ln), bytes(self.files[f][off:off + ln]), f"O_DIRECT read f{f} [{off}, +{ln})")
 
-    def op_mmap_read(self):
+    def mmap_span(self, most):
+        """A file, its size and a span of at most `most` bytes inside it
+        for an mmap op (a mapping cannot reach past the end); None if the
+        file drawn is empty."""
         f = self.rng.randrange(NFILES)
         size = len(self.files[f])
         if size == 0:
-            return
+            return None
         off = self.rng.randrange(size)
-        ln = self.rng.randint(1, min(size - off, 128 * K))
+        return f, size, off, self.rng.randint(1, min(size - off, most))
+
+    def op_mmap_read(self):
+        span = self.mmap_span(128 * K)
+        if not span:
+            return
+        f, size, off, ln = span
         self.log(f"mmap read f{f} off={off} len={ln}")
         mp = mmap.mmap(self.fds[f], size, mmap.MAP_SHARED, mmap.PROT_READ)
         try:
@@ -229,16 +238,15 @@ class Fuzz:
         self.same(got, bytes(self.files[f][off:off + ln]), f"mmap read f{f} [{off}, +{ln})")
 
     def op_mmap_write(self):
-        f = self.rng.randrange(NFILES)
-        size = len(self.files[f])
-        if size == 0:
+        span = self.mmap_span(64 * K)
+        if not span:
             return
-        off = self.rng.randrange(size)
-        data = self.rng.randbytes(self.rng.randint(1, min(size - off, 64 * K)))
-        self.log(f"mmap write f{f} off={off} len={len(data)}, msync")
+        f, size, off, ln = span
+        data = self.rng.randbytes(ln)
+        self.log(f"mmap write f{f} off={off} len={ln}, msync")
         mp = mmap.mmap(self.fds[f], size, mmap.MAP_SHARED)
         try:
-            mp[off:off + len(data)] = data
+            mp[off:off + ln] = data
             mp.flush()          # msync(MS_SYNC): written back before a kill can come
         finally:
             mp.close()

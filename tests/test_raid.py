@@ -953,9 +953,9 @@ def test_a_rebuild_walk_that_looks_up_a_file_whose_first_name_goes_copies_its_da
     the new member in sync with the namespace copy's empty file:
     acknowledged data lost on it.  Every lookup (the walks' are the ones
     timed here) sleeps 1 s after binding (lookup_attr_delay), every
-    unlinkat 1 s (2 s an unlink, on two members).  In seconds after the replace: the size walk binds d, e, e/t
-    and e/x by 4; the first pass binds d at 5 (d listed empty), e at 6
-    (listed), e/t at 7; the rename of e/x to d/y at 5.5 moves the file
+    unlinkat 1 s (2 s an unlink, on two members).  In seconds after the
+    replace: the size walk binds d, e, e/t and e/x by 4; the first pass
+    binds d at 5 (d listed empty), e at 6 (listed), e/t at 7; the rename of e/x to d/y at 5.5 moves the file
     behind it, the link of d/y as e/x2 at 6.5 adds a name behind it, so it
     meets no file, and the last pass starts at 7: it binds d at 8, d/y at
     8 and reads its attributes at 9, while the unlink of e/x2, started at

@@ -80,6 +80,7 @@ static struct tfs_model *mini(const struct tfs_model_cfg *tier, double rate, dou
 	double slots = floor((double)tier->nslots * scale * rate + 0.5);
 
 	cfg.nslots = slots < 1 ? 1 : (uint32_t)slots;
+	cfg.watch = NULL;	/* a watcher of the tier's pieces is not told a miniature's */
 	cfg.sample = sample_of(rate);
 	cfg.promote = promote;
 	cfg.spare_hot_only = spare_hot;

@@ -875,6 +875,58 @@ static void mrc_destage(void)
 	tfs_model_free(m[1]);
 }
 
+static void count_act(void *arg, enum tfs_model_act act)
+{
+	uint64_t *n = arg;
+
+	n[act]++;
+}
+
+/* model.c invariant 11: a watched model tells every piece once (hits as
+ * hits); a curve made from the watched settings tells its watcher
+ * nothing of its miniatures' pieces. */
+static void model_watch(void)
+{
+	uint64_t told[TFS_MA_COUNT] = { 0 }, all = 0, mini = 0, rs = 9;
+	struct tfs_model_cfg cfg = TFS_MODEL_CFG_DEFAULT(16);
+	const struct tfs_model_stats *st;
+	struct tfs_model *m;
+	struct tfs_mrc *r;
+
+	cfg.extent = 65536;
+	cfg.watch = count_act;
+	cfg.watch_arg = told;
+	m = tfs_model_new(&cfg);
+	r = tfs_mrc_new(&cfg, TFS_MRC_BUDGET, TFS_MRC_RATE, true);
+	snprintf(ctx, sizeof(ctx), "model watch");
+	CHECK(G_MODEL_CASES, m && r, "made");
+	if (!m || !r)
+		goto out;
+	for (int i = 0; i < 5000; i++) {
+		bool wr = unit_rnd(&rs) % 3 == 0;
+		uint64_t off = (unit_rnd(&rs) % 64) * 65536 + 30000;	/* two pieces */
+
+		tfs_model_apply(m, 1, off, 65536, wr, false, (uint32_t)i);
+	}
+	for (int a = 0; a < TFS_MA_COUNT; a++)
+		all += told[a];
+	st = tfs_model_stats(m);
+	CHECK(G_MODEL_CASES, all == st->reads + st->writes, "told %llu, pieces %llu",
+	      (unsigned long long)all, (unsigned long long)(st->reads + st->writes));
+	CHECK(G_MODEL_CASES, told[TFS_MA_READ_HIT] == st->read_hits &&
+			     told[TFS_MA_WRITE_HIT] == st->write_hits &&
+			     told[TFS_MA_WRITE_ALLOC] == st->allocations, "hits and allocations");
+	for (int i = 0; i < 5000; i++)
+		tfs_mrc_request(r, 1, (unit_rnd(&rs) % 64) * 65536, 4096, false, 0, (uint32_t)i);
+	for (int a = 0; a < TFS_MA_COUNT; a++)
+		mini += told[a];
+	CHECK(G_MODEL_CASES, mini == all, "the miniatures told the tier's watcher %llu pieces",
+	      (unsigned long long)(mini - all));
+out:
+	tfs_mrc_free(r);
+	tfs_model_free(m);
+}
+
 int main(void)
 {
 	read_rule();
@@ -885,6 +937,7 @@ int main(void)
 	spares();
 	model_random();
 	model_cases();
+	model_watch();
 	model_reclaim();
 	model_clean_ahead();
 	model_siblings();

@@ -38,7 +38,8 @@ const char *tfs_num_range(const struct tfs_num_spec *sp, char *buf, size_t len);
  * (TIERFS_FAULT's): a pointer into spec just past "key=", running to the
  * next comma or the end; NULL if spec (may be NULL) has no such key. */
 const char *tfs_spec_value(const char *spec, const char *key);
-/* key's value in spec as a number of milliseconds (a delay knob); 0 if
- * spec has no such key or its value does not start with a number. */
+/* key's value in spec read as a number of milliseconds (a delay knob).
+ * Returns it, or 0 if spec has no such key or its value does not start
+ * with a number. */
 long tfs_spec_ms(const char *spec, const char *key);
 #endif

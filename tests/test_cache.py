@@ -871,6 +871,35 @@ def test_promotions_go_on_while_the_flusher_destages_the_file(make_array, tmp_pa
     assert fcache(p)["cached_bytes"] >= 64 * 64 * K
 
 
+def flood_promoters(mnt, n, readers):
+    """readers threads miss the n 4K extents of a new file mnt/f once each,
+    with O_DIRECT, faster than slow members let the promoters copy them.
+    Returns the promote queue's largest backlog seen, once it is empty."""
+    import threading
+    p = mnt / "f"
+    with open(p, "wb") as f:
+        f.truncate(n * 4 * K)
+
+    def reader(k):
+        fd = os.open(str(p), os.O_RDONLY | os.O_DIRECT)
+        try:
+            for i in range(k, n, readers):
+                dread(fd, i * 4 * K, 4 * K)
+        finally:
+            os.close(fd)
+    ts = [threading.Thread(target=reader, args=(k,)) for k in range(readers)]
+    for t in ts:
+        t.start()
+    peak = 0
+    while any(t.is_alive() for t in ts):
+        peak = max(peak, cst(mnt)["promote_backlog"])
+        time.sleep(0.05)
+    for t in ts:
+        t.join()
+    wait_until(lambda: cst(mnt)["promote_backlog"] == 0, "the promoters", 60.0)
+    return peak
+
+
 def test_a_full_promote_queue_is_counted_apart(make_array, tmp_path):
     """cache.promote_full counts the promotions (and fills) the full queue
     of 1024 refused, apart from those given up for other reasons (the
@@ -883,28 +912,8 @@ def test_a_full_promote_queue_is_counted_apart(make_array, tmp_path):
     a = make_array("raid1", 2, "64K")
     a.mount(opts=copts(tmp_path / "cache", size="16M", extent="4K", promote=1, seq_cutoff=0)
             + ["max_threads=64"], env={"TIERFS_FAULT": "delay=read:20"})
-    p = a.mnt / "f"
-    with open(p, "wb") as f:
-        f.truncate(3000 * 4 * K)
     base = cst(a.mnt)
-
-    def reader(k):
-        fd = os.open(str(p), os.O_RDONLY | os.O_DIRECT)
-        try:
-            for i in range(k, 3000, 32):
-                dread(fd, i * 4 * K, 4 * K)
-        finally:
-            os.close(fd)
-    ts = [threading.Thread(target=reader, args=(k,)) for k in range(32)]
-    for t in ts:
-        t.start()
-    peak = 0
-    while any(t.is_alive() for t in ts):
-        peak = max(peak, cst(a.mnt)["promote_backlog"])
-        time.sleep(0.05)
-    for t in ts:
-        t.join()
-    wait_until(lambda: cst(a.mnt)["promote_backlog"] == 0, "the promoters", 60.0)
+    peak = flood_promoters(a.mnt, 3000, 32)
     st = cst(a.mnt)
     full = st["promote_full"] - base["promote_full"]
     dropped = st["promote_dropped"] - base["promote_dropped"]

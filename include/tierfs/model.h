@@ -78,14 +78,18 @@ struct tfs_model_cfg {
 	 * slot stays dirty until its bytes went at it, after what the
 	 * round sent before (tfs_model_clock's time); 0: at once */
 	double destage_mbps;
-	/* a promotion's time, ns: the extent is read from the RAID and
-	 * becomes readable that long after the request that queued it
-	 * (tfs_model_clock's time), a read of it meanwhile a miss that
-	 * queues nothing, and at most promote_queue wait (a full queue
-	 * drops the promotion, as the daemon's); 0: at once */
+	/* a promotion's own time, ns: a promoter reads the extent from the
+	 * RAID, and it becomes readable that long after the promoter took
+	 * it (tfs_model_clock's time); a read of it meanwhile is a miss that
+	 * queues nothing, and at most promote_queue wait for a promoter (a
+	 * full queue drops the promotion, as the daemon's); 0: at once */
 	uint64_t promote_ns;
 	uint32_t promote_queue;		/* promotions that may wait; 0: the
 					 * daemon's TFS_PROMOTE_QUEUE */
+	/* promotions under way at once (promote_ns each): the daemon's
+	 * promoters, a miniature's share of them (a fraction: one every
+	 * promote_ns / promoters); 0: TFS_PROMOTERS */
+	double promoters;
 	/* told what each piece did (NULL: nobody) */
 	void (*watch)(void *arg, enum tfs_model_act act);
 	void *watch_arg;

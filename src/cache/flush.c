@@ -133,13 +133,19 @@
  *     leaves it clean it is demoted (tfs_policy_demote: evicted first)
  *     and no longer streamed.
  * 18. A queued promotion that brings its extent in keeps, under c->lock,
- *     a running mean of its time from the queueing to readable (an
- *     eighth of each new one's; c->promote_ns, read atomically); a
+ *     a running mean of its time from a promoter's taking it to readable
+ *     (an eighth of each new one's; c->promote_ns, read atomically); a
  *     promotion done at once (c_promote_now) is not counted.  The live
  *     curve's miniatures take it (watch.c invariant 7): a read that comes
  *     while its extent's promotion is on its way misses (the second half
  *     of an extent the kernel's readahead asks for right after the
- *     first), which a model promoting at once counts as a hit.
+ *     first), which a model promoting at once counts as a hit.  The time
+ *     in the queue is left out: each miniature queues for its share of
+ *     the promoters itself (model.c invariant 9), so a setting that would
+ *     promote more than the promoters can do waits and drops there, not
+ *     only as long as the current setting's queue made the mean (stop
+ *     42: the time from the queueing, taken as a fixed delay, let
+ *     threshold 1 look free during a warm-up that it flooded).
  * 19. A batch takes the files whose oldest extent it may destage now
  *     (dirty, not being flushed, not spared: destageable) was written
  *     longest ago, ties to the least identity (rules.h tfs_flush_keep),
@@ -1454,6 +1460,8 @@ static void *promoter(void *arg)
 		c->qhead = (c->qhead + 1) % TFS_PROMOTE_QUEUE;
 		c->qlen--;
 		c->qbusy++;
+		if (j.t_ns)
+			j.t_ns = c_mono_ns();	/* its time from here (invariant 18) */
 		pthread_mutex_unlock(&c->lock);
 		if (!c->stop)
 			promote_one(c, &j);

@@ -69,12 +69,19 @@
  *     the flusher), then the sectors wholly cut leave it, and an empty
  *     slot leaves the policy and both chains.
  *  9. With cfg.promote_ns a promotion is not a job of its request: it
- *     waits (pq, at most cfg.promote_queue: a full queue drops it, as
- *     the daemon's promote queue) until promote_ns after the request, and
- *     meanwhile its heat entry is queued, so a read of the extent is a
- *     miss that queues nothing (rules.h blocked, as read.c's); at its time,
- *     before the next request, it takes a slot unless the extent was
- *     cached meanwhile.  A cut voids those of the file.  Fills stay jobs.
+ *     waits for a promoter (pq: at most cfg.promote_queue wait, a full
+ *     queue drops it, as the daemon's promote queue), then takes
+ *     promote_ns, and meanwhile its heat entry is queued, so a read of the
+ *     extent is a miss that queues nothing (rules.h blocked, as read.c's);
+ *     once done, before the next request, it takes a slot unless the
+ *     extent was cached meanwhile.  The promoters (cfg.promoters of them,
+ *     a miniature's share of the daemon's) start one promotion every
+ *     promote_ns / promoters, and after an idle spell as many at once as
+ *     there are promoters (pstart): so a load that queues promotions
+ *     faster than the promoters finish them (threshold 1 on an array of
+ *     slow reads) waits and drops as on the mount, where a fixed delay
+ *     alone let every promotion through in its time (stop 42's tuner
+ *     window).  A cut voids those of the file.  Fills stay jobs.
  *     So sequential reads of uncached data (a kernel's readahead: the
  *     second half of an extent comes before the first half's promotion
  *     is done) miss as on the mount (copy-and-edit: the agreement with the
@@ -89,6 +96,7 @@
  *     another policy's (cache_sim --diff).  It changes nothing.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,10 +133,10 @@ struct mseq {
 
 #define MODEL_JOBS 256		/* a request's promotions and fills (invariant 1) */
 
-/* A promotion on its way (cfg.promote_ns): readable at ready; void:
- * its file was cut meanwhile. */
+/* A promotion on its way (cfg.promote_ns): a promoter takes it at
+ * start, it is readable at ready; void: its file was cut meanwhile. */
 struct mpend {
-	uint64_t fid, idx, key, ready;
+	uint64_t fid, idx, key, start, ready;
 	bool void_;
 };
 
@@ -159,8 +167,10 @@ struct tfs_model {
 	bool passed;			/* this look passed over a dirty slot */
 	struct mjob *jobs;		/* invariant 1 */
 	unsigned njobs;
-	struct mpend *pq;		/* promotions on their way, by ready (a ring) */
-	uint32_t pq_head, pq_len;
+	struct mpend *pq;		/* promotions on their way, by start (a ring) */
+	uint32_t pq_head, pq_len, pq_cap;
+	uint32_t pq_started;		/* of pq from its head: taken by a promoter */
+	uint64_t pfree;			/* invariant 9: the promoters' next start */
 	struct tfs_model_stats st;
 };
 
@@ -200,7 +210,11 @@ struct tfs_model *tfs_model_new(const struct tfs_model_cfg *cfg)
 	m->jobs = malloc(MODEL_JOBS * sizeof(*m->jobs));
 	if (!m->cfg.promote_queue)
 		m->cfg.promote_queue = TFS_PROMOTE_QUEUE;
-	m->pq = malloc(m->cfg.promote_queue * sizeof(*m->pq));	/* promote_ns may come later */
+	if (!(m->cfg.promoters > 0))
+		m->cfg.promoters = TFS_PROMOTERS;
+	/* those waiting, and those the promoters have (invariant 9) */
+	m->pq_cap = m->cfg.promote_queue + 2 * (uint32_t)ceil(m->cfg.promoters) + 2;
+	m->pq = malloc(m->pq_cap * sizeof(*m->pq));	/* promote_ns may come later */
 	m->pol = tfs_policy_new(cfg->policy, cfg->nslots);
 	/* auto may be set later; a sample sees its share of the evidence
 	 * (evidence.c invariant 3) */
@@ -246,7 +260,7 @@ uint64_t tfs_model_bytes(const struct tfs_model *m)
 	       tfs_policy_bytes(m->pol) + tfs_evidence_bytes(m->ev) +
 	       ((uint64_t)m->hmask + 1) * (sizeof(*m->htab) + sizeof(*m->ftab)) +
 	       ((uint64_t)m->heat_mask + 1) * sizeof(*m->heat) + SEQ_FILES * sizeof(*m->seq) +
-	       MODEL_JOBS * sizeof(*m->jobs) + (uint64_t)m->cfg.promote_queue * sizeof(*m->pq);
+	       MODEL_JOBS * sizeof(*m->jobs) + (uint64_t)m->pq_cap * sizeof(*m->pq);
 }
 
 const struct tfs_model_stats *tfs_model_stats(const struct tfs_model *m)
@@ -675,6 +689,30 @@ static unsigned heat_bump(struct tfs_model *m, const struct mpiece *p, uint32_t 
 	return tfs_heat_bump(hl, &g->heat, &g->t, now);
 }
 
+/* Queues the promotion of (fid, idx) for the promoters (invariant 9).
+ * Returns false if it is dropped: cfg.promote_queue wait already. */
+static bool promote_later(struct tfs_model *m, uint64_t fid, uint64_t idx, uint64_t key)
+{
+	double gap = (double)m->cfg.promote_ns / m->cfg.promoters;
+	uint64_t burst = m->cfg.promoters > 1 ? (uint64_t)((m->cfg.promoters - 1) * gap) : 0;
+	uint64_t from, start;
+
+	while (m->pq_started < m->pq_len &&
+	       m->pq[(m->pq_head + m->pq_started) % m->pq_cap].start <= m->ns)
+		m->pq_started++;
+	if (m->pq_len - m->pq_started >= m->cfg.promote_queue || m->pq_len == m->pq_cap)
+		return false;
+	/* idle promoters take as many at once as there are of them */
+	from = m->ns > burst ? m->ns - burst : 0;
+	if (m->pfree > from)
+		from = m->pfree;
+	start = from > m->ns ? from : m->ns;
+	m->pfree = from + (uint64_t)(gap + 0.5);
+	m->pq[(m->pq_head + m->pq_len++) % m->pq_cap] =
+		(struct mpend){ fid, idx, key, start, start + m->cfg.promote_ns, false };
+	return true;
+}
+
 /* The promoter reads the extent whole into a fresh slot (flush.c
  * promote_one); returns the slot, or NONE if every slot is dirty or busy. */
 static uint32_t promote(struct tfs_model *m, uint64_t key, uint64_t fid, uint64_t idx,
@@ -818,14 +856,10 @@ static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t le
 			break;
 		case TFS_RD_PROMOTE:	/* the promoter reads the extent into a fresh slot */
 			if (m->cfg.promote_ns) {	/* ... in its time */
-				if (m->pq_len == m->cfg.promote_queue) {
+				if (promote_later(m, fid, idx, p.key))
+					g->queued = true;
+				else
 					m->st.promote_dropped++;
-					break;
-				}
-				m->pq[(m->pq_head + m->pq_len++) % m->cfg.promote_queue] =
-					(struct mpend){ fid, idx, p.key,
-							m->ns + m->cfg.promote_ns, false };
-				g->queued = true;
 				break;
 			}
 			/* fall through */
@@ -924,8 +958,10 @@ static void promotions_done(struct tfs_model *m, uint32_t now)
 		tfs_heat_find(m->heat, m->heat_mask, m->cfg.halflife, q->key, now)->queued = false;
 		if (!q->void_ && lookup(m, q->key, q->fid, q->idx) == NONE)
 			(void)promote(m, q->key, q->fid, q->idx, now);
-		m->pq_head = (m->pq_head + 1) % m->cfg.promote_queue;
+		m->pq_head = (m->pq_head + 1) % m->pq_cap;
 		m->pq_len--;
+		if (m->pq_started)
+			m->pq_started--;
 	}
 }
 
@@ -976,7 +1012,7 @@ void tfs_model_cut(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len
 	uint32_t next;
 
 	for (uint32_t i = 0; i < m->pq_len; i++) {	/* a promotion of it finds nothing */
-		struct mpend *q = &m->pq[(m->pq_head + i) % m->cfg.promote_queue];
+		struct mpend *q = &m->pq[(m->pq_head + i) % m->pq_cap];
 
 		if (q->fid == fid && q->idx * ext + ext > off && q->idx * ext < end)
 			q->void_ = true;

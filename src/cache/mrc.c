@@ -15,9 +15,10 @@
  *     round(N x s x Rs) slots (at least 1), a heat table Rs times the
  *     daemon's (at least 64 entries), and Rs times the batches of a tier
  *     of N x s slots (an eviction's slots, a file's extents a flusher
- *     batch destages; at least 1) and of its RAID rate (destage_mbps),
- *     so what fits in it, how heat collides, how much goes at once and
- *     how fast are the full tier's, scaled.
+ *     batch destages; at least 1), of its RAID rate (destage_mbps) and
+ *     of its promoters and their queue (model.c invariant 9), so what
+ *     fits in it, how heat collides, how much goes at once and how fast
+ *     are the full tier's, scaled.
  *  2. The curve's miniatures run the tier's settings (tfs_mrc_set follows
  *     the tier's changes); the tuner's run theirs, fixed.
  *  3. The tuner decides at the end of a window of TFS_TUNE_WINDOW read
@@ -95,6 +96,7 @@ static struct tfs_model *mini(const struct tfs_model_cfg *tier, double rate, dou
 	cfg.promote_queue = (uint32_t)floor(TFS_PROMOTE_QUEUE * rate + 0.5);	/* and of the queue */
 	if (!cfg.promote_queue)
 		cfg.promote_queue = 1;
+	cfg.promoters = TFS_PROMOTERS * rate;	/* and of the promoters */
 	if (!cfg.evict_batch)
 		cfg.evict_batch = 1;
 	if (!cfg.flush_batch)

@@ -35,7 +35,9 @@
  *     lookup a miniature when none holds the file.
  *  7. The miniatures' promotions take the promoters' measured time
  *     (flush.c invariant 18; c->mrc_pns, the one they were given, under
- *     mlock), on the same clock: until the first promotion, at once.
+ *     mlock), on the same clock, and wait for their share of the
+ *     promoters (model.c invariant 9): until the first promotion, at
+ *     once.
  */
 #include <errno.h>
 #include <inttypes.h>

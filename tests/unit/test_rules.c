@@ -647,11 +647,13 @@ static void model_streamed(void)
 	tfs_model_free(m);
 }
 
-/* A promotion takes time (cfg.promote_ns, model.c invariant 9): 1 ms.
- * Extent 0 read at 0 (a miss: queued), again at 0.5 ms (a miss that
- * queues nothing: on its way), at 1.5 ms (a hit).  Then 1,100 extents
- * read at one instant: 1,024 wait, the rest are dropped, and a read of
- * one on its way queues nothing. */
+/* A promotion takes time (cfg.promote_ns, model.c invariant 9): 1 ms,
+ * on each of the 4 promoters.  Extent 0 read at 0 (a miss: queued), again
+ * at 0.5 ms (a miss that queues nothing: on its way), at 1.5 ms (a hit).
+ * Then 1,100 extents read at one instant: the 4 idle promoters take 4,
+ * 1,024 wait, the rest are dropped, and a read of one on its way queues
+ * nothing.  The promoters finish one every 0.25 ms from then on: 6 by
+ * 3 ms (a fixed delay had all 1,024 done by 2.5 ms), all by 259 ms. */
 static void model_promote_time(void)
 {
 	struct tfs_model_cfg cfg = TFS_MODEL_CFG_DEFAULT(2048);
@@ -673,41 +675,51 @@ static void model_promote_time(void)
 	      "not readable after its time: %llu promoted", (unsigned long long)st->promotions);
 	for (uint64_t x = 0; x < 1100; x++)	/* apart: no stream */
 		tfs_model_request(m, 2, x * 65536, 4096, false, 0);
-	CHECK(G_MODEL_CASES, st->promote_dropped == 1100 - TFS_PROMOTE_QUEUE,
+	CHECK(G_MODEL_CASES, st->promote_dropped == 1100 - TFS_PROMOTERS - TFS_PROMOTE_QUEUE,
 	      "%llu dropped", (unsigned long long)st->promote_dropped);
 	tfs_model_request(m, 2, 5 * 65536, 4096, false, 0);	/* on its way: not queued again */
-	CHECK(G_MODEL_CASES, st->promote_dropped == 1100 - TFS_PROMOTE_QUEUE,
+	CHECK(G_MODEL_CASES, st->promote_dropped == 1100 - TFS_PROMOTERS - TFS_PROMOTE_QUEUE,
 	      "a read on the way queued again: %llu dropped",
 	      (unsigned long long)st->promote_dropped);
-	tfs_model_clock(m, 3000000);
+	tfs_model_clock(m, 3000000);	/* started at 1.5 (4), 1.75 and 2 ms */
 	tfs_model_request(m, 3, 0, 4096, false, 0);
-	CHECK(G_MODEL_CASES, st->promotions == 1 + TFS_PROMOTE_QUEUE, "%llu promoted",
+	CHECK(G_MODEL_CASES, st->promotions == 1 + 4 + 2, "%llu promoted by 3 ms",
 	      (unsigned long long)st->promotions);
+	tfs_model_clock(m, 259000000);	/* extent 3's, queued last, done at 258.75 ms */
+	tfs_model_request(m, 4, 0, 4096, false, 0);
+	CHECK(G_MODEL_CASES, st->promotions == 1 + TFS_PROMOTERS + TFS_PROMOTE_QUEUE + 1,
+	      "%llu promoted in the promoters' time", (unsigned long long)st->promotions);
 	tfs_model_free(m);
 
 	/* a miniature's: at once until given a time (the promoters'
 	 * measured one, watch.c invariant 7), then its own share of the
-	 * queue, and at once again when the time is 0 */
+	 * queue and of the promoters (one, 1 ms a promotion), and at once
+	 * again when the time is 0 */
 	cfg.promote_ns = 0;
 	cfg.promote_queue = 8;
+	cfg.promoters = 1;
 	m = tfs_model_new(&cfg);
 	st = tfs_model_stats(m);
 	snprintf(ctx, sizeof(ctx), "promote time set");
 	tfs_model_request(m, 1, 0, 4096, false, 0);
 	CHECK(G_MODEL_CASES, tfs_model_request(m, 1, 0, 4096, false, 0), "not at once");
 	tfs_model_set_promote_time(m, 1000000);
-	for (uint64_t x = 0; x < 10; x++)
+	for (uint64_t x = 0; x < 10; x++)	/* 1 taken, 8 wait */
 		tfs_model_request(m, 2, x * 65536, 4096, false, 0);
-	CHECK(G_MODEL_CASES, st->promote_dropped == 2 && st->promotions == 1,
+	CHECK(G_MODEL_CASES, st->promote_dropped == 1 && st->promotions == 1,
 	      "%llu dropped, %llu promoted", (unsigned long long)st->promote_dropped,
 	      (unsigned long long)st->promotions);
 	CHECK(G_MODEL_CASES, !tfs_model_request(m, 2, 0, 4096, false, 0), "a read on the way hit");
 	tfs_model_set_promote_time(m, 0);
 	tfs_model_request(m, 3, 0, 4096, false, 0);	/* at once */
 	CHECK(G_MODEL_CASES, tfs_model_request(m, 3, 0, 4096, false, 0), "not at once after 0");
-	tfs_model_clock(m, 2000000);	/* the queued ones keep their time */
+	tfs_model_clock(m, 2000000);	/* the queued ones keep their time: 2 done */
 	tfs_model_request(m, 4, 0, 4096, false, 0);
-	CHECK(G_MODEL_CASES, st->promotions == 1 + 8 + 2, "%llu promoted",
+	CHECK(G_MODEL_CASES, st->promotions == 1 + 1 + 2 + 1, "%llu promoted by 2 ms",
+	      (unsigned long long)st->promotions);
+	tfs_model_clock(m, 9000000);	/* the last started at 8 ms */
+	tfs_model_request(m, 5, 0, 4096, false, 0);
+	CHECK(G_MODEL_CASES, st->promotions == 1 + 1 + 9 + 2, "%llu promoted by 9 ms",
 	      (unsigned long long)st->promotions);
 	tfs_model_free(m);
 }

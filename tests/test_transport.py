@@ -376,6 +376,38 @@ def test_queues_the_kernel_refuses_after_the_check_are_said_in_one_line(make_arr
     assert "requests on io_uring" not in m.log(), m.log()
 
 
+@pytest.mark.parametrize("mode", ["auto", "on"])
+def test_queues_the_daemon_cannot_make_are_said_in_one_line(make_array, tmp_path, module_uring,
+                                                            mode):
+    """The daemon's own set-up of the queues fails (uring_queue_fail=ring:
+    every queue's io_uring_queue_init says ENOMEM): the INIT answer does not
+    ask for io_uring, the mount works on /dev/fuse, and that is said in one
+    line naming the queue, the step and the reason (transport.c invariant
+    10): a warning under auto, whose fallback that is, an error under
+    fuse_uring=on.  Before, it was an error under auto too."""
+    module_uring(True)
+    a = make_array("raid1", 2, "64K")
+    m = a.mount(copts(tmp_path / "c") + [f"fuse_uring={mode}"],
+                env={"TIERFS_FAULT": "uring_queue_fail=ring"}, expect_errors=mode == "on")
+    st = status(a.mnt)
+    assert st["fuse.transport"] == "dev_fuse" and st["fuse.uring"] == mode, st
+    assert "could not be made" in st["fuse.uring_note"], st
+    namespace_round(a.mnt)
+    data = os.urandom(256 * K)
+    (a.mnt / "x").write_bytes(data)
+    same((a.mnt / "x").read_bytes(), data, "x on /dev/fuse")
+    assert int(status(a.mnt)["fuse.ring_requests"]) == 0
+    assert m.stop() == 0
+    log = m.log().splitlines()
+    said = [l for l in log if "requests stay on /dev/fuse" in l]
+    assert len(said) == 1, f"{len(said)} lines:\n" + "\n".join(said[:5])
+    level = "warning" if mode == "auto" else "error"
+    assert f": {level}: " in said[0], said[0]
+    assert "io_uring_queue_init: Cannot allocate memory" in said[0], said[0]
+    if mode == "auto":
+        assert not [l for l in log if ": error:" in l], "\n".join(log)
+
+
 def test_auto_keeps_an_uncached_array_on_dev_fuse(make_array, module_uring):
     """auto asks for io_uring only with an SSD tier (transport.c invariant
     7): an uncached array's requests all wait for the members on the pool,

@@ -76,6 +76,11 @@
  *     That the kernel took the queues is said when the first request
  *     comes on one (the kernel answers a registration only with a
  *     request), once per mount; the INIT answer only asked for them.
+ * 10. So is the daemon's own failure to make the queues (a ring, an
+ *     eventfd, an entry's memory, a thread: queues_make), after which the
+ *     INIT answer does not ask for io_uring: one line naming the queue,
+ *     the step and the reason, a warning under auto, an error under
+ *     fuse_uring=on.
  */
 #include <errno.h>
 #include <fuse_lowlevel.h>
@@ -154,6 +159,7 @@ struct tfs_transport {
 	pthread_cond_t cond;
 	unsigned ready;			/* queues whose thread reported */
 	int setup_err;
+	char setup_why[96];		/* its queue and step (invariant 10) */
 	int go;				/* 0 wait, 1 register, -1 leave */
 	bool stopping;			/* atomic: no request is taken any more */
 	bool leaving;			/* atomic: the threads end once quiet */
@@ -165,6 +171,7 @@ struct tfs_transport {
 	size_t payload;
 	char note[200];			/* why /dev/fuse alone, or the refusal */
 	long init_delay_ms;		/* TIERFS_FAULT's uring_init_delay */
+	const char *queue_fail;		/* TIERFS_FAULT's uring_queue_fail: a step */
 };
 
 static __thread struct tq *cur_q;
@@ -387,6 +394,30 @@ static void ent_done(struct tq *q, struct tent *e, int res)
 	}
 }
 
+/* Whether TIERFS_FAULT's uring_queue_fail names step (fault.c lists it;
+ * tests only): that step of the queues' set-up then fails with ENOMEM
+ * instead of being made.  Returns true to fail it. */
+static bool step_fails(const struct tfs_transport *t, const char *step)
+{
+	size_t n = strlen(step);
+
+	return t->queue_fail && !strncmp(t->queue_fail, step, n) &&
+	       (!t->queue_fail[n] || t->queue_fail[n] == ',');
+}
+
+/* A step of queue qid's set-up failed with rc: kept if it is the first
+ * (invariant 10).  Returns rc. */
+static int setup_failed(struct tfs_transport *t, unsigned qid, const char *step, int rc)
+{
+	pthread_mutex_lock(&t->lock);
+	if (!t->setup_err) {
+		t->setup_err = rc;
+		snprintf(t->setup_why, sizeof(t->setup_why), "queue %u: %s", qid, step);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
 static void ring_init(struct tq *q)
 {
 	struct io_uring_params p;
@@ -396,16 +427,16 @@ static void ring_init(struct tq *q)
 		IORING_SETUP_SQE128 | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
 		IORING_SETUP_SQE128,
 	};
-	int rc = -EINVAL;
+	int rc = step_fails(q->t, "ring") ? -ENOMEM : -EINVAL;
 
 	for (unsigned i = 0; i < sizeof(flags) / sizeof(flags[0]) && rc == -EINVAL; i++) {
 		memset(&p, 0, sizeof(p));
 		p.flags = flags[i];
 		rc = io_uring_queue_init_params(3 * DEPTH, &q->ring, &p);
 	}
+	if (rc)
+		setup_failed(q->t, q->qid, "io_uring_queue_init", rc);
 	pthread_mutex_lock(&q->t->lock);
-	if (rc && !q->t->setup_err)
-		q->t->setup_err = rc;
 	q->t->ready++;
 	pthread_cond_broadcast(&q->t->cond);
 	while (!q->t->go)
@@ -635,13 +666,16 @@ static int queues_make(struct tfs_transport *t, size_t payload)
 	unsigned nq = possible_cpus(), started = 0;
 	int rc = 0;
 
+	t->setup_err = 0;
+	t->setup_why[0] = 0;
 	t->q = calloc(nq, sizeof(*t->q));
-	if (!t->q)
+	if (!t->q) {
+		snprintf(t->setup_why, sizeof(t->setup_why), "the queues' table");
 		return -ENOMEM;
+	}
 	t->nq = nq;
 	t->payload = payload;
 	t->ready = 0;
-	t->setup_err = 0;
 	t->go = 0;
 	for (unsigned i = 0; i < nq && !rc; i++) {
 		struct tq *q = &t->q[i];
@@ -649,16 +683,17 @@ static int queues_make(struct tfs_transport *t, size_t payload)
 		q->t = t;
 		q->qid = i;
 		pthread_mutex_init(&q->lock, NULL);
-		q->efd = eventfd(0, EFD_CLOEXEC);
+		q->efd = step_fails(t, "eventfd") ? (errno = ENOMEM, -1) : eventfd(0, EFD_CLOEXEC);
 		if (q->efd < 0)
-			rc = -errno;
+			rc = setup_failed(t, i, "eventfd", -errno);
 		for (unsigned k = 0; k < DEPTH && !rc; k++) {
 			struct tent *e = &q->ents[k];
-			void *m = mmap(NULL, PRE + payload, PROT_READ | PROT_WRITE,
+			void *m = step_fails(t, "mmap") ? (errno = ENOMEM, MAP_FAILED) :
+				  mmap(NULL, PRE + payload, PROT_READ | PROT_WRITE,
 				       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 
 			if (m == MAP_FAILED) {
-				rc = -errno;
+				rc = setup_failed(t, i, "an entry's mmap", -errno);
 				break;
 			}
 			e->q = q;
@@ -670,7 +705,8 @@ static int queues_make(struct tfs_transport *t, size_t payload)
 		}
 	}
 	for (unsigned i = 0; i < nq && !rc; i++, started++)
-		rc = -pthread_create(&t->q[i].tid, NULL, queue_main, &t->q[i]);
+		if ((rc = -pthread_create(&t->q[i].tid, NULL, queue_main, &t->q[i])))
+			setup_failed(t, i, "pthread_create", rc);
 	pthread_mutex_lock(&t->lock);
 	while (t->ready < started)
 		pthread_cond_wait(&t->cond, &t->lock);
@@ -726,9 +762,12 @@ static ssize_t init_answer(struct tfs_transport *t, int fd, struct iovec *iov, i
 	payload = (payload + (size_t)page - 1) / (size_t)page * (size_t)page;
 	rc = queues_make(t, payload);
 	if (rc) {
-		snprintf(t->note, sizeof(t->note), "io_uring queues could not be made: %s",
-			 strerror(-rc));
-		tfs_err("fuse: %s; requests stay on /dev/fuse", t->note);
+		snprintf(t->note, sizeof(t->note), "io_uring queues could not be made (%s: %s)",
+			 t->setup_why, strerror(-rc));
+		if (t->asked == TFS_URING_ON)	/* invariant 10 */
+			tfs_err("fuse_uring=on: %s; requests stay on /dev/fuse", t->note);
+		else
+			tfs_warn("fuse: %s; fuse_uring=auto: requests stay on /dev/fuse", t->note);
 		return writev(fd, iov, count);
 	}
 	o->flags |= FUSE_INIT_EXT;
@@ -798,6 +837,9 @@ struct tfs_transport *tfs_transport_attach(struct fuse_session *se, enum tfs_uri
 	 * the INIT answer that asks for io_uring waits MS ms before it is
 	 * written, after the module's enable_uring was read */
 	t->init_delay_ms = tfs_spec_ms(getenv("TIERFS_FAULT"), "uring_init_delay");
+	/* TIERFS_FAULT's uring_queue_fail=STEP (ring, eventfd or mmap; tests
+	 * only): that step of the queues' set-up fails with ENOMEM */
+	t->queue_fail = tfs_spec_value(getenv("TIERFS_FAULT"), "uring_queue_fail");
 	t->se = se;
 	t->fd = fuse_session_fd(se);
 	t->asked = t->mode = mode;

@@ -4,10 +4,10 @@
  * can, per its spec, fail calls, kill members, or kill the daemon at a
  * chosen point (optionally undoing what a power cut would have lost).
  * Tests use it to prove error handling and crash recovery; it is off unless
- * TIERFS_FAULT is set.  The same spec holds four knobs read where they
+ * TIERFS_FAULT is set.  The same spec holds five knobs read where they
  * act (store_put_delay: cstore.c; lookup_bind_delay, lookup_attr_delay:
- * ns.c; uring_init_delay: transport.c), so one variable configures them
- * all.
+ * ns.c; uring_init_delay, uring_queue_fail: transport.c), so one variable
+ * configures them all.
  *
  * Spec (comma separated; OP is a member call: openat, mkdirat, renameat2,
  * unlinkat, ftruncate, ... or a data request: read, write, fsync, fdatasync):
@@ -51,6 +51,11 @@
  *                      (transport.c reads it): widens the window in which
  *                      the module stops allowing io_uring and the kernel
  *                      then refuses the queues.
+ *   uring_queue_fail=STEP  a step of making the FUSE io_uring queues fails
+ *                      with ENOMEM (STEP: ring, io_uring_queue_init;
+ *                      eventfd; mmap, an entry's memory) (transport.c
+ *                      reads it): the daemon's own set-up fails, and the
+ *                      requests stay on /dev/fuse.
  *   eio_member=M       member M is dead from the start: every call fails.
  *   fail_after=OP:N:M  after the N-th successful OP (any member), member M
  *                      dies: every later call on it fails with EIO, and so
@@ -532,7 +537,8 @@ static bool parse_token(struct fault *f, const char *tok)
 	if (sscanf(tok, "own_sync_delay=%ld", &f->cut.own_sync_delay_ms) == 1)
 		return f->cut.own_sync_delay_ms > 0;
 	if (strncmp(tok, "store_put_delay=", 16) == 0 || strncmp(tok, "lookup_bind_delay=", 18) == 0 ||
-	    strncmp(tok, "lookup_attr_delay=", 18) == 0 || strncmp(tok, "uring_init_delay=", 17) == 0)
+	    strncmp(tok, "lookup_attr_delay=", 18) == 0 || strncmp(tok, "uring_init_delay=", 17) == 0 ||
+	    strncmp(tok, "uring_queue_fail=", 17) == 0)
 		return true;	/* read where they act: cstore.c, ns.c, transport.c */
 	if (strcmp(tok, "torn") == 0)
 		return f->torn = true;

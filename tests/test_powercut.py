@@ -24,6 +24,18 @@ TIERFS_CRASH_STATES sets the total number of states (default 1500, split
 over the configurations); TIERFS_CRASH_LONG=1 multiplies it by ten;
 TIERFS_CRASH_SEED=S draws other cuts (other workload seeds and cut
 points) than the default run's.
+
+A failing configuration's message ends with one line that replays its
+first failing state alone (the configuration, the workload's seed, the
+cut, the state and its keep), as test_fsx's failures do:
+    TIERFS_CRASH_ONLY=CONFIG:SEED:CUT:STATE:KEEP pytest
+        'tests/test_powercut.py::test_crash_states[CONFIG]'
+CONFIG is the test's id (raid5x4-tier ...); without :STATE:KEEP the
+cut's five states of fixed keeps (0, 1, 0.5, 0.25, 0.75) are checked.
+The cut's daemon notes its own writes too, so a replay reaches the same
+workload operation only as closely as their timing allows.  The first
+failing state is also copied to the test's 'failed' dir, with the same
+line in its 'where' file.
 """
 import ctypes
 import ctypes.util
@@ -70,6 +82,40 @@ def total_states():
 def crash_seed():
     """TIERFS_CRASH_SEED, or '' for the default run's cuts."""
     return os.environ.get("TIERFS_CRASH_SEED", "")
+
+
+def config_id(level, n, cached):
+    """A configuration's test id, as TIERFS_CRASH_ONLY names it."""
+    return f"{level}x{n}{'-tier' if cached else ''}"
+
+
+# each cut's first states keep these shares of the unsynced blocks; the
+# rest draw theirs from the run's rng
+KEEPS = [0.0, 1.0, 0.5, 0.25, 0.75]
+
+
+def crash_only():
+    """TIERFS_CRASH_ONLY=CONFIG:SEED:CUT[:STATE:KEEP] as (config, seed, cut,
+    [(state, keep)]), or None when unset."""
+    v = os.environ.get("TIERFS_CRASH_ONLY")
+    if not v:
+        return None
+    f = v.split(":")
+    try:
+        if len(f) not in (3, 5) or f[0] not in [config_id(*c) for c in CONFIGS]:
+            raise ValueError(v)
+        states = [(int(f[3]), float(f[4]))] if len(f) == 5 else list(enumerate(KEEPS))
+        return f[0], int(f[1]), int(f[2]), states
+    except ValueError:
+        pytest.fail(f"TIERFS_CRASH_ONLY={v}: not CONFIG:SEED:CUT[:STATE:KEEP] with CONFIG "
+                    f"one of {[config_id(*c) for c in CONFIGS]}", pytrace=False)
+
+
+def replay_line(level, n, cached, seed, cut, sidx, keep):
+    """The command that checks state sidx of this cut alone."""
+    cfg = config_id(level, n, cached)
+    return (f"TIERFS_CRASH_ONLY={cfg}:{seed}:{cut}:{sidx}:{keep} pytest "
+            f"'tests/test_powercut.py::test_crash_states[{cfg}]'  # replays this state")
 
 
 def tag(fn, seq, u):
@@ -166,11 +212,12 @@ class Workload:
 
     NFILES = 5
     FILE_UNITS = 1024               # 512 KiB per file
+    NOPS = 150                      # operations after the setup
 
-    def __init__(self, mnt, seed, nops=150):
+    def __init__(self, mnt, seed):
         self.d = os.path.join(str(mnt), "d")
         self.rng = random.Random(seed)
-        self.nops = nops
+        self.nops = self.NOPS
         self.seq = 0
         self.files = []
         self.next_fn = 1
@@ -427,13 +474,39 @@ def check_one_state(w, base, dump, tmp, sidx, keep, level, n, cached, seed):
         shutil.copytree(base, tmp / "failed" / "before", symlinks=True,     # the cut, unapplied
                         ignore=shutil.ignore_patterns("mnt*"))
         (tmp / "failed" / "mount.log").write_text(m.log())
-        (tmp / "failed" / "where").write_text(where + "\n" + "\n".join(bad) + "\n")
+        (tmp / "failed" / "where").write_text(
+            where + "\n" + "\n".join(bad) + "\n" +
+            replay_line(level, n, cached, seed, w.cut, sidx, keep) + "\n")
     return bad
 
 
+def check_cut(w, cbase, dump, tmp, states, level, n, cached, seed):
+    """Every (state, keep) of states made from one cut and checked:
+    (problems, the first failing (state, keep) or None)."""
+    problems, first = [], None
+    for s, keep in states:
+        bad = check_one_state(w, cbase, dump, tmp, s, keep, level, n, cached, seed)
+        if bad and first is None:
+            first = (s, keep)
+        problems += bad
+    return problems, first
+
+
+def failure(problems, level, n, cached, seed, cut, first):
+    """Fail the test with its problems; the message ends with the line that
+    replays the first failing state (as test_fsx's do: no traceback or
+    assertion after it)."""
+    pytest.fail("\n".join(problems[:20] + [replay_line(level, n, cached, seed, cut, *first)]),
+                pytrace=False)
+
+
 @pytest.mark.parametrize("level,n,cached", CONFIGS,
-                         ids=[f"{l}x{n}{'-tier' if c else ''}" for l, n, c in CONFIGS])
+                         ids=[config_id(*c) for c in CONFIGS])
 def test_crash_states(tmp_path, level, n, cached):
+    only = crash_only()
+    if only:
+        replay(tmp_path, level, n, cached, only)
+        return
     states = max(10, total_states() // len(CONFIGS))
     per_cut = 10
     cuts = (states + per_cut - 1) // per_cut
@@ -466,19 +539,84 @@ def test_crash_states(tmp_path, level, n, cached):
             shutil.rmtree(cbase)
             continue
         ncuts += 1
-        for s in range(per_cut):
-            keep = [0.0, 1.0, 0.5, 0.25, 0.75][s] if s < 5 else rng.random()
-            problems += check_one_state(w, cbase, dump, tmp_path, s, keep, level, n, cached,
-                                        seed)
-            checked += 1
+        keeps = [(s, KEEPS[s] if s < len(KEEPS) else rng.random()) for s in range(per_cut)]
+        problems, first = check_cut(w, cbase, dump, tmp_path, keeps, level, n, cached, seed)
+        checked += len(keeps)
         shutil.rmtree(cbase)
         dump.unlink()
     REPORT.append(f"crash states: {level} x{n}{' + tier in write-back' if cached else ''}"
                   f"{', seed ' + crash_seed() if crash_seed() else ''}: "
                   f"{checked} states from {ncuts} cuts ({total} noted operations per "
                   f"run), {len(problems)} problems, {time.time() - t0:.0f} s")
-    assert not problems, "\n".join(problems[:20])
+    if problems:
+        failure(problems, level, n, cached, seed, w.cut, first)
     assert checked >= states, f"only {checked} of {states} states: the cuts came too late"
+
+
+def replay(tmp_path, level, n, cached, only):
+    """TIERFS_CRASH_ONLY: the one cut it names, and its states."""
+    cfg, seed, cut, states = only
+    if cfg != config_id(level, n, cached):
+        pytest.skip(f"TIERFS_CRASH_ONLY replays {cfg}")
+    w, cbase, dump = one_cut(tmp_path, level, n, cached, seed, cut)
+    assert dump is not None, f"seed {seed}: the workload ended before cut {cut}"
+    problems, first = check_cut(w, cbase, dump, tmp_path, states, level, n, cached, seed)
+    REPORT.append(f"crash states: replay of {cfg}, seed {seed}, cut {cut}: states "
+                  f"{[s for s, _ in states]} (keep {[k for _, k in states]}), "
+                  f"{len(problems)} problems")
+    if problems:
+        failure(problems, level, n, cached, seed, cut, first)
+
+
+def test_a_failing_state_ends_with_a_line_that_replays_it_alone(tmp_path, monkeypatch):
+    """A failing configuration's message ends with a line that checks its
+    first failing state alone: the same configuration, workload seed, cut,
+    state and keep.  A small run of RAID1 x2 (one cut of 40 operations, its
+    10 states recorded, not mounted) in which state 7 (a random keep) is
+    made to fail; the line, replayed here, runs the same seed's workload
+    cut at the same noted operation, checks state 7 alone with that keep
+    and fails with the same line; and run as printed (its states really checked, no failure
+    forced) it collects that one test and reports the same cut and state."""
+    for v in ("TIERFS_CRASH_LONG", "TIERFS_CRASH_SEED", "TIERFS_CRASH_ONLY"):
+        monkeypatch.delenv(v, raising=False)
+    monkeypatch.setenv("TIERFS_CRASH_STATES", "1")      # 10 states: one cut
+    monkeypatch.setattr(Workload, "NOPS", 40)
+    monkeypatch.setitem(globals(), "REPORT", [])
+    seen = []
+
+    def check(w, cbase, dump, tmp, sidx, keep, level, n, cached, seed):
+        seen.append((seed, w.cut, sidx, keep))
+        return [f"forced failure of state {sidx}"] if sidx == 7 else []
+    monkeypatch.setitem(globals(), "check_one_state", check)
+
+    with pytest.raises(pytest.fail.Exception) as e:
+        test_crash_states(tmp_path / "run", "raid1", 2, False)
+    first = [c for c in seen if c[2] == 7]
+    assert len(seen) == 10 and len(first) == 1, seen
+    line = str(e.value).splitlines()[-1]
+    seed, cut, _, keep = first[0]
+    assert line == replay_line("raid1", 2, False, seed, cut, 7, keep), line
+    assert keep not in KEEPS, keep                  # a drawn keep: the line carries it
+
+    name, value = line.split(" ", 1)[0].split("=", 1)
+    assert name == "TIERFS_CRASH_ONLY", line
+    seen.clear()
+    monkeypatch.setenv(name, value)
+    with pytest.raises(pytest.fail.Exception) as e:
+        test_crash_states(tmp_path / "replay", "raid1", 2, False)
+    assert seen == [(seed, cut, 7, keep)], (seen, first)
+    assert str(e.value).splitlines()[-1] == line
+    for c in CONFIGS[:2]:                           # the other configurations: skipped
+        with pytest.raises(pytest.skip.Exception):
+            test_crash_states(tmp_path / "other", *c)
+
+    r = subprocess.run(f"{line.split('  #')[0]} -p no:cacheprovider "
+                       f"--basetemp={tmp_path / 'pasted'}", shell=True, capture_output=True,
+                       text=True, cwd=pathlib.Path(__file__).parent.parent, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0 and " 1 passed" in out, out[-3000:]
+    assert (f"replay of raid1x2, seed {seed}, cut {cut}: states [7] (keep [{keep}]), "
+            f"0 problems") in out, out[-3000:]
 
 
 # ---------------------------------------------------------------------------

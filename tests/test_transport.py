@@ -408,6 +408,32 @@ def test_queues_the_daemon_cannot_make_are_said_in_one_line(make_array, tmp_path
         assert not [l for l in log if ": error:" in l], "\n".join(log)
 
 
+@pytest.mark.parametrize("step,why", [("eventfd", "eventfd: Cannot allocate memory"),
+                                      ("mmap", "mmap: Cannot allocate memory"),
+                                      ("thread", "pthread_create: Resource temporarily")])
+def test_queues_the_daemon_cannot_make_are_undone_whole(make_array, tmp_path, module_uring,
+                                                        step, why):
+    """Each step of the queues' set-up failing on queue 0 leaves the daemon
+    on /dev/fuse with nothing of the queues left, and nothing else undone
+    (transport.c invariant 10).  The queues not reached had an eventfd of
+    0 (calloc's), and the clean-up closed fd 0: the daemon's stdin, whose
+    number the next open took (a member's root here), so a later close of
+    that stdin would have closed a member.  A queue's thread that failed
+    to start was counted as started, and the set-up waited for its report
+    for ever (the mount hung)."""
+    module_uring(True)
+    a = make_array("raid1", 2, "64K")
+    m = a.mount(copts(tmp_path / "c") + ["fuse_uring=auto"],
+                env={"TIERFS_FAULT": f"uring_queue_fail={step}"})
+    st = status(a.mnt)
+    assert st["fuse.transport"] == "dev_fuse" and why in st["fuse.uring_note"], st
+    assert os.readlink(f"/proc/{m.proc.pid}/fd/0") == os.readlink("/proc/self/fd/0")
+    data = os.urandom(256 * K)
+    (a.mnt / "x").write_bytes(data)
+    same((a.mnt / "x").read_bytes(), data, "x on /dev/fuse")
+    assert m.stop() == 0
+
+
 def test_auto_keeps_an_uncached_array_on_dev_fuse(make_array, module_uring):
     """auto asks for io_uring only with an SSD tier (transport.c invariant
     7): an uncached array's requests all wait for the members on the pool,

@@ -677,12 +677,15 @@ static int queues_make(struct tfs_transport *t, size_t payload)
 	t->payload = payload;
 	t->ready = 0;
 	t->go = 0;
+	for (unsigned i = 0; i < nq; i++) {	/* what queues_free undoes, for all */
+		t->q[i].t = t;
+		t->q[i].qid = i;
+		t->q[i].efd = -1;	/* not fd 0, which a failure would close */
+		pthread_mutex_init(&t->q[i].lock, NULL);
+	}
 	for (unsigned i = 0; i < nq && !rc; i++) {
 		struct tq *q = &t->q[i];
 
-		q->t = t;
-		q->qid = i;
-		pthread_mutex_init(&q->lock, NULL);
 		q->efd = step_fails(t, "eventfd") ? (errno = ENOMEM, -1) : eventfd(0, EFD_CLOEXEC);
 		if (q->efd < 0)
 			rc = setup_failed(t, i, "eventfd", -errno);
@@ -704,9 +707,14 @@ static int queues_make(struct tfs_transport *t, size_t payload)
 			e->iov[1] = (struct iovec){ e->payload, payload };
 		}
 	}
-	for (unsigned i = 0; i < nq && !rc; i++, started++)
-		if ((rc = -pthread_create(&t->q[i].tid, NULL, queue_main, &t->q[i])))
+	for (unsigned i = 0; i < nq && !rc; i++) {
+		rc = step_fails(t, "thread") ? -EAGAIN
+					     : -pthread_create(&t->q[i].tid, NULL, queue_main, &t->q[i]);
+		if (rc)		/* not started: no report to wait for */
 			setup_failed(t, i, "pthread_create", rc);
+		else
+			started++;
+	}
 	pthread_mutex_lock(&t->lock);
 	while (t->ready < started)
 		pthread_cond_wait(&t->cond, &t->lock);

@@ -53,9 +53,10 @@
  *                      then refuses the queues.
  *   uring_queue_fail=STEP  a step of making the FUSE io_uring queues fails
  *                      with ENOMEM (STEP: ring, io_uring_queue_init;
- *                      eventfd; mmap, an entry's memory) (transport.c
- *                      reads it): the daemon's own set-up fails, and the
- *                      requests stay on /dev/fuse.
+ *                      eventfd; mmap, an entry's memory), or thread, a
+ *                      queue's thread, with EAGAIN (transport.c reads it):
+ *                      the daemon's own set-up fails, and the requests
+ *                      stay on /dev/fuse.
  *   eio_member=M       member M is dead from the start: every call fails.
  *   fail_after=OP:N:M  after the N-th successful OP (any member), member M
  *                      dies: every later call on it fails with EIO, and so

@@ -409,7 +409,7 @@ static bool held_hit(struct held *h, const struct opts *o, uint64_t t, uint32_t 
 static struct result simulate(const struct opts *o, int w, enum tfs_policy_kind kind,
 			      uint32_t thr, uint32_t cap)
 {
-	struct tfs_policy *p = tfs_policy_new(kind, cap);
+	struct tfs_policy *p = tfs_policy_new(kind, cap, o->mcfg.hash_seed);
 	uint32_t *slot_of = malloc(o->z * sizeof(*slot_of));
 	uint32_t *ext_of = malloc((cap ? cap : 1) * sizeof(*ext_of));
 	uint16_t *heat = calloc(o->z, sizeof(*heat));

@@ -90,6 +90,9 @@ struct tfs_model_cfg {
 	 * promoters, a miniature's share of them (a fraction: one every
 	 * promote_ns / promoters); 0: TFS_PROMOTERS */
 	double promoters;
+	/* the seed of the policy's sketch hash (tfs_policy_new; a
+	 * miniature takes its tier's); 0: the daemon's */
+	uint64_t hash_seed;
 	/* told what each piece did (NULL: nobody) */
 	void (*watch)(void *arg, enum tfs_model_act act);
 	void *watch_arg;

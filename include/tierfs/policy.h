@@ -49,8 +49,11 @@ enum tfs_policy_kind {
 
 struct tfs_policy;
 
-/* A policy for slots 0..cap-1, all empty; NULL on allocation failure. */
-struct tfs_policy *tfs_policy_new(enum tfs_policy_kind kind, uint32_t cap);
+/* Returns a policy for slots 0..cap-1, all empty, or NULL on allocation
+ * failure.  hash_seed picks the hash of W-TinyLFU's sketch (policy.c
+ * invariant 9): 0, the daemon's; another seed only moves the sketch's
+ * collisions (cache_sim --hash-seed measures what they are worth). */
+struct tfs_policy *tfs_policy_new(enum tfs_policy_kind kind, uint32_t cap, uint64_t hash_seed);
 /* Free p (NULL is nothing). */
 void tfs_policy_free(struct tfs_policy *p);
 /* "lru" / "s3fifo" / "wtinylfu" -> kind.  Returns 0, or -EINVAL for anything else. */

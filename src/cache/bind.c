@@ -480,7 +480,7 @@ int tfs_cache_start(struct tfs_fs *fs)
 	c->ftab = calloc((size_t)c->fmask + 1, sizeof(*c->ftab));
 	c->umask = tfs_heat_entries(c->nslots) - 1;
 	c->uheat = calloc((size_t)c->umask + 1, sizeof(*c->uheat));
-	c->pol = tfs_policy_new(c->policy_kind, c->nslots);
+	c->pol = tfs_policy_new(c->policy_kind, c->nslots, 0);	/* hash seed 0: the daemon's */
 	/* a flusher round's worth of noted slots (flush.c invariant 15) */
 	c->rqcap = c->nslots < TFS_FLUSH_FILES * TFS_FLUSH_BATCH ? c->nslots
 								 : TFS_FLUSH_FILES * TFS_FLUSH_BATCH;

@@ -215,7 +215,7 @@ struct tfs_model *tfs_model_new(const struct tfs_model_cfg *cfg)
 	/* those waiting, and those the promoters have (invariant 9) */
 	m->pq_cap = m->cfg.promote_queue + 2 * (uint32_t)ceil(m->cfg.promoters) + 2;
 	m->pq = malloc(m->pq_cap * sizeof(*m->pq));	/* promote_ns may come later */
-	m->pol = tfs_policy_new(cfg->policy, cfg->nslots);
+	m->pol = tfs_policy_new(cfg->policy, cfg->nslots, cfg->hash_seed);
 	/* auto may be set later; a sample sees its share of the evidence
 	 * (evidence.c invariant 3) */
 	m->ev = tfs_evidence_new(cfg->nslots, (int)(TFS_EVIDENCE_ON * ((double)cfg->sample /

@@ -78,6 +78,10 @@
  *     minimum + 1 if the doorkeeper has the key.  After 10 x cap recorded
  *     accesses every counter halves, the doorkeeper clears and the count
  *     of samples halves (contrib/bench/simpol.c's tlfu_*, the reference).
+ *     A key's counters and doorkeeper bits are placed by hashes of the key
+ *     xored with tfs_splitmix64(hash seed), 0 for seed 0 (the daemon's):
+ *     another seed, other collisions, the same rules (docs/CACHE_POLICY.md,
+ *     "The hash's spread").
  * 10. W-TinyLFU's bar = 1 + the highest estimate of a candidate that
  *     lost its duel (evicted, or refused: busy, dirty) since the last
  *     insert, 0 if none.  Without a candidate -- the window emptied by a
@@ -170,6 +174,7 @@ struct tfs_policy {
 	uint64_t *cms, *door;		/* 16 counters a word; bloom words */
 	uint32_t width_shift, door_shift;	/* 64 - log2(width, door words) */
 	uint64_t samples, sample_max;
+	uint64_t hseed;			/* mixed into every key the sketch hashes */
 	/* ghost (S3-FIFO) */
 	uint64_t *ring;
 	uint32_t gcap, gnext, gused;	/* ring size, next write, positions written */
@@ -317,14 +322,15 @@ static bool ghost_take(struct tfs_policy *p, uint64_t key)
 
 /* Two hashes of a key: row i's counter is at the top bits of h1 + i h2
  * (double hashing), the doorkeeper's word at h2's top bits and its 3 bits
- * from h1's low 18. */
+ * from h1's low 18.  The key is xored with the hash seed's mix first (0
+ * for seed 0: the hashes of before the seed). */
 struct fhash {
 	uint64_t h1, h2;
 };
 
-static struct fhash fhash(uint64_t key)
+static struct fhash fhash(const struct tfs_policy *p, uint64_t key)
 {
-	uint64_t h1 = tfs_mix64(key + TFS_GOLDEN64);
+	uint64_t h1 = tfs_mix64((key ^ p->hseed) + TFS_GOLDEN64);
 
 	return (struct fhash){ h1, tfs_mix64(h1 ^ 0x5851f42d4c957f2dull) | 1 };
 }
@@ -351,7 +357,7 @@ static uint64_t *door_word(const struct tfs_policy *p, struct fhash h)
 
 static uint32_t sketch_estimate(const struct tfs_policy *p, uint64_t key)
 {
-	struct fhash h = fhash(key);
+	struct fhash h = fhash(p, key);
 	uint64_t bits = door_bits(h);
 	uint32_t m = CMS_MAX;
 
@@ -376,7 +382,7 @@ static void sketch_reset(struct tfs_policy *p)
 
 static void sketch_record(struct tfs_policy *p, uint64_t key)
 {
-	struct fhash h = fhash(key);
+	struct fhash h = fhash(p, key);
 	uint64_t *w = door_word(p, h), bits = door_bits(h);
 
 	if ((*w & bits) != bits) {
@@ -419,7 +425,7 @@ static int sketch_new(struct tfs_policy *p)
 /* Public                                                              */
 /* ------------------------------------------------------------------ */
 
-struct tfs_policy *tfs_policy_new(enum tfs_policy_kind kind, uint32_t cap)
+struct tfs_policy *tfs_policy_new(enum tfs_policy_kind kind, uint32_t cap, uint64_t hash_seed)
 {
 	struct tfs_policy *p = calloc(1, sizeof(*p));
 	size_t n = cap ? cap : 1, tab = 2;
@@ -428,6 +434,7 @@ struct tfs_policy *tfs_policy_new(enum tfs_policy_kind kind, uint32_t cap)
 		return NULL;
 	p->kind = kind;
 	p->cap = cap;
+	p->hseed = tfs_splitmix64(hash_seed);	/* 0 for 0 */
 	p->small_cap = cap / 10 ? cap / 10 : 1;
 	p->small = p->main = p->prot = (struct queue){ NIL, NIL, 0 };
 	if (kind == TFS_POLICY_WTINYLFU && cap) {

@@ -542,7 +542,7 @@ static uint32_t pick_held(uint32_t cap)
 static void test_random(enum tfs_policy_kind kind, uint32_t cap, uint64_t seed, uint32_t ops)
 {
 	static const double pin_p[] = { 0, 0, 0.1, 0.5, 0.9, 1.0 };
-	struct tfs_policy *p = tfs_policy_new(kind, cap);
+	struct tfs_policy *p = tfs_policy_new(kind, cap, 0);
 	uint8_t pin[MAXCAP];
 	uint32_t mru = UINT32_MAX;
 	uint32_t nfail_before = groups[G_VICTIM].fail + groups[G_LOOKED].fail +
@@ -670,7 +670,7 @@ static void test_random(enum tfs_policy_kind kind, uint32_t cap, uint64_t seed, 
  * LRU keeps only the last cap keys of the scan. */
 static void test_scan(enum tfs_policy_kind kind, uint32_t cap)
 {
-	struct tfs_policy *p = tfs_policy_new(kind, cap);
+	struct tfs_policy *p = tfs_policy_new(kind, cap, 0);
 	uint32_t small_cap = cap / 10 ? cap / 10 : 1, h = cap - small_cap, among = cap;
 	uint8_t hit[MAXCAP] = { 0 }, orig[MAXCAP];
 	uint32_t kept_hit = 0, kept_other = 0;
@@ -732,7 +732,7 @@ static void test_scan(enum tfs_policy_kind kind, uint32_t cap)
  * next victim, else the oldest of the 9 is. */
 static void test_ghost(int from_main)
 {
-	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_S3FIFO, 10);
+	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_S3FIFO, 10, 0);
 	uint32_t v;
 
 	snprintf(ctx, sizeof(ctx), "ghost, key evicted from %s", from_main ? "main" : "small");
@@ -763,7 +763,7 @@ static void test_ghost(int from_main)
  * small it is the newest, so the cap-th victim. */
 static void test_ghost_cap(uint32_t cap, uint32_t n)
 {
-	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_S3FIFO, cap);
+	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_S3FIFO, cap, 0);
 	uint64_t key = 1000;
 	uint32_t v, s0, when = 0;
 
@@ -813,7 +813,7 @@ static void test_api(void)
 	for (int kind = 0; kind < TFS_POLICY_COUNT; kind++) {
 		uint64_t lo = 18ull * 4096, hi = lo + 4096;
 
-		p = tfs_policy_new((enum tfs_policy_kind)kind, 4096);
+		p = tfs_policy_new((enum tfs_policy_kind)kind, 4096, 0);
 		if (kind == TFS_POLICY_S3FIFO)
 			lo += 4096 * (8 + 32), hi += 4096 * (8 + 64);
 		if (kind == TFS_POLICY_WTINYLFU)
@@ -827,7 +827,7 @@ static void test_api(void)
 	for (int kind = 0; kind < TFS_POLICY_COUNT; kind++) {
 		snprintf(ctx, sizeof(ctx), "edge %s", tfs_policy_name((enum tfs_policy_kind)kind));
 		calls = 0;
-		p = tfs_policy_new((enum tfs_policy_kind)kind, 0);
+		p = tfs_policy_new((enum tfs_policy_kind)kind, 0, 0);
 		CHECK(G_EDGE, p && tfs_policy_count(p) == 0, "cap 0");
 		if (p) {
 			tfs_policy_insert(p, 0, 1);
@@ -837,7 +837,7 @@ static void test_api(void)
 			      "cap 0 victim");
 			tfs_policy_free(p);
 		}
-		p = tfs_policy_new((enum tfs_policy_kind)kind, 5);
+		p = tfs_policy_new((enum tfs_policy_kind)kind, 5, 0);
 		CHECK(G_EDGE, tfs_policy_victim(p, ok_all, NULL, UINT32_MAX) == TFS_POLICY_NONE,
 		      "victim of empty");
 		for (uint32_t s = 0; s < 5; s++)
@@ -867,7 +867,7 @@ static void test_api(void)
 static void test_scale(enum tfs_policy_kind kind)
 {
 	const uint32_t cap = 1u << 20;
-	struct tfs_policy *p = tfs_policy_new(kind, cap);
+	struct tfs_policy *p = tfs_policy_new(kind, cap, 0);
 	uint64_t key = 0;
 
 	snprintf(ctx, sizeof(ctx), "scale %s", tfs_policy_name(kind));
@@ -903,7 +903,7 @@ static bool ok_but(void *arg, uint32_t slot)
  * outlived the used entries.) */
 static void test_waits(void)
 {
-	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_S3FIFO, 10);
+	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_S3FIFO, 10, 0);
 	uint32_t dirty = 0, v;
 
 	snprintf(ctx, sizeof(ctx), "cap 10");
@@ -933,7 +933,7 @@ static void test_waits(void)
  * sketch (no collisions) it equals them -- halving included. */
 static void test_sketch(uint32_t cap, uint32_t nkeys, int exact)
 {
-	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_WTINYLFU, cap);
+	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_WTINYLFU, cap, 0);
 	static uint8_t door[SK_KEYS], cnt[SK_KEYS];
 	uint64_t samples = 0, smax = 10ull * cap;
 	uint32_t steps = 30 * cap + 300, every = nkeys > 100 ? 97 : 1, bad = 0, checked = 0;
@@ -991,7 +991,7 @@ static void test_sketch(uint32_t cap, uint32_t nkeys, int exact)
  * stays. */
 static void test_seen(unsigned times)
 {
-	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_WTINYLFU, 100);
+	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_WTINYLFU, 100, 0);
 	const uint64_t K = 777777;
 	uint32_t v;
 
@@ -1026,7 +1026,7 @@ static void test_seen(unsigned times)
  * would take the next batch's new keys without a duel.) */
 static void test_batch(void)
 {
-	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_WTINYLFU, 100);
+	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_WTINYLFU, 100, 0);
 	uint8_t orig[100];
 	uint32_t vict[12], kept = 0;
 	uint64_t key = 5000;
@@ -1068,7 +1068,7 @@ static void test_batch(void)
  * insert between: a batch) is taken as above. */
 static void test_bar(uint32_t n, uint32_t hot, int batch)
 {
-	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_WTINYLFU, n);
+	struct tfs_policy *p = tfs_policy_new(TFS_POLICY_WTINYLFU, n, 0);
 	uint32_t dirty = n - 1, v;
 
 	snprintf(ctx, sizeof(ctx), "cap %u, %u hot%s", n, hot, batch ? ", a batch" : "");
@@ -1099,7 +1099,7 @@ static void test_bar(uint32_t n, uint32_t hot, int batch)
  * duels it, and may win). */
 static void test_demote(enum tfs_policy_kind kind, uint32_t cap)
 {
-	struct tfs_policy *p = tfs_policy_new(kind, cap);
+	struct tfs_policy *p = tfs_policy_new(kind, cap, 0);
 	uint32_t v = 0, wcap = cap / 100 ? cap / 100 : 1, n = cap;
 
 	snprintf(ctx, sizeof(ctx), "demote %s cap=%u", tfs_policy_name(kind), cap);

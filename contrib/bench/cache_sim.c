@@ -18,11 +18,16 @@
  *   zipf      Zipf(--zipf-s, default 0.9) over the extents, ranks shuffled
  * Cache sizes 5, 10, 20, 40% of Z (--sizes).  The first --warmup accesses
  * (a fraction of all) are not counted.  Same seed, same numbers.
+ * --hash-seed S seeds the hash of both W-TinyLFU sketches, the tier's
+ * (policy.c invariant 9: its model's and miniatures') and the reference's
+ * (simpol.c), with the same S; 0, the default, is the hash of before
+ * seeds.  Other seeds move only the sketches' collisions: the spread of a
+ * W-TinyLFU's misses over seeds is what its hash alone makes of a trace.
  *
  * usage: cache_sim [-z EXTENTS] [-n ACCESSES] [--threshold 1,2,3]
  *                  [--sizes 5,10,20,40] [--zones 5:60,15:30,80:10]
  *                  [--scan-every N] [--zipf-s S] [--halve H] [--warmup F]
- *                  [--seed S] [--workloads hwc,hwc+scan,uniform,zipf]
+ *                  [--seed S] [--hash-seed S] [--workloads hwc,hwc+scan,uniform,zipf]
  *                  [--admissions] [--trace FILE [--extent BYTES]
  *                  [--mode MODE] [--seq-cutoff BYTES] [--row BYTES]
  *                  [--dirty LOW:HIGH] [--halflife SECONDS] [--reclaim on|off|auto]
@@ -622,7 +627,7 @@ static struct result belady(const struct opts *o, uint32_t cap, bool bypass)
 static struct result reference(const struct opts *o, enum simpol_kind kind, uint32_t cap,
 			       bool *hits)
 {
-	struct simpol *sp = simpol_new(kind, cap, o->z);
+	struct simpol *sp = simpol_new(kind, cap, o->z, o->mcfg.hash_seed);
 	uint64_t warm = (uint64_t)(o->warmup * o->n);
 	struct result r = { 0 };
 	struct held held;
@@ -1476,7 +1481,8 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: cache_sim [-z EXTENTS] [-n ACCESSES] [--threshold LIST] [--sizes PCTS]\n"
 		"                 [--zones PCT:ACC,...] [--scan-every N] [--zipf-s S]\n"
-		"                 [--halve H] [--warmup FRACTION] [--seed S] [--workloads LIST]\n"
+		"                 [--halve H] [--warmup FRACTION] [--seed S] [--hash-seed S]\n"
+		"                 [--workloads LIST]\n"
 		"                 [--admissions] [--trace FILE [--extent BYTES] [--mode MODE]\n"
 		"                 [--seq-cutoff BYTES] [--row BYTES] [--dirty LOW:HIGH]\n"
 		"                 [--halflife SECONDS] [--reclaim on|off|auto] [--destage-mbps R]\n"
@@ -1530,6 +1536,8 @@ int main(int argc, char **argv)
 			o.warmup = strtod(v, NULL);
 		else if (!strcmp(a, "--seed"))
 			o.seed = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--hash-seed"))
+			o.mcfg.hash_seed = strtoull(v, NULL, 10);
 		else if (!strcmp(a, "--workloads"))
 			rc = parse_workloads(v, &o);
 		else if (!strcmp(a, "--trace"))

@@ -98,6 +98,7 @@ struct simpol {
 	uint64_t *cms, *door;
 	uint32_t width_shift, door_shift;	/* 64 - log2(width, or door words) */
 	uint64_t samples, sample_max;
+	uint64_t hseed;			/* xored into every key the sketch hashes */
 };
 
 /* ------------------------------------------------------------------ */
@@ -517,14 +518,15 @@ static uint32_t log2_ceil(uint64_t x)
  * Mitzenmacher's double hashing), and 3 doorkeeper bits, all in one 64-bit
  * word (a blocked bloom filter: one cache line a look-up, for a slightly
  * higher false positive rate than 3 bits anywhere).  Computed as needed,
- * not into a struct: returning one costs more than the hashing. */
+ * not into a struct: returning one costs more than the hashing.  The key
+ * is xored with the hash seed's mix first (0 for seed 0). */
 struct tlfu_hash {
 	uint64_t h1, h2;
 };
 
-static struct tlfu_hash tlfu_hash(uint32_t k)
+static struct tlfu_hash tlfu_hash(const struct simpol *sp, uint32_t k)
 {
-	uint64_t h1 = mix64(k + 0x9e3779b97f4a7c15ull);
+	uint64_t h1 = mix64((k ^ sp->hseed) + 0x9e3779b97f4a7c15ull);
 
 	return (struct tlfu_hash){ h1, mix64(h1 ^ 0x5851f42d4c957f2dull) | 1 };
 }
@@ -552,7 +554,7 @@ static uint64_t door_bits(struct tlfu_hash h)
 
 static uint32_t tlfu_estimate(const struct simpol *sp, uint32_t k)
 {
-	struct tlfu_hash h = tlfu_hash(k);
+	struct tlfu_hash h = tlfu_hash(sp, k);
 	uint32_t m = 15;
 
 	for (uint32_t i = 0; i < CMS_ROWS; i++) {
@@ -575,7 +577,7 @@ static void tlfu_reset(struct simpol *sp)
 
 static void tlfu_record(struct simpol *sp, uint32_t k)
 {
-	struct tlfu_hash h = tlfu_hash(k);
+	struct tlfu_hash h = tlfu_hash(sp, k);
 	uint64_t *w = door_word(sp, h), bits = door_bits(h);
 
 	if ((*w & bits) != bits) {
@@ -713,7 +715,8 @@ void simpol_free(struct simpol *sp)
 	free(sp);
 }
 
-struct simpol *simpol_new(enum simpol_kind kind, uint32_t cap, uint32_t nkeys)
+struct simpol *simpol_new(enum simpol_kind kind, uint32_t cap, uint32_t nkeys,
+			  uint64_t hash_seed)
 {
 	struct simpol *sp;
 	size_t nk = nkeys ? nkeys : 1;
@@ -726,6 +729,7 @@ struct simpol *simpol_new(enum simpol_kind kind, uint32_t cap, uint32_t nkeys)
 	sp->kind = kind;
 	sp->cap = cap;
 	sp->nkeys = nkeys;
+	sp->hseed = mix64(hash_seed);	/* 0 for 0 */
 	for (int q = 0; q < Q_COUNT; q++)
 		sp->q[q] = (struct dlist){ NIL, NIL, 0 };
 	sp->nd = calloc(nk, sizeof(*sp->nd));

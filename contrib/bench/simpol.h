@@ -52,8 +52,11 @@ enum simpol_kind {
 struct simpol;
 
 /* A policy caching at most cap of the keys 0..nkeys-1, empty; NULL on an
- * allocation failure or an unknown kind.  cap 0 caches nothing. */
-struct simpol *simpol_new(enum simpol_kind kind, uint32_t cap, uint32_t nkeys);
+ * allocation failure or an unknown kind.  cap 0 caches nothing.
+ * hash_seed picks W-TinyLFU's sketch hash (0: the one of before seeds;
+ * the others ignore it). */
+struct simpol *simpol_new(enum simpol_kind kind, uint32_t cap, uint32_t nkeys,
+			  uint64_t hash_seed);
 /* Free sp (NULL is nothing). */
 void simpol_free(struct simpol *sp);
 /* An access to key (< nkeys; others miss and are not admitted).  Returns

@@ -31,7 +31,7 @@ static struct unit_group groups[G_COUNT] = {
 
 static struct simpol *mk(enum simpol_kind k, uint32_t cap, uint32_t nkeys)
 {
-	struct simpol *sp = simpol_new(k, cap, nkeys);
+	struct simpol *sp = simpol_new(k, cap, nkeys, 0);
 
 	if (!sp) {
 		printf("simpol_new(%s, %u, %u) failed\n", simpol_name(k), cap, nkeys);
@@ -91,7 +91,7 @@ static void test_api(void)
 	}
 	CHECK(G_API, simpol_parse("lru") == -EINVAL, "lru is the daemon's name");
 	CHECK(G_API, !strcmp(simpol_name(SIMPOL_COUNT), "?"), "bad kind name");
-	CHECK(G_API, simpol_new(SIMPOL_COUNT, 4, 4) == NULL, "bad kind made");
+	CHECK(G_API, simpol_new(SIMPOL_COUNT, 4, 4, 0) == NULL, "bad kind made");
 }
 
 static void test_lru(void)

@@ -11,7 +11,7 @@ largest error against the model at each trace's 10% tier.
     contrib/bench/policy_table.py [--build build] [--extent 65536]
         [--threshold 2] [--policy s3fifo|lru|wtinylfu] [--reclaim on|off|auto]
         [--destage-mbps R] [--cuts on|off] [--promote-us L] [--row BYTES]
-        [--sectors valid|whole] [--mrc] TRACE...
+        [--sectors valid|whole] [--hash-seed S] [--mrc] TRACE...
 
 --policy names the tier's policy in the tierfs columns (tierfs_POLICY
 rows; the daemon's default, wtinylfu, if not given); --reclaim its
@@ -22,6 +22,8 @@ without the trace's truncates and unlinks (cache_sim --cuts);
 --sectors whole lets every policy but the tier's model hold an extent
 whole once a write admitted part of it (cache_sim --sectors; valid, the
 default: each holds what was written to it or read into it);
+--hash-seed seeds both W-TinyLFU sketches' hash, the tier's and the
+reference's (cache_sim --hash-seed; 0, the default: the daemon's);
 --row the RAID's full row, which a sequential write must reach to go
 around the tier (the daemon's rule): by default the recording array's,
 from TRACE.status beside the trace (record_traces.py writes its level,
@@ -59,13 +61,14 @@ def main():
     ap.add_argument("--cuts", default="on", choices=["on", "off"])
     ap.add_argument("--sectors", default="valid", choices=["valid", "whole"])
     ap.add_argument("--promote-us", default="0")
+    ap.add_argument("--hash-seed", default="0")
     ap.add_argument("--row", type=int, default=None)
     ap.add_argument("--mrc", action="store_true")
     ap.add_argument("traces", nargs="+")
     a = ap.parse_args()
     tier = "tierfs_" + a.policy
     common = ("--destage-mbps", a.destage_mbps, "--cuts", a.cuts, "--promote-us", a.promote_us,
-              "--sectors", a.sectors)
+              "--sectors", a.sectors, "--hash-seed", a.hash_seed)
     print("| trace | cache | %s T=%d | %s tuned | LRU | best other (which) | "
           "Belady+bypass | gap to it | SSD writes vs LRU |" % (tier, a.threshold, tier))
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -871,10 +871,11 @@ def test_promotions_go_on_while_the_flusher_destages_the_file(make_array, tmp_pa
     assert fcache(p)["cached_bytes"] >= 64 * 64 * K
 
 
-def flood_promoters(mnt, n, readers):
+def flood_promoters(mnt, n, readers, drain=True):
     """readers threads miss the n 4K extents of a new file mnt/f once each,
     with O_DIRECT, faster than slow members let the promoters copy them.
-    Returns the promote queue's largest backlog seen, once it is empty."""
+    Returns the promote queue's largest backlog seen, once it is empty
+    (drain) or at once."""
     import threading
     p = mnt / "f"
     with open(p, "wb") as f:
@@ -896,8 +897,43 @@ def flood_promoters(mnt, n, readers):
         time.sleep(0.05)
     for t in ts:
         t.join()
-    wait_until(lambda: cst(mnt)["promote_backlog"] == 0, "the promoters", 60.0)
+    if drain:
+        wait_until(lambda: cst(mnt)["promote_backlog"] == 0, "the promoters", 60.0)
     return peak
+
+
+def test_a_rise_of_the_threshold_drops_the_promotions_waiting_under_it(make_array, tmp_path):
+    """Promotions queued under threshold 1 that the threshold raised to 2
+    would not queue are dropped when a promoter takes them, unread (flush.c
+    invariant 20).  Member reads take 20 ms; 16 readers miss 800 extents
+    once each, so hundreds wait; the last 8 read are read again (heat 2),
+    then the threshold goes to 2.  Only those 8 and the few the promoters
+    had under way come in.  Before, every waiting one was read and copied
+    (hundreds, 5 a second per promoter), and a warm-up whose tuner chose 1
+    for a while waited for them before the hot extents (stop 43)."""
+    a = make_array("raid1", 2, "64K")
+    a.mount(opts=copts(tmp_path / "cache", size="16M", extent="4K", promote=1, seq_cutoff=0)
+            + ["max_threads=64"], env={"TIERFS_FAULT": "delay=read:20"})
+    peak = flood_promoters(a.mnt, 800, 16, drain=False)
+    fd = os.open(str(a.mnt / "f"), os.O_RDONLY | os.O_DIRECT)
+    try:
+        hot = range(792, 800)
+        for i in hot:                               # heat 2, still waiting
+            dread(fd, i * 4 * K, 4 * K)
+        before = cst(a.mnt)
+        os.setxattr(str(a.mnt), "user.tierfs.promote_threshold", b"2")
+        wait_until(lambda: cst(a.mnt)["promote_backlog"] == 0, "the promoters", 60.0)
+        st = cst(a.mnt)
+        for i in hot:
+            dread(fd, i * 4 * K, 4 * K)
+        hits = cst(a.mnt)["read_hits"] - st["read_hits"]
+    finally:
+        os.close(fd)
+    made = st["promotions"] - before["promotions"]
+    assert before["promote_backlog"] >= 200, (peak, before)
+    assert made <= len(hot) + 8, (made, before["promote_backlog"], st)
+    assert st["promote_dropped"] - before["promote_dropped"] >= before["promote_backlog"] - made
+    assert hits == len(hot), hits
 
 
 def test_a_full_promote_queue_is_counted_apart(make_array, tmp_path):

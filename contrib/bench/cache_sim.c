@@ -62,8 +62,9 @@
  * otherwise; with --destage-mbps R its destages take the time the RAID
  * takes to write them at R MB/s, one flusher round at a time (model.c
  * invariant 3; 0, the default: at once); with --promote-us L a
- * promotion makes its extent readable L us after the request (model.c
- * invariant 9; 0, the default: at once); the threshold from
+ * promotion waits for one of the daemon's four promoters, which takes L
+ * us to make its extent readable (model.c invariant 9: a full queue
+ * drops it; 0, the default: at once); the threshold from
  * --threshold, 0 for the tuner's choice: mrc.h).  It also
  * prints Belady's MIN ("belady", threshold 0: every miss admitted, the
  * farthest-needed evicted) and MIN with bypass ("belady_bypass": an

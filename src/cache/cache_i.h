@@ -110,6 +110,7 @@ struct promote_job {
 					 * (c_mono_ns); 0: not queued */
 	struct tfs_inode *in;		/* opened (tfs_ns_open) by the reader */
 	bool fill;			/* the extent is cached: fill its missing sectors */
+	bool stale;			/* under a threshold risen since (flush.c inv. 20) */
 };
 
 struct cstats {
@@ -430,6 +431,9 @@ void c_threads_stop(struct tfs_cache *c);
  * missing sectors are to be filled (flush.c invariant 14).  Not under
  * c->lock. */
 void c_promote_queue(struct tfs_cache *c, struct tfs_inode *in, uint64_t idx, bool fill);
+/* Marks stale the waiting promotions whose extent's heat is under promote
+ * (flush.c invariant 20).  Under c->lock. */
+void c_promote_stale(struct tfs_cache *c, unsigned promote);
 /* Has the flusher destage in's dirty extents now (one file at a time;
  * other callers wait their turn) and waits.  Returns 0, or -errno: the
  * RAID's, -EBUSY (writes kept dirtying the file: extents stayed dirty
@@ -546,7 +550,8 @@ void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool
  * miniatures (cut.c invariant 4).  Not under c->lock. */
 void c_watch_cut(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len);
 /* The threshold set by hand (promote), or auto (the tuner's from its next
- * window).  Under c->lock or not. */
+ * window); a rise makes waiting promotions stale (flush.c invariant 20).
+ * Under c->lock. */
 void c_watch_promote(struct tfs_cache *c, unsigned promote, bool autot);
 /* The curve's counts back to zero (tierctl reset). */
 void c_watch_reset(struct tfs_cache *c);

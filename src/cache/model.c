@@ -81,7 +81,10 @@
  *     faster than the promoters finish them (threshold 1 on an array of
  *     slow reads) waits and drops as on the mount, where a fixed delay
  *     alone let every promotion through in its time (stop 42's tuner
- *     window).  A cut voids those of the file.  Fills stay jobs.
+ *     window).  When the threshold rises, the promotions still waiting
+ *     whose extent's heat is under it are dropped and those behind them
+ *     take their starts (stale_promotions; flush.c invariant 20).  A cut
+ *     voids those of the file.  Fills stay jobs.
  *     So sequential reads of uncached data (a kernel's readahead: the
  *     second half of an extent comes before the first half's promotion
  *     is done) miss as on the mount (copy-and-edit: the agreement with the
@@ -273,9 +276,46 @@ void tfs_model_reset_stats(struct tfs_model *m)
 	memset(&m->st, 0, sizeof(m->st));
 }
 
+/* The threshold rose to m->cfg.promote at now: the promotions waiting
+ * whose extent's heat is under it are dropped, and those behind them take
+ * their starts, in order (invariant 9; the daemon's promoters take a stale
+ * one off the queue without reading it, flush.c invariant 20). */
+static void stale_promotions(struct tfs_model *m, uint32_t now)
+{
+	uint32_t k, i;
+
+	while (m->pq_started < m->pq_len &&
+	       m->pq[(m->pq_head + m->pq_started) % m->pq_cap].start <= m->ns)
+		m->pq_started++;
+	for (k = i = m->pq_started; i < m->pq_len; i++) {
+		struct mpend q = m->pq[(m->pq_head + i) % m->pq_cap];
+		struct tfs_heat_ent *g = tfs_heat_find(m->heat, m->heat_mask, m->cfg.halflife,
+						       q.key, now);
+		struct mpend *to;
+
+		if (!q.void_ && tfs_heat_now(m->cfg.halflife, g->heat, g->t, now) < m->cfg.promote) {
+			g->queued = false;
+			m->st.promote_dropped++;
+			continue;
+		}
+		/* the k-th start, unwritten yet (k <= i) */
+		to = &m->pq[(m->pq_head + k++) % m->pq_cap];
+		q.ready = to->start + (q.ready - q.start);
+		q.start = to->start;
+		*to = q;
+	}
+	if (k < m->pq_len)	/* the promoters' next start is the first freed */
+		m->pfree = m->pq[(m->pq_head + k) % m->pq_cap].start;
+	m->pq_len = k;
+}
+
 void tfs_model_set_promote(struct tfs_model *m, unsigned promote)
 {
+	unsigned was = m->cfg.promote;
+
 	m->cfg.promote = promote ? promote : 1;
+	if (m->cfg.promote > was && m->pq_len)
+		stale_promotions(m, m->last_io);
 }
 
 void tfs_model_set_spare(struct tfs_model *m, bool hot_only)

@@ -74,6 +74,7 @@ void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool
 	struct tfs_tune t;
 	uint32_t kbps;
 	uint64_t pns;
+	bool rose = false;
 
 	if (!c->mrc || !tfs_mrc_watches(c->mrc, fid, off, len))
 		return;
@@ -93,12 +94,18 @@ void c_watch(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len, bool
 	tfs_mrc_request(c->mrc, fid, off, len, write, seq, c_now());
 	if (tfs_mrc_tuned(c->mrc, &t) && c_tuned(c) &&
 	    (t.promote != c_promote(c) || t.spare_hot != c_spare_hot(c))) {
+		rose = t.promote > c_promote(c);
 		__atomic_store_n(&c->promote, t.promote, __ATOMIC_RELAXED);
 		__atomic_store_n(&c->spare_hot, t.spare_hot, __ATOMIC_RELAXED);
 		tfs_mrc_set(c->mrc, &t);
 		c->promote_changes++;
 	}
 	pthread_mutex_unlock(&c->mlock);
+	if (rose) {	/* flush.c invariant 20 (c->lock is not taken under mlock) */
+		pthread_mutex_lock(&c->lock);
+		c_promote_stale(c, c_promote(c));
+		pthread_mutex_unlock(&c->lock);
+	}
 }
 
 void c_watch_cut(struct tfs_cache *c, uint64_t fid, uint64_t off, uint64_t len)
@@ -118,6 +125,7 @@ void c_watch_promote(struct tfs_cache *c, unsigned promote, bool autot)
 	if (!autot) {	/* by hand: the flusher back to sparing every young extent */
 		__atomic_store_n(&c->promote, promote, __ATOMIC_RELAXED);
 		__atomic_store_n(&c->spare_hot, false, __ATOMIC_RELAXED);
+		c_promote_stale(c, promote);	/* flush.c invariant 20 */
 	}
 	if (!c->mrc)
 		return;

@@ -654,17 +654,25 @@ static void model_streamed(void)
  * 1,024 wait, the rest are dropped, and a read of one on its way queues
  * nothing.  The promoters finish one every 0.25 ms from then on: 6 by
  * 3 ms (a fixed delay had all 1,024 done by 2.5 ms), all by 259 ms. */
-static void model_promote_time(void)
+/* The config of the promoters' cases: 2,048 slots of 64K, threshold 1,
+ * 1 ms a promotion on promoters of them (0: the daemon's). */
+static struct tfs_model_cfg promoters_cfg(double promoters)
 {
 	struct tfs_model_cfg cfg = TFS_MODEL_CFG_DEFAULT(2048);
-	struct tfs_model *m;
-	const struct tfs_model_stats *st;
 
 	cfg.extent = 65536;
 	cfg.promote = 1;
 	cfg.promote_ns = 1000000;
-	m = tfs_model_new(&cfg);
-	st = tfs_model_stats(m);
+	cfg.promoters = promoters;
+	return cfg;
+}
+
+static void model_promote_time(void)
+{
+	struct tfs_model_cfg cfg = promoters_cfg(0);
+	struct tfs_model *m = tfs_model_new(&cfg);
+	const struct tfs_model_stats *st = tfs_model_stats(m);
+
 	snprintf(ctx, sizeof(ctx), "promote time");
 	CHECK(G_MODEL_CASES, !tfs_model_request(m, 1, 0, 4096, false, 0), "first read hit");
 	tfs_model_clock(m, 500000);
@@ -721,6 +729,36 @@ static void model_promote_time(void)
 	tfs_model_request(m, 5, 0, 4096, false, 0);
 	CHECK(G_MODEL_CASES, st->promotions == 1 + 1 + 9 + 2, "%llu promoted by 9 ms",
 	      (unsigned long long)st->promotions);
+	tfs_model_free(m);
+}
+
+/* A rise of the threshold drops the promotions waiting under it (model.c
+ * invariant 9, flush.c invariant 20): one promoter, 1 ms a promotion,
+ * threshold 1.  Extents 0-5 read once at 0: 0 is taken, 1-5 wait (starts
+ * 1-5 ms); 3 is read again (heat 2).  The threshold rises to 2: 1, 2, 4
+ * and 5 are dropped, and 3 takes the start of 1, so by 2 ms it is read
+ * from the tier.  Before, 1 came in at 2 ms and 3 at 4 ms. */
+static void model_promote_stale(void)
+{
+	struct tfs_model_cfg cfg = promoters_cfg(1);
+	struct tfs_model *m = tfs_model_new(&cfg);
+	const struct tfs_model_stats *st = tfs_model_stats(m);
+
+	snprintf(ctx, sizeof(ctx), "promote stale");
+	for (uint64_t x = 0; x < 6; x++)	/* apart: no stream */
+		tfs_model_request(m, 2, x * 65536, 4096, false, 0);
+	tfs_model_request(m, 2, 3 * 65536, 4096, false, 0);	/* heat 2, on its way */
+	tfs_model_set_promote(m, 2);
+	CHECK(G_MODEL_CASES, st->promote_dropped == 4, "%llu dropped",
+	      (unsigned long long)st->promote_dropped);
+	tfs_model_clock(m, 2000000);
+	CHECK(G_MODEL_CASES, tfs_model_request(m, 2, 3 * 65536, 4096, false, 0) &&
+			     st->promotions == 2,
+	      "extent 3 not in by 2 ms (%llu promoted)", (unsigned long long)st->promotions);
+	tfs_model_clock(m, 10000000);	/* the dropped ones stay out */
+	CHECK(G_MODEL_CASES, !tfs_model_request(m, 2, 1 * 65536, 4096, false, 0) &&
+			     st->promotions == 2,
+	      "a dropped promotion came in (%llu promoted)", (unsigned long long)st->promotions);
 	tfs_model_free(m);
 }
 
@@ -956,6 +994,7 @@ int main(void)
 	model_destage_time();
 	model_cut();
 	model_promote_time();
+	model_promote_stale();
 	model_flush_order();
 	model_streamed();
 	model_evidence();

@@ -66,8 +66,10 @@ def test_the_tuner_lowers_the_threshold_when_extents_come_back_once(make_array, 
     2 the second read only promotes (a miss), so the tier never hits; at 1
     it hits every second read.  With cache_promote=0 the tuner's
     miniatures see it and the tier runs at 1 from its first window on
-    (about 16,000 reads at a sample of 1/4); with the threshold fixed at 2
-    it stays there and misses.  (LRU: S3-FIFO's small queue, a tenth of the
+    (1,024 sampled reads: about 4,000 reads at a sample of 1/4, so it hits
+    nearly half of the 32,000; with stop 42's window of 4,096, 16,000
+    reads, half the run, went by first and it hit about a quarter); with
+    the threshold fixed at 2 it stays there and misses.  (LRU: S3-FIFO's small queue, a tenth of the
     tier, would drop most of a run of 500 before its second read, which the
     miniatures see too, but which would blur the threshold's effect.)"""
     a = make_array("raid5", 3, "64K")
@@ -104,7 +106,7 @@ def test_the_tuner_lowers_the_threshold_when_extents_come_back_once(make_array, 
     assert fixed["promote_auto"] == 0 and fixed["promote_threshold"] == 2, fixed
     hit = {k: s["read_hits"] / (s["read_hits"] + s["read_misses"]) for k, s in results.items()}
     assert auto["promote_dropped"] == 0, auto       # the queue (1024) holds a run (500)
-    assert hit["2"] < 0.01 and hit["0"] > 0.2, hit
+    assert hit["2"] < 0.01 and hit["0"] > 0.35, hit
 
 
 def test_a_threshold_set_by_hand_ends_auto(make_array, tmp_path):

@@ -32,7 +32,7 @@
 #define TFS_MRC_RATE 0.25		/* the daemon's sample rate, but for small sizes */
 #define TFS_MRC_MIN_SLOTS 1024		/* a size's miniature, at least (up to rate 1) */
 #define TFS_TUNE_CHOICES 6		/* the settings the tuner tries (tfs_tune) */
-#define TFS_TUNE_WINDOW 4096		/* sampled read pieces a tuning window */
+#define TFS_TUNE_WINDOW 1024		/* sampled read pieces a tuning window */
 #define TFS_TUNE_EPS 0.01		/* misses this close (relative) are a tie */
 #define TFS_TUNE_START 2		/* the threshold before the tuner's first window */
 

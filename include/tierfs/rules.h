@@ -117,6 +117,15 @@ struct tfs_heat_ent {
 	bool queued;
 };
 
+/* Whether a promotion waiting for extent g's heat is stale: under the
+ * threshold promote, risen since it was queued (flush.c invariant 20; the
+ * daemon and the model alike).  Returns true to drop it unread. */
+static inline bool tfs_promote_stale(const struct tfs_heat_ent *g, uint32_t halflife,
+				     uint32_t now, unsigned promote)
+{
+	return tfs_heat_now(halflife, g->heat, g->t, now) < promote;
+}
+
 /* Returns the entries of the heat table (a power of two, at least 65536)
  * for a tier of nslots slots. */
 uint32_t tfs_heat_entries(uint32_t nslots);

@@ -106,8 +106,8 @@ struct cfile {
 
 struct promote_job {
 	uint64_t fid, idx;
-	uint64_t t_ns;			/* queued, then taken by a promoter, at
-					 * (c_mono_ns); 0: not queued */
+	uint64_t t_ns;			/* taken by a promoter at (c_mono_ns); 0:
+					 * not queued (c_promote_now) */
 	struct tfs_inode *in;		/* opened (tfs_ns_open) by the reader */
 	bool fill;			/* the extent is cached: fill its missing sectors */
 	bool stale;			/* under a threshold risen since (flush.c inv. 20) */

@@ -1270,8 +1270,7 @@ void c_promote_queue(struct tfs_cache *c, struct tfs_inode *in, uint64_t idx, bo
 	pthread_mutex_lock(&c->lock);
 	if (c->qlen < TFS_PROMOTE_QUEUE && c->threads) {
 		c->q[(c->qhead + c->qlen++) % TFS_PROMOTE_QUEUE] =
-			(struct promote_job){ .fid = in->fid, .idx = idx, .in = in, .fill = fill,
-					      .t_ns = c_mono_ns() };
+			(struct promote_job){ .fid = in->fid, .idx = idx, .in = in, .fill = fill };
 		if (!fill)
 			c_uheat(c, c_ekey(in->fid, idx), c_now())->queued = true;
 		else if ((s = c_lookup(c, in->fid, idx)) != C_NONE)
@@ -1298,7 +1297,7 @@ void c_promote_stale(struct tfs_cache *c, unsigned promote)
 		if (j->fill || j->stale)
 			continue;
 		g = c_uheat(c, c_ekey(j->fid, j->idx), now);
-		j->stale = tfs_heat_now(c->halflife, g->heat, g->t, now) < promote;
+		j->stale = tfs_promote_stale(g, c->halflife, now, promote);
 	}
 }
 
@@ -1484,8 +1483,7 @@ static void *promoter(void *arg)
 		c->qhead = (c->qhead + 1) % TFS_PROMOTE_QUEUE;
 		c->qlen--;
 		c->qbusy++;
-		if (j.t_ns)
-			j.t_ns = c_mono_ns();	/* its time from here (invariant 18) */
+		j.t_ns = c_mono_ns();	/* its time from here (invariant 18) */
 		if (j.stale)		/* invariant 20 */
 			c->st.promote_dropped++;
 		pthread_mutex_unlock(&c->lock);

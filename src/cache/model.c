@@ -77,7 +77,7 @@
  *     extent was cached meanwhile.  The promoters (cfg.promoters of them,
  *     a miniature's share of the daemon's) start one promotion every
  *     promote_ns / promoters, and after an idle spell as many at once as
- *     there are promoters (pstart): so a load that queues promotions
+ *     there are promoters (pfree): so a load that queues promotions
  *     faster than the promoters finish them (threshold 1 on an array of
  *     slow reads) waits and drops as on the mount, where a fixed delay
  *     alone let every promotion through in its time (stop 42's tuner
@@ -172,7 +172,6 @@ struct tfs_model {
 	unsigned njobs;
 	struct mpend *pq;		/* promotions on their way, by start (a ring) */
 	uint32_t pq_head, pq_len, pq_cap;
-	uint32_t pq_started;		/* of pq from its head: taken by a promoter */
 	uint64_t pfree;			/* invariant 9: the promoters' next start */
 	struct tfs_model_stats st;
 };
@@ -276,6 +275,23 @@ void tfs_model_reset_stats(struct tfs_model *m)
 	memset(&m->st, 0, sizeof(m->st));
 }
 
+/* The i-th promotion of pq from its head. */
+static struct mpend *pq_at(struct tfs_model *m, uint32_t i)
+{
+	return &m->pq[(m->pq_head + i) % m->pq_cap];
+}
+
+/* Returns how many promotions of pq, from its head, a promoter has taken
+ * by now (invariant 9): those under way, a few (the promoters' share). */
+static uint32_t pq_taken(struct tfs_model *m)
+{
+	uint32_t n = 0;
+
+	while (n < m->pq_len && pq_at(m, n)->start <= m->ns)
+		n++;
+	return n;
+}
+
 /* The threshold rose to m->cfg.promote at now: the promotions waiting
  * whose extent's heat is under it are dropped, and those behind them take
  * their starts, in order (invariant 9; the daemon's promoters take a stale
@@ -284,28 +300,25 @@ static void stale_promotions(struct tfs_model *m, uint32_t now)
 {
 	uint32_t k, i;
 
-	while (m->pq_started < m->pq_len &&
-	       m->pq[(m->pq_head + m->pq_started) % m->pq_cap].start <= m->ns)
-		m->pq_started++;
-	for (k = i = m->pq_started; i < m->pq_len; i++) {
-		struct mpend q = m->pq[(m->pq_head + i) % m->pq_cap];
+	for (k = i = pq_taken(m); i < m->pq_len; i++) {
+		struct mpend q = *pq_at(m, i);
 		struct tfs_heat_ent *g = tfs_heat_find(m->heat, m->heat_mask, m->cfg.halflife,
 						       q.key, now);
 		struct mpend *to;
 
-		if (!q.void_ && tfs_heat_now(m->cfg.halflife, g->heat, g->t, now) < m->cfg.promote) {
+		if (!q.void_ && tfs_promote_stale(g, m->cfg.halflife, now, m->cfg.promote)) {
 			g->queued = false;
 			m->st.promote_dropped++;
 			continue;
 		}
 		/* the k-th start, unwritten yet (k <= i) */
-		to = &m->pq[(m->pq_head + k++) % m->pq_cap];
+		to = pq_at(m, k++);
 		q.ready = to->start + (q.ready - q.start);
 		q.start = to->start;
 		*to = q;
 	}
 	if (k < m->pq_len)	/* the promoters' next start is the first freed */
-		m->pfree = m->pq[(m->pq_head + k) % m->pq_cap].start;
+		m->pfree = pq_at(m, k)->start;
 	m->pq_len = k;
 }
 
@@ -737,10 +750,7 @@ static bool promote_later(struct tfs_model *m, uint64_t fid, uint64_t idx, uint6
 	uint64_t burst = m->cfg.promoters > 1 ? (uint64_t)((m->cfg.promoters - 1) * gap) : 0;
 	uint64_t from, start;
 
-	while (m->pq_started < m->pq_len &&
-	       m->pq[(m->pq_head + m->pq_started) % m->pq_cap].start <= m->ns)
-		m->pq_started++;
-	if (m->pq_len - m->pq_started >= m->cfg.promote_queue || m->pq_len == m->pq_cap)
+	if (m->pq_len - pq_taken(m) >= m->cfg.promote_queue || m->pq_len == m->pq_cap)
 		return false;
 	/* idle promoters take as many at once as there are of them */
 	from = m->ns > burst ? m->ns - burst : 0;
@@ -748,7 +758,7 @@ static bool promote_later(struct tfs_model *m, uint64_t fid, uint64_t idx, uint6
 		from = m->pfree;
 	start = from > m->ns ? from : m->ns;
 	m->pfree = from + (uint64_t)(gap + 0.5);
-	m->pq[(m->pq_head + m->pq_len++) % m->pq_cap] =
+	*pq_at(m, m->pq_len++) =
 		(struct mpend){ fid, idx, key, start, start + m->cfg.promote_ns, false };
 	return true;
 }
@@ -1000,8 +1010,6 @@ static void promotions_done(struct tfs_model *m, uint32_t now)
 			(void)promote(m, q->key, q->fid, q->idx, now);
 		m->pq_head = (m->pq_head + 1) % m->pq_cap;
 		m->pq_len--;
-		if (m->pq_started)
-			m->pq_started--;
 	}
 }
 
@@ -1052,7 +1060,7 @@ void tfs_model_cut(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len
 	uint32_t next;
 
 	for (uint32_t i = 0; i < m->pq_len; i++) {	/* a promotion of it finds nothing */
-		struct mpend *q = &m->pq[(m->pq_head + i) % m->pq_cap];
+		struct mpend *q = pq_at(m, i);
 
 		if (q->fid == fid && q->idx * ext + ext > off && q->idx * ext < end)
 			q->void_ = true;

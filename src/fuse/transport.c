@@ -395,8 +395,8 @@ static void ent_done(struct tq *q, struct tent *e, int res)
 }
 
 /* Whether TIERFS_FAULT's uring_queue_fail names step (fault.c lists it;
- * tests only): that step of the queues' set-up then fails with ENOMEM
- * instead of being made.  Returns true to fail it. */
+ * tests only): that step of the queues' set-up then fails (ENOMEM, a
+ * thread EAGAIN) instead of being made.  Returns true to fail it. */
 static bool step_fails(const struct tfs_transport *t, const char *step)
 {
 	size_t n = strlen(step);
@@ -845,8 +845,8 @@ struct tfs_transport *tfs_transport_attach(struct fuse_session *se, enum tfs_uri
 	 * the INIT answer that asks for io_uring waits MS ms before it is
 	 * written, after the module's enable_uring was read */
 	t->init_delay_ms = tfs_spec_ms(getenv("TIERFS_FAULT"), "uring_init_delay");
-	/* TIERFS_FAULT's uring_queue_fail=STEP (ring, eventfd or mmap; tests
-	 * only): that step of the queues' set-up fails with ENOMEM */
+	/* TIERFS_FAULT's uring_queue_fail=STEP (ring, eventfd, mmap or
+	 * thread; tests only): that step of the queues' set-up fails */
 	t->queue_fail = tfs_spec_value(getenv("TIERFS_FAULT"), "uring_queue_fail");
 	t->se = se;
 	t->fd = fuse_session_fd(se);

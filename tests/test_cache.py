@@ -876,7 +876,6 @@ def flood_promoters(mnt, n, readers, drain=True):
     with O_DIRECT, faster than slow members let the promoters copy them.
     Returns the promote queue's largest backlog seen, once it is empty
     (drain) or at once."""
-    import threading
     p = mnt / "f"
     with open(p, "wb") as f:
         f.truncate(n * 4 * K)
@@ -944,7 +943,6 @@ def test_a_full_promote_queue_is_counted_apart(make_array, tmp_path):
     a slow promoter where the flusher's hold was dropping them.  Member
     reads take 20 ms; 32 readers miss 3,000 extents once each, faster
     than the 4 promoters copy them, so the queue fills and refuses."""
-    import threading
     a = make_array("raid1", 2, "64K")
     a.mount(opts=copts(tmp_path / "cache", size="16M", extent="4K", promote=1, seq_cutoff=0)
             + ["max_threads=64"], env={"TIERFS_FAULT": "delay=read:20"})

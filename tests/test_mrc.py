@@ -69,9 +69,10 @@ def test_the_tuner_lowers_the_threshold_when_extents_come_back_once(make_array, 
     (1,024 sampled reads: about 4,000 reads at a sample of 1/4, so it hits
     nearly half of the 32,000; with stop 42's window of 4,096, 16,000
     reads, half the run, went by first and it hit about a quarter); with
-    the threshold fixed at 2 it stays there and misses.  (LRU: S3-FIFO's small queue, a tenth of the
-    tier, would drop most of a run of 500 before its second read, which the
-    miniatures see too, but which would blur the threshold's effect.)"""
+    the threshold fixed at 2 it stays there and misses.  (LRU: S3-FIFO's
+    small queue, a tenth of the tier, would drop most of a run of 500
+    before its second read, which the miniatures see too, but which would
+    blur the threshold's effect.)"""
     a = make_array("raid5", 3, "64K")
     p = a.mnt / "f"
     n = 16000                                       # extents of 64K: 1000 MiB, sparse

@@ -523,7 +523,6 @@ def test_reference_policies_on_a_csv_trace(tmp_path):
                "--format", "csv") == got
 
 
-
 def test_the_hash_seed_moves_only_the_sketches(tmp_path):
     """cache_sim --hash-seed S seeds the hash of both W-TinyLFU sketches,
     the tier's (policy.c) and the reference's (simpol.c): seed 0 is the
@@ -563,6 +562,7 @@ def test_the_hash_seed_moves_only_the_sketches(tmp_path):
             moved = [k for k in rows[0] if k[0] == pol and rows[seed][k] != rows[0][k]]
             assert moved, (seed, pol)
     assert any(rows[1][k] != rows[2][k] for k in rows[0] if k[0] == "wtinylfu")
+
 
 def write_vscsi(path, version, recs):
     """recs: (cmd, lbn, len, ts_us); vscsi1 (32-byte records) or vscsi2

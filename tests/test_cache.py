@@ -3202,6 +3202,35 @@ def test_a_fill_records_its_extent_before_letting_it_go(make_array, tmp_path, ra
     assert read_all(g) == b"G" * (8 * K)
 
 
+def _hot_hits_around(a, opts, copy):
+    """A hot set of 64 extents (file hot, written without the tier) read
+    through a tier mounted with opts, promote=1, until all 64 hit; then
+    copy(); returns the hits of the hot set read once more after it."""
+    hot = a.mnt / "hot"
+    m = a.mount()
+    pwrite(hot, 0, random.Random(1).randbytes(64 * 64 * K))
+    m.stop()
+    a.mount(opts=opts)
+    fd = os.open(hot, os.O_RDONLY | os.O_DIRECT)
+    buf = abuf(4 * K)
+
+    def hits():
+        before = cst(a.mnt)["read_hits"]
+        for e in range(64):
+            os.preadv(fd, [buf], e * 64 * K)
+        return cst(a.mnt)["read_hits"] - before
+
+    try:
+        for _ in range(2):
+            hits()
+            wait_stat(a.mnt, "promote_backlog", 0)
+        assert hits() == 64
+        copy()
+        return hits()
+    finally:
+        os.close(fd)
+
+
 def test_a_copy_into_the_mount_leaves_the_hot_set_cached(make_array, tmp_path):
     """A stream of writes past the sequential cutoff that are not a full
     row (a copy's 128K writes; a RAID5 x4 of 64K chunks has rows of 192K)
@@ -3212,24 +3241,9 @@ def test_a_copy_into_the_mount_leaves_the_hot_set_cached(make_array, tmp_path):
     young dirty extents were spared and, once clean, newer than the hot
     set, which LRU evicted for them."""
     a = make_array("raid5", 4, "64K")
-    hot, big = a.mnt / "hot", a.mnt / "big"
-    m = a.mount()                                   # written without the tier
-    pwrite(hot, 0, random.Random(1).randbytes(64 * 64 * K))
-    m.stop()
-    a.mount(opts=copts(tmp_path / "cache", size="16M", extent="64K", promote=1,
-                       policy="lru", reclaim=0))
-    fd = os.open(hot, os.O_RDONLY | os.O_DIRECT)
-    buf = abuf(4 * K)
-    try:
-        for _ in range(2):
-            for e in range(64):
-                os.preadv(fd, [buf], e * 64 * K)
-            wait_stat(a.mnt, "promote_backlog", 0)
-        before = cst(a.mnt)["read_hits"]
-        for e in range(64):
-            os.preadv(fd, [buf], e * 64 * K)
-        assert cst(a.mnt)["read_hits"] - before == 64
-        wfd = os.open(big, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
+
+    def copy():
+        wfd = os.open(a.mnt / "big", os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
         data = abuf(128 * K)
         try:
             for i in range(160):                    # 20 MiB, a copy's pace
@@ -3237,10 +3251,60 @@ def test_a_copy_into_the_mount_leaves_the_hot_set_cached(make_array, tmp_path):
                 time.sleep(0.004)
         finally:
             os.close(wfd)
-        before = cst(a.mnt)["read_hits"]
-        for e in range(64):
-            os.preadv(fd, [buf], e * 64 * K)
-        hits = cst(a.mnt)["read_hits"] - before
+
+    hits = _hot_hits_around(a, copts(tmp_path / "cache", size="16M", extent="64K", promote=1,
+                                     policy="lru", reclaim=0), copy)
+    assert hits >= 60, (hits, cst(a.mnt))
+
+
+def _full_row_copy(path, data, row):
+    """data written to path from its start in O_DIRECT writes of one row
+    each, back to back: a copy's stream."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
+    try:
+        for off in range(0, len(data), row):
+            dwrite(fd, off, data[off:off + row])
     finally:
         os.close(fd)
+
+
+def test_a_copy_in_full_rows_is_read_back_from_the_tier(make_array, tmp_path):
+    """A stream's writes that are full rows go around write-back, straight
+    to the RAID; each keeps a clean copy in the tier (write.c invariant
+    11), so a file read back soon after it was copied hits.  Before, only
+    the first 1 MiB (before the cutoff) was cached: 16 of its 128 extents
+    hit.  The copy's bytes read the same through the tier and from the
+    members alone."""
+    a = make_array("raid5", 3, "64K")              # rows of 128K
+    big = a.mnt / "big"
+    data = random.Random(5).randbytes(8 * M)       # 128 extents, a tier of 256
+    a.mount(opts=copts(tmp_path / "cache", size="16M", extent="64K", seq_cutoff="1M"))
+    _full_row_copy(big, data, 128 * K)
+    s = cst(a.mnt)
+    assert s["seq_bypass"] >= 100 and s["stream_copies"] == s["seq_bypass"], s
+    assert s["dirty_extents"] <= 16, s             # the copies are clean
+    before = s["read_hits"]
+    same(read_direct(big, 0, 8 * M), data, "read back through the tier")
+    assert cst(a.mnt)["read_hits"] - before >= 120, cst(a.mnt)
+    flush(a.mnt)
+    a.mounts[-1].stop()
+    a.mount()                                      # uncached: the members alone
+    same(read_all(big), data, "the members")
+
+
+@pytest.mark.parametrize("policy", ["lru", "wtinylfu"])
+def test_a_copy_in_full_rows_leaves_the_hot_set_cached(make_array, tmp_path, policy):
+    """A copy's full-row writes each take a slot for their clean copy
+    (write.c invariant 11), demoted once written: the next victim unless
+    read.  A 40 MiB copy through a tier of 256 slots takes the slots of
+    the copy before it, not the hot set's 64 extents read before it."""
+    a = make_array("raid5", 3, "64K")
+
+    def copy():
+        _full_row_copy(a.mnt / "big", random.Random(2).randbytes(40 * M), 128 * K)
+        s = cst(a.mnt)
+        assert s["stream_copies"] >= 300 and s["evictions"] >= 100, s
+
+    hits = _hot_hits_around(a, copts(tmp_path / "cache", size="16M", extent="64K", promote=1,
+                                     policy=policy, seq_cutoff="1M"), copy)
     assert hits >= 60, (hits, cst(a.mnt))

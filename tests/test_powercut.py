@@ -1199,6 +1199,49 @@ def test_cut_at_every_operation_of_a_promotion_and_a_fill(tmp_path):
                         "cuts in promotions and a fill")
 
 
+def _stream_copy(mnt, new):
+    """new written over the start of f in O_DIRECT writes of 64K (full
+    rows of the RAID1's 16K chunks), a stream past the cutoff from the
+    first: each goes to the members, then leaves a clean copy in the tier
+    (write.c invariant 11); then f read back through those copies.
+    Returns whether the writes were acknowledged and the status after;
+    stops at the first error (the daemon died)."""
+    acked, s = False, None
+    try:
+        for off in range(0, len(new), 64 * K):
+            write_direct(mnt / "f", off, new[off:off + 64 * K])
+        acked = True
+        read_direct(mnt / "f", 0, len(new))
+        s = cst(mnt)
+    except OSError:
+        pass
+    return acked, s
+
+
+def test_cut_at_every_operation_of_a_stream_copy(tmp_path):
+    """A stream's full-row write reaches the members, then its bytes go
+    into a fresh slot, then the slot's record commits them valid and
+    clean (write.c invariants 4, 11).  Reversed, a death between the two
+    would leave a record naming bytes the slot never got; a clean record
+    that outlived a power cut the members' bytes did not would make the
+    file change by itself once the extent left the tier.  The daemon dies
+    at each noted operation of a run in turn, and after each the file
+    reads back: the writes if they were acknowledged and nothing unsynced
+    was lost, else per sector the old bytes or the new."""
+    old = random.Random(12).randbytes(512 * K)
+    new = random.Random(13).randbytes(256 * K)
+
+    def calib(s):
+        assert s["stream_copies"] == 4 and s["read_hits"] >= 4, s
+
+    _cut_each_operation(tmp_path, _array_with(tmp_path, old),
+                        ["max_threads=8", "cache_size=1M", "cache_extent=64K",
+                         "cache_seq_cutoff=64K"],
+                        lambda mnt: _stream_copy(mnt, new), calib, old, new,
+                        lambda acked, keep: acked and keep == 1,
+                        "cuts in a stream's clean copies")
+
+
 # ---------------------------------------------------------------------------
 # A cut at every noted operation of a reclaim
 # ---------------------------------------------------------------------------

@@ -117,6 +117,7 @@ struct tfs_model_stats {
 	uint64_t raid_write_bytes;		/* destaged, and writes that went to the RAID */
 	uint64_t raid_read_bytes;		/* read misses, promotions, fills */
 	uint64_t promotions, fills, allocations, evictions, flushed_extents;
+	uint64_t copies;			/* clean copies a stream's full rows left */
 	uint64_t reclaimed;			/* of flushed_extents: for eviction */
 	uint64_t promote_dropped;		/* promotions a full queue dropped */
 	uint64_t cut_extents;			/* slots a cut emptied (tfs_model_cut) */

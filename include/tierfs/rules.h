@@ -201,6 +201,10 @@ enum tfs_wr_act {
 	TFS_WR_ALLOC,		/* a fresh slot, written back (none free: TFS_WR_RAW,
 				 * TFS_BYPASS_NO_SLOT) */
 	TFS_WR_RAW,		/* the RAID only: the extent is not cached */
+	TFS_WR_COPY,		/* a write-back stream's full row: the RAID, then a
+				 * clean copy of its whole sectors in a fresh slot,
+				 * evicted first unless read (write.c invariant 11;
+				 * none free: TFS_WR_RAW, TFS_BYPASS_NO_SLOT) */
 };
 
 struct tfs_wr_in {
@@ -213,7 +217,8 @@ struct tfs_wr_in {
 };
 
 /* Returns what the piece does, and in *why the reason it goes around the
- * tier (TFS_BYPASS_NONE if it does not). */
+ * tier (TFS_BYPASS_NONE if it does not; TFS_BYPASS_SEQ for TFS_WR_COPY,
+ * which goes around write-back). */
 enum tfs_wr_act tfs_rule_write(const struct tfs_wr_in *w, enum tfs_bypass *why);
 
 /* ---- eviction and the flusher ---- */

@@ -118,6 +118,7 @@ struct cstats {
 	uint64_t ring_hits;		/* read hits done by the I/O thread (hitio.c) */
 	uint64_t ring_writes;		/* write-back writes it did (write.c inv. 7) */
 	uint64_t write_hits, write_misses, write_around, seq_bypass;
+	uint64_t stream_copies;		/* of seq_bypass: clean copies kept (write.c inv. 11) */
 	uint64_t full_bypass;		/* write.c invariant 9 */
 	uint64_t promotions, promote_dropped, evictions, invalidations;
 	uint64_t promote_full;		/* of promote_dropped, and fills: the queue full */
@@ -668,6 +669,16 @@ static inline void c_piece_sectors(const struct tfs_cache *c, const struct piece
 				   unsigned *s0, unsigned *s1)
 {
 	tfs_piece_sectors(c->extent, p->idx, p->a, p->b, s0, s1);
+}
+
+/* Returns true if piece p covers a whole sector (write-through keeps only
+ * those). */
+static inline bool c_piece_whole(const struct tfs_cache *c, const struct piece *p)
+{
+	unsigned a, b;
+
+	tfs_piece_whole(c->extent, p->idx, p->a, p->b, &a, &b);
+	return b > a;
 }
 
 /* One more access to heat (h, t) at now.  Returns the new heat

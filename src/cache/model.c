@@ -97,6 +97,12 @@
  *     when the rule decided it, in the order the pieces come: what a
  *     caller needs to set the tier's outcome of each access beside
  *     another policy's (cache_sim --diff).  It changes nothing.
+ * 12. A write of a stream that is a full row, over an extent not cached
+ *     (TFS_WR_COPY), reaches the RAID and leaves a clean copy of its whole
+ *     sectors in a fresh slot, streamed and demoted at once (the next
+ *     victim), as write.c invariant 11: counted in copies and in the SSD's
+ *     bytes; without a clean slot, or a whole sector, it is the RAID's
+ *     only.
  */
 #include <errno.h>
 #include <math.h>
@@ -972,6 +978,17 @@ static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 		case TFS_WR_AROUND:
 			bm_clear(p.x->valid, p.s0, p.s1);
 			m->st.raid_write_bytes += p.b - p.a;
+			break;
+		case TFS_WR_COPY:	/* invariant 12 */
+			s = w1 > w0 ? alloc_slot(m, p.key, fid, idx, now) : NONE;
+			if (s != NONE) {
+				bm_set(m->e[s].valid, w0, w1);
+				tfs_policy_demote(m->pol, s);
+				m->st.copies++;
+				m->st.ssd_write_bytes += (uint64_t)(w1 - w0) * TFS_SECTOR;
+			}
+			m->st.raid_write_bytes += p.b - p.a;
+			m->st.bypass_seq++;
 			break;
 		case TFS_WR_ALLOC:
 			s = alloc_slot(m, p.key, fid, idx, now);

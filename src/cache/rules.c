@@ -138,6 +138,12 @@ enum tfs_wr_act tfs_rule_write(const struct tfs_wr_in *w, enum tfs_bypass *why)
 	if (admit && !w->over_high)
 		return TFS_WR_ALLOC;
 	*why = w->seq ? TFS_BYPASS_SEQ : admit ? TFS_BYPASS_DIRTY_HIGH : TFS_BYPASS_MODE;
+	/* a copy read back soon after it was written (the copy-and-edit
+	 * trace) missed what LRU, which keeps every write, hit: the stream
+	 * keeps a clean copy, the next victim until read (docs/CACHE_POLICY.md,
+	 * "A copy's stream kept clean") */
+	if (w->seq && w->mode == TFS_CACHE_WRITEBACK && !w->readonly)
+		return TFS_WR_COPY;
 	return TFS_WR_RAW;
 }
 

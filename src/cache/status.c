@@ -121,6 +121,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     "cache.pinned_files=%u\ncache.pin_reserved_extents=%u\n"
 		     "cache.pin_cap_extents=%u\n"
 		     "cache.write_around=%" PRIu64 "\ncache.seq_bypass=%" PRIu64 "\n"
+		     "cache.stream_copies=%" PRIu64 "\n"
 		     "cache.full_bypass=%" PRIu64 "\n"
 		     "cache.promotions=%" PRIu64 "\ncache.promote_dropped=%" PRIu64 "\n"
 		     "cache.promote_full=%" PRIu64 "\n"
@@ -147,7 +148,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     st.read_req_hits + st.read_req_misses
 		     ? (double)st.read_req_hits / (double)(st.read_req_hits + st.read_req_misses) : 0.0,
 		     pin_files, pin_reserved,
-		     (uint32_t)((uint64_t)c->nslots * C_PIN_CAP_PCT / 100), st.write_around, st.seq_bypass, st.full_bypass,
+		     (uint32_t)((uint64_t)c->nslots * C_PIN_CAP_PCT / 100), st.write_around, st.seq_bypass, st.stream_copies, st.full_bypass,
 		     st.promotions, st.promote_dropped, st.promote_full, backlog, st.evictions, st.invalidations,
 		     st.fills, st.fill_promotions, st.fill_dropped, st.flushed_bytes, st.flush_writes, st.flush_syncs, st.full_stripe_flushes,
 		     st.throttled, flushing, reclaim_on, tfs_reclaim_name(c->reclaim_mode), evidence,

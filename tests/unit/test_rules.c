@@ -76,7 +76,12 @@ static void write_rule(void)
 				CHECK(G_WRITE, !w.cached && w.mode == TFS_CACHE_WRITEBACK && !w.seq &&
 					       !w.over_high && !w.readonly, "alloc");
 			if (!w.cached)
-				CHECK(G_WRITE, a == TFS_WR_ALLOC || a == TFS_WR_RAW, "uncached: %d", a);
+				CHECK(G_WRITE, a == TFS_WR_ALLOC || a == TFS_WR_RAW || a == TFS_WR_COPY,
+				      "uncached: %d", a);
+			/* write.c invariant 11: a write-back stream keeps a clean copy */
+			CHECK(G_WRITE, (a == TFS_WR_COPY) == (!w.cached && w.seq && !w.readonly &&
+							      w.mode == TFS_CACHE_WRITEBACK),
+			      "copy %d", a);
 			if (w.cached && !w.dirty)
 				CHECK(G_WRITE, a == (w.mode == TFS_CACHE_WRITEBACK ? TFS_WR_CACHE :
 						     w.mode == TFS_CACHE_WRITETHROUGH ? TFS_WR_THROUGH :
@@ -84,7 +89,7 @@ static void write_rule(void)
 			CHECK(G_WRITE, (why == TFS_BYPASS_NONE) ==
 				       (a == TFS_WR_CACHE || a == TFS_WR_THROUGH || a == TFS_WR_ALLOC),
 			      "why %d act %d", why, a);
-			if (a == TFS_WR_RAW)
+			if (a == TFS_WR_RAW || a == TFS_WR_COPY)
 				CHECK(G_WRITE, why == (w.seq ? TFS_BYPASS_SEQ :
 						       w.mode == TFS_CACHE_WRITEBACK && !w.readonly ?
 						       TFS_BYPASS_DIRTY_HIGH : TFS_BYPASS_MODE),

@@ -221,6 +221,49 @@ struct tfs_wr_in {
  * which goes around write-back). */
 enum tfs_wr_act tfs_rule_write(const struct tfs_wr_in *w, enum tfs_bypass *why);
 
+/* ---- a stream's clean copies (write.c invariant 11) ---- */
+
+#define TFS_COPY_WINDOW 256	/* resolved copies the evidence weighs: past it
+				 * both counts halve */
+#define TFS_COPY_SAMPLE 16	/* while copies go unread, 1 stream row in 16 is
+				 * still copied, and 16 resolved decide */
+
+/* Whether a stream's clean copies are used before they leave the tier:
+ * those used again (read or written) and those evicted or cut unused, of
+ * the last TFS_COPY_WINDOW or so; tick counts the rows asked for while
+ * copies go unused. */
+struct tfs_copy_ev {
+	uint32_t used, unused, tick;
+};
+
+/* A copy left the question: used again (a hit), or gone unused. */
+static inline void tfs_copy_resolved(struct tfs_copy_ev *e, bool used)
+{
+	if (used)
+		e->used++;
+	else
+		e->unused++;
+	if (e->used + e->unused >= TFS_COPY_WINDOW) {
+		e->used /= 2;
+		e->unused /= 2;
+	}
+}
+
+/* Returns true if a stream's full row is to leave a clean copy: every
+ * row while fewer than TFS_COPY_SAMPLE copies were resolved or at least
+ * 1 in TFS_COPY_SAMPLE of them was used again; else 1 row in
+ * TFS_COPY_SAMPLE, whose copies bring the evidence back when the load
+ * starts to read what it copies.  A stream never read again (a backup
+ * written to the mount) stops paying the slot's write after its first
+ * copies leave unused. */
+static inline bool tfs_copy_take(struct tfs_copy_ev *e)
+{
+	if (e->used + e->unused < TFS_COPY_SAMPLE ||
+	    (uint64_t)e->used * TFS_COPY_SAMPLE >= (uint64_t)e->used + e->unused)
+		return true;
+	return ++e->tick % TFS_COPY_SAMPLE == 0;
+}
+
 /* ---- eviction and the flusher ---- */
 
 /* Returns true if ndirty of nslots extents is at or above pct percent. */

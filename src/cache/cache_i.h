@@ -82,6 +82,8 @@ struct cext {
 					 * spared young, demoted once clean (write.c
 					 * invariant 10) */
 	bool dlisted;			/* on the dirty list */
+	bool copy;			/* a stream's clean copy, not used since
+					 * (write.c invariant 11) */
 };
 
 /* A file with cached extents (or a size the cache knows). */
@@ -170,6 +172,7 @@ struct tfs_cache {
 	unsigned dirty_low, dirty_high;	/* percent of slots */
 	enum tfs_reclaim reclaim_mode;	/* cache_reclaim */
 	struct tfs_evidence *ev;	/* cache_reclaim=auto (index.c invariant 7) */
+	struct tfs_copy_ev copy_ev;	/* a stream's copies used (write.c inv. 11) */
 	bool passed;			/* this eviction's look passed over a dirty slot */
 	enum tfs_policy_kind policy_kind;
 	enum tfs_cache_mode mode;	/* atomic loads */

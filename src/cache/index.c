@@ -629,6 +629,9 @@ void c_unlink_slot(struct tfs_cache *c, uint32_t s)
 	if (tfs_policy_holds(c->pol, s))
 		tfs_policy_remove(c->pol, s);
 	x->reclaim = x->refused = false;
+	if (x->copy)		/* gone unused (write.c invariant 11) */
+		tfs_copy_resolved(&c->copy_ev, false);
+	x->copy = false;
 	hash_remove(c, s);
 	if (x->fprev != C_NONE)
 		c->e[x->fprev].fnext = x->fnext;
@@ -761,6 +764,10 @@ void c_used(struct tfs_cache *c, uint32_t s)
 {
 	tfs_policy_hit(c->pol, s);
 	c->e[s].reclaim = c->e[s].refused = false;
+	if (c->e[s].copy) {	/* write.c invariant 11 */
+		c->e[s].copy = false;
+		tfs_copy_resolved(&c->copy_ev, true);
+	}
 }
 
 /* Clean-ahead (flush.c invariant 15): the dirty extents among eviction's

@@ -99,10 +99,11 @@
  *     another policy's (cache_sim --diff).  It changes nothing.
  * 12. A write of a stream that is a full row, over an extent not cached
  *     (TFS_WR_COPY), reaches the RAID and leaves a clean copy of its whole
- *     sectors in a fresh slot, streamed and demoted at once (the next
- *     victim), as write.c invariant 11: counted in copies and in the SSD's
- *     bytes; without a clean slot, or a whole sector, it is the RAID's
- *     only.
+ *     sectors in a fresh slot, demoted at once (the next victim), as
+ *     write.c invariant 11, when tfs_copy_take says so: counted in copies
+ *     and in the SSD's bytes; without a clean slot, or a whole sector, it
+ *     is the RAID's only.  A copy is resolved (copy_ev) once: used, at its
+ *     first use (used()), or unused, when it leaves (unlink_slot).
  */
 #include <errno.h>
 #include <math.h>
@@ -127,6 +128,7 @@ struct mslot {
 	bool contested;			/* invariant 7 */
 	bool destaging;			/* invariant 3: on its way to the RAID */
 	bool streamed;			/* invariant 10 */
+	bool copy;			/* invariant 12: a stream's copy, not used since */
 	uint32_t wgen, dgen;		/* writes into it; wgen when its destage began */
 };
 
@@ -162,6 +164,7 @@ struct tfs_model {
 	uint32_t *htab, *ftab, hmask;	/* invariant 8 */
 	uint32_t *freel, nfree;
 	uint32_t nused, ndirty;
+	struct tfs_copy_ev copy_ev;	/* invariant 12 */
 	struct tfs_policy *pol;
 	struct tfs_heat_ent *heat;
 	uint32_t heat_mask;
@@ -412,6 +415,9 @@ static void unlink_slot(struct tfs_model *m, uint32_t s)
 	struct mslot *x = &m->e[s];
 	uint32_t *pp = &m->htab[tfs_ext_key(x->fid, x->idx) & m->hmask];
 
+	if (x->copy)	/* invariant 12: gone unused */
+		tfs_copy_resolved(&m->copy_ev, false);
+
 	while (*pp != s)
 		pp = &m->e[*pp].hnext;
 	*pp = x->hnext;
@@ -464,6 +470,10 @@ static void used(struct tfs_model *m, uint32_t s)
 {
 	tfs_policy_hit(m->pol, s);
 	m->e[s].reclaim = m->e[s].refused = false;
+	if (m->e[s].copy) {	/* invariant 12 */
+		m->e[s].copy = false;
+		tfs_copy_resolved(&m->copy_ev, true);
+	}
 }
 
 /* A read piece hit slot s whole: used, and the evidence for reclaim (a
@@ -980,9 +990,11 @@ static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 			m->st.raid_write_bytes += p.b - p.a;
 			break;
 		case TFS_WR_COPY:	/* invariant 12 */
-			s = w1 > w0 ? alloc_slot(m, p.key, fid, idx, now) : NONE;
+			s = w1 > w0 && tfs_copy_take(&m->copy_ev) ? alloc_slot(m, p.key, fid, idx, now)
+							       : NONE;
 			if (s != NONE) {
 				bm_set(m->e[s].valid, w0, w1);
+				m->e[s].copy = true;
 				tfs_policy_demote(m->pol, s);
 				m->st.copies++;
 				m->st.ssd_write_bytes += (uint64_t)(w1 - w0) * TFS_SECTOR;

@@ -53,6 +53,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 	unsigned hot = 0, warm = 0, cold = 0;
 	uint32_t now = c_now();
 	struct cstats st;
+	struct tfs_copy_ev cev;
 	uint64_t dirty;
 	uint32_t used, ndirty, unresolved;
 	unsigned promote, dirty_low, dirty_high;
@@ -81,6 +82,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		cold += k[0] == 'c';
 	}
 	st = c->st;
+	cev = c->copy_ev;
 	dirty = c->dirty_sectors * C_SECTOR;
 	used = c->nused;
 	ndirty = c->ndirty;
@@ -121,7 +123,7 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     "cache.pinned_files=%u\ncache.pin_reserved_extents=%u\n"
 		     "cache.pin_cap_extents=%u\n"
 		     "cache.write_around=%" PRIu64 "\ncache.seq_bypass=%" PRIu64 "\n"
-		     "cache.stream_copies=%" PRIu64 "\n"
+		     "cache.stream_copies=%" PRIu64 "\ncache.stream_copy_evidence=%u/%u\n"
 		     "cache.full_bypass=%" PRIu64 "\n"
 		     "cache.promotions=%" PRIu64 "\ncache.promote_dropped=%" PRIu64 "\n"
 		     "cache.promote_full=%" PRIu64 "\n"
@@ -148,7 +150,8 @@ int tfs_cache_stats(struct tfs_fs *fs, char *buf, size_t len, bool paths)
 		     st.read_req_hits + st.read_req_misses
 		     ? (double)st.read_req_hits / (double)(st.read_req_hits + st.read_req_misses) : 0.0,
 		     pin_files, pin_reserved,
-		     (uint32_t)((uint64_t)c->nslots * C_PIN_CAP_PCT / 100), st.write_around, st.seq_bypass, st.stream_copies, st.full_bypass,
+		     (uint32_t)((uint64_t)c->nslots * C_PIN_CAP_PCT / 100), st.write_around, st.seq_bypass, st.stream_copies, cev.used, cev.used + cev.unused,
+		     st.full_bypass,
 		     st.promotions, st.promote_dropped, st.promote_full, backlog, st.evictions, st.invalidations,
 		     st.fills, st.fill_promotions, st.fill_dropped, st.flushed_bytes, st.flush_writes, st.flush_syncs, st.full_stripe_flushes,
 		     st.throttled, flushing, reclaim_on, tfs_reclaim_name(c->reclaim_mode), evidence,

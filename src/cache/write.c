@@ -87,7 +87,12 @@
  *     moment, and the SSD write, which LRU, keeping every write, pays too
  *     (the copy-and-edit trace: 0.4-0.8 points fewer misses at 5-20%,
  *     docs/CACHE_POLICY.md, "A copy's stream kept clean").  Counted in
- *     seq_bypass and stream_copies.
+ *     seq_bypass and stream_copies.  A copy counts once for the evidence
+ *     (copy_ev, rules.h tfs_copy_take): used, at its first use (c_used),
+ *     or unused, when it leaves the tier (c_unlink_slot); while fewer than
+ *     1 in 16 of those resolved lately were used, 1 row in 16 is copied:
+ *     a backup written to the mount stops paying the slot's write (the
+ *     copy ran at 0.85x with every row copied, contrib/bench/copy_bench.sh).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -255,8 +260,10 @@ static bool plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 			pwhy = TFS_BYPASS_NO_SLOT;
 			break;
 		case TFS_WR_COPY:	/* invariant 11 */
-			s = c_piece_whole(c, &p[i]) ? c_alloc_slot(c, fid, p[i].idx) : C_NONE;
+			s = c_piece_whole(c, &p[i]) && tfs_copy_take(&c->copy_ev)
+				    ? c_alloc_slot(c, fid, p[i].idx) : C_NONE;
 			if (s != C_NONE) {
+				c->e[s].copy = true;
 				p[i].slot = s;
 				memset(p[i].valid, 0, sizeof(p[i].valid));
 				p[i].act = A_THROUGH;
@@ -527,6 +534,7 @@ static ssize_t write_finish(struct tfs_fs *fs, struct tfs_inode *in, struct piec
 		if ((p[i].act != A_CACHE && p[i].act != A_THROUGH) || p[i].slot == C_NONE)
 			continue;
 		if (p[i].act == A_THROUGH && !bm_any(c->e[p[i].slot].valid)) {
+			c->e[p[i].slot].copy = false;	/* never was one */
 			if (stored || p[i].fresh)
 				c_unlink_slot(c, p[i].slot);
 		} else if (p[i].act == A_THROUGH && p[i].fresh) {

@@ -652,6 +652,72 @@ static void model_streamed(void)
 	tfs_model_free(m);
 }
 
+/* A stream's clean copies (rules.h tfs_copy_take, write.c invariant 11):
+ * every row while fewer than TFS_COPY_SAMPLE were resolved; resolved
+ * unused, 1 row in TFS_COPY_SAMPLE; 1 used in TFS_COPY_SAMPLE resolved
+ * brings every row back; the counts stay under the window. */
+static void copy_evidence(void)
+{
+	struct tfs_copy_ev e = { 0 };
+	unsigned took = 0;
+
+	snprintf(ctx, sizeof(ctx), "copy evidence");
+	for (unsigned i = 0; i < TFS_COPY_SAMPLE; i++) {
+		CHECK(G_WRITE, tfs_copy_take(&e), "row %u, %u resolved", i, i);
+		tfs_copy_resolved(&e, false);
+	}
+	for (unsigned i = 0; i < 10 * TFS_COPY_SAMPLE; i++)
+		took += tfs_copy_take(&e);
+	CHECK(G_WRITE, took == 10, "%u of %u rows copied, all unused", took, 10 * TFS_COPY_SAMPLE);
+	tfs_copy_resolved(&e, true);	/* 1 of 17 used */
+	CHECK(G_WRITE, !tfs_copy_take(&e) || e.tick % TFS_COPY_SAMPLE == 0, "1 of 17 used");
+	tfs_copy_resolved(&e, true);	/* 2 of 18 */
+	for (unsigned i = 0; i < 4; i++)
+		CHECK(G_WRITE, tfs_copy_take(&e), "2 of 18 used, row %u", i);
+	for (unsigned i = 0; i < 10 * TFS_COPY_WINDOW; i++) {
+		tfs_copy_resolved(&e, i % 20 == 0);
+		CHECK(G_WRITE, e.used + e.unused < TFS_COPY_WINDOW, "%u + %u past the window",
+		      e.used, e.unused);
+	}
+	CHECK(G_WRITE, e.used * 20 >= e.used + e.unused - 20 && e.used * 20 <= e.used + e.unused + 20,
+	      "1 in 20 used: %u of %u", e.used, e.used + e.unused);
+	CHECK(G_WRITE, !tfs_copy_take(&e) || e.tick % TFS_COPY_SAMPLE == 0, "1 in 20 used");
+}
+
+/* The model's copies (model.c invariant 12): 8 slots, a stream of 64K
+ * rows written and never read takes a copy of each row until 16 copies
+ * left unused, then of 1 in 16; a stream whose rows are read back right
+ * after they are written gets every row copied again once a few of the
+ * sampled copies were used. */
+static void model_copies(void)
+{
+	struct tfs_model_cfg cfg = cfg4(TFS_POLICY_LRU);
+	const struct tfs_model_stats *st;
+	struct tfs_model *m;
+	uint64_t copies, hits = 0;
+	uint32_t t = 0;
+
+	cfg.nslots = 8;
+	cfg.seq_cutoff = 65536;
+	cfg.row_bytes = 65536;
+	m = tfs_model_new(&cfg);
+	st = tfs_model_stats(m);
+	snprintf(ctx, sizeof(ctx), "copies");
+	for (uint64_t r = 0; r < 408; r++)
+		tfs_model_request(m, 2, r * 65536, 65536, true, t++);
+	CHECK(G_MODEL_CASES, st->copies == 8 + 16 + 24, "%llu copies of 408 rows never read",
+	      (unsigned long long)st->copies);
+	copies = st->copies;
+	for (uint64_t r = 0; r < 400; r++) {
+		tfs_model_request(m, 3, r * 65536, 65536, true, t++);
+		if (tfs_model_request(m, 3, r * 65536, 65536, false, t++) && r >= 300)
+			hits++;
+	}
+	CHECK(G_MODEL_CASES, hits == 100, "%llu of the last 100 rows read back hit (%llu copies)",
+	      (unsigned long long)hits, (unsigned long long)(st->copies - copies));
+	tfs_model_free(m);
+}
+
 /* A promotion takes time (cfg.promote_ns, model.c invariant 9): 1 ms,
  * on each of the 4 promoters.  Extent 0 read at 0 (a miss: queued), again
  * at 0.5 ms (a miss that queues nothing: on its way), at 1.5 ms (a hit).
@@ -986,6 +1052,7 @@ int main(void)
 {
 	read_rule();
 	write_rule();
+	copy_evidence();
 	heat();
 	flush();
 	flush_keep();
@@ -1002,6 +1069,7 @@ int main(void)
 	model_promote_stale();
 	model_flush_order();
 	model_streamed();
+	model_copies();
 	model_evidence();
 	model_evidence_sampled();
 	sample();

@@ -2956,48 +2956,89 @@ def test_detach_waits_for_a_write_already_inside(make_array, tmp_path):
 # 20. SSD errors keep their errno
 # ---------------------------------------------------------------------------
 
+def _ssd_full(cdir):
+    """The tier's data file in cdir (a small tmpfs) with its blocks punched
+    out and the tmpfs filled: its slots' writes fail with ENOSPC until the
+    returned filler is removed."""
+    fd = os.open(str(cdir / "data"), os.O_RDWR)
+    try:
+        assert _libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                               os.fstat(fd).st_size) == 0
+    finally:
+        os.close(fd)
+    filler = cdir / "filler"
+    with open(filler, "wb") as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 65536)
+                fh.flush()
+        except OSError as e:
+            assert e.errno == errno.ENOSPC, e
+    return filler
+
+
+@contextlib.contextmanager
+def _tmpfs(path, size):
+    """A tmpfs of size mounted on path, unmounted at the end."""
+    path.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], check=False)
+
+
 def test_ssd_enospc_reaches_the_application_as_enospc(make_array, tmp_path):
     """The cache directory on a small tmpfs; the data file's blocks are
     punched out and the tmpfs filled, so a write-back write into a slot fails
     with ENOSPC on the SSD.  The application gets ENOSPC (not EIO), the
     daemon keeps serving, and the write works once space is back."""
     a = make_array("raid1", 2, "64K")
-    cdir = tmp_path / "cache"
-    cdir.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(cdir)], check=True)
-    try:
-        m = a.mount(opts=copts(cdir, size="2M", extent="64K", dirty_low=90, dirty_high=95),
-                    expect_errors=True)
-        data_file = cdir / "data"
-        fd = os.open(str(data_file), os.O_RDWR)
+    with _tmpfs(tmp_path / "cache", "8m") as cdir:
         try:
-            assert _libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
-                                   os.fstat(fd).st_size) == 0
+            m = a.mount(opts=copts(cdir, size="2M", extent="64K", dirty_low=90, dirty_high=95),
+                        expect_errors=True)
+            filler = _ssd_full(cdir)
+            p = os.path.join(a.mnt, "f")
+            b = random.Random(22).randbytes(8 * K)
+            with pytest.raises(OSError) as ei:
+                pwrite(p, 0, b)
+            assert ei.value.errno == errno.ENOSPC, ei.value
+            assert "No space left on device" in m.log()
+            os.unlink(filler)
+            pwrite(p, 0, b, create=False)
+            same(read_all(p), b, "written once space is back")
+            flush(a.mnt)
+            m.stop()
         finally:
-            os.close(fd)
-        filler = cdir / "filler"
-        with open(filler, "wb") as fh:
-            try:
-                while True:
-                    fh.write(b"\0" * 65536)
-                    fh.flush()
-            except OSError as e:
-                assert e.errno == errno.ENOSPC, e
-        p = os.path.join(a.mnt, "f")
-        b = random.Random(22).randbytes(8 * K)
-        with pytest.raises(OSError) as ei:
-            pwrite(p, 0, b)
-        assert ei.value.errno == errno.ENOSPC, ei.value
-        assert "No space left on device" in m.log()
-        os.unlink(filler)
-        pwrite(p, 0, b, create=False)
-        same(read_all(p), b, "written once space is back")
-        flush(a.mnt)
-        m.stop()
-    finally:
-        for mm in a.mounts:
-            mm.stop()
-        subprocess.run(["umount", str(cdir)], check=False)
+            for mm in a.mounts:
+                mm.stop()
+
+
+def test_a_copy_the_ssd_cannot_take_is_dropped_not_the_write(make_array, tmp_path):
+    """A stream's full-row write keeps a clean copy in the tier (write.c
+    invariant 11); when the slot's write fails (a full SSD), the copy is
+    dropped and the write, which the members took, succeeds: before, the
+    application got ENOSPC for bytes the members held."""
+    a = make_array("raid1", 2, "64K")                # rows of a chunk, 64K
+    with _tmpfs(tmp_path / "cache", "8m") as cdir:
+        try:
+            m = a.mount(opts=copts(cdir, size="2M", extent="64K", seq_cutoff="64K"),
+                        expect_errors=True)
+            _ssd_full(cdir)
+            p = a.mnt / "f"
+            data = random.Random(23).randbytes(1 * M)
+            _full_row_copy(p, data, 64 * K)
+            s = cst(a.mnt)
+            assert s["seq_bypass"] >= 16 and s["stream_copies"] == s["cached_extents"] == 0, s
+            assert "No space left on device" in m.log()
+            same(read_direct(p, 0, 1 * M), data, "the copy, from the members")
+            m.stop()
+            a.mount()
+            same(read_all(p), data, "the members alone")
+        finally:
+            for mm in a.mounts:
+                mm.stop()
 
 
 def test_truncate_that_cannot_open_the_file_drops_nothing(make_array, tmp_path):

@@ -201,10 +201,10 @@ enum tfs_wr_act {
 	TFS_WR_ALLOC,		/* a fresh slot, written back (none free: TFS_WR_RAW,
 				 * TFS_BYPASS_NO_SLOT) */
 	TFS_WR_RAW,		/* the RAID only: the extent is not cached */
-	TFS_WR_COPY,		/* a write-back stream's full row: the RAID, then a
+	TFS_WR_COPY,		/* a write-back stream's full row: the RAID, and a
 				 * clean copy of its whole sectors in a fresh slot,
 				 * evicted first unless read (write.c invariant 11;
-				 * none free: TFS_WR_RAW, TFS_BYPASS_NO_SLOT) */
+				 * none taken or free: as TFS_WR_RAW) */
 };
 
 struct tfs_wr_in {

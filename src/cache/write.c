@@ -115,7 +115,8 @@
 
 enum {
 	A_CACHE,	/* write-back into the slot */
-	A_THROUGH,	/* RAID, then the slot's whole sectors */
+	A_THROUGH,	/* RAID, then the slot's whole sectors (a fresh copy's:
+			 * beside the RAID, invariant 11) */
 	A_AROUND,	/* invalidate the slot's sectors, then RAID */
 	A_RAW,		/* RAID only: not cached (guarded, invariant 2) */
 };
@@ -419,6 +420,15 @@ struct copies {
 	int rc;
 };
 
+/* Whether pieces [i, j] of p hold a fresh copy (invariant 11). */
+static bool any_copy(const struct piece *p, unsigned i, unsigned j)
+{
+	for (unsigned k = i; k <= j; k++)
+		if (p[k].act == A_THROUGH && p[k].fresh)
+			return true;
+	return false;
+}
+
 static void *copies_write(void *arg)
 {
 	struct copies *w = arg;
@@ -569,7 +579,8 @@ static ssize_t write_finish(struct tfs_fs *fs, struct tfs_inode *in, struct piec
 		if ((p[i].act != A_CACHE && p[i].act != A_THROUGH) || p[i].slot == C_NONE)
 			continue;
 		if (p[i].act == A_THROUGH && !bm_any(c->e[p[i].slot].valid)) {
-			c->e[p[i].slot].copy = false;	/* never was one */
+			if (p[i].fresh)		/* a copy never kept: no evidence */
+				c->e[p[i].slot].copy = false;
 			if (stored || p[i].fresh)
 				c_unlink_slot(c, p[i].slot);
 		} else if (p[i].act == A_THROUGH && p[i].fresh) {
@@ -686,17 +697,14 @@ ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direc
 			i++;
 			continue;
 		}
-		struct copies cw = { .c = c, .p = p, .i = i, .direct = direct, .buf = buf, .off = off };
-		pthread_t t;
-		bool side = false;
-
 		while (j + 1 < np && p[j + 1].act != A_CACHE)
 			j++;
+		struct copies cw = { .c = c, .p = p, .i = i, .j = j, .direct = direct, .buf = buf,
+				     .off = off };
+		pthread_t t;
 		/* a copy's slot is written while the RAID is (invariant 11) */
-		cw.j = j;
-		for (unsigned k = i; k <= j && !side; k++)
-			side = p[k].act == A_THROUGH && p[k].fresh;
-		side = side && pthread_create(&t, NULL, copies_write, &cw) == 0;
+		bool side = any_copy(p, i, j) && pthread_create(&t, NULL, copies_write, &cw) == 0;
+
 		r = tfs_raid_write(fs, in, direct, (const char *)buf + (p[i].a - off),
 				   p[j].b - p[i].a, p[i].a);
 		if (side)
@@ -704,17 +712,15 @@ ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direc
 		if (r < 0)
 			rc = (int)r;
 		for (unsigned k = i; k <= j && rc == 0; k++) {
-			const char *src = (const char *)buf + (p[k].a - off);
+			int w;
 
 			if (p[k].act != A_THROUGH)
 				continue;
-			if (!p[k].fresh) {
-				r = through_write(c, &p[k], direct, src);
-				through_valid(c, &p[k], (int)r);
-				rc = (int)r;
-			} else {	/* a copy that failed is dropped, the write is not */
-				through_valid(c, &p[k], side ? cw.rc : through_write(c, &p[k], direct, src));
-			}
+			w = side && p[k].fresh ? cw.rc
+			    : through_write(c, &p[k], direct, (const char *)buf + (p[k].a - off));
+			through_valid(c, &p[k], w);
+			if (!p[k].fresh)	/* a copy that failed is dropped, the write is not */
+				rc = w;
 		}
 		i = j + 1;
 	}

@@ -3028,7 +3028,7 @@ def test_a_copy_the_ssd_cannot_take_is_dropped_not_the_write(make_array, tmp_pat
             _ssd_full(cdir)
             p = a.mnt / "f"
             data = random.Random(23).randbytes(1 * M)
-            _full_row_copy(p, data, 64 * K)
+            full_row_copy(p, data, 64 * K)
             s = cst(a.mnt)
             assert s["seq_bypass"] >= 16 and s["stream_copies"] == s["cached_extents"] == 0, s
             assert "No space left on device" in m.log()
@@ -3298,7 +3298,7 @@ def test_a_copy_into_the_mount_leaves_the_hot_set_cached(make_array, tmp_path):
     assert hits >= 60, (hits, cst(a.mnt))
 
 
-def _full_row_copy(path, data, row):
+def full_row_copy(path, data, row):
     """data written to path from its start in O_DIRECT writes of one row
     each, back to back: a copy's stream."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
@@ -3320,7 +3320,7 @@ def test_a_copy_in_full_rows_is_read_back_from_the_tier(make_array, tmp_path):
     big = a.mnt / "big"
     data = random.Random(5).randbytes(8 * M)       # 128 extents, a tier of 256
     a.mount(opts=copts(tmp_path / "cache", size="16M", extent="64K", seq_cutoff="1M"))
-    _full_row_copy(big, data, 128 * K)
+    full_row_copy(big, data, 128 * K)
     s = cst(a.mnt)
     assert s["seq_bypass"] >= 100 and s["stream_copies"] == s["seq_bypass"], s
     assert s["dirty_extents"] <= 16, s             # the copies are clean
@@ -3343,7 +3343,7 @@ def test_copies_no_one_reads_stop_and_come_back_when_read(make_array, tmp_path):
     read back from the tier."""
     a = make_array("raid5", 3, "64K")
     a.mount(opts=copts(tmp_path / "cache", size="16M", extent="64K", seq_cutoff="1M"))
-    _full_row_copy(a.mnt / "backup", random.Random(3).randbytes(40 * M), 128 * K)
+    full_row_copy(a.mnt / "backup", random.Random(3).randbytes(40 * M), 128 * K)
     s = cst(a.mnt)
     used, resolved = map(int, s["stream_copy_evidence"].split("/"))
     assert used == 0 and resolved >= 16, s
@@ -3378,7 +3378,7 @@ def test_a_copy_in_full_rows_leaves_the_hot_set_cached(make_array, tmp_path, pol
     a = make_array("raid5", 3, "64K")
 
     def copy():
-        _full_row_copy(a.mnt / "big", random.Random(2).randbytes(40 * M), 128 * K)
+        full_row_copy(a.mnt / "big", random.Random(2).randbytes(40 * M), 128 * K)
         s = cst(a.mnt)
         assert s["stream_copies"] >= 150 and s["evictions"] >= 32, s     # a batch at least
 

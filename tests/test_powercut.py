@@ -51,7 +51,7 @@ import time
 import pytest
 
 from conftest import BUILD, REPORT, Mount, mkfs, run_threads
-from test_cache import cst, flush, pwrite, read_all, read_direct, write_direct
+from test_cache import full_row_copy, cst, flush, pwrite, read_all, read_direct, write_direct
 
 UNIT = 512
 ZERO = bytes(UNIT)
@@ -1227,8 +1227,7 @@ def _stream_copy(mnt, new):
     stops at the first error (the daemon died)."""
     acked, s = False, None
     try:
-        for off in range(0, len(new), 64 * K):
-            write_direct(mnt / "f", off, new[off:off + 64 * K])
+        full_row_copy(mnt / "f", new, 64 * K)
         acked = True
         read_direct(mnt / "f", 0, len(new))
         s = cst(mnt)

@@ -649,3 +649,31 @@ def test_extent_is_checked(tmp_path):
             (bad, r.returncode, r.stderr)
     assert sim(p, "--extent", str(M), "--threshold", "1", "--sizes", "100",
                "--warmup", "0")[("lru", 1, 100)] == (36, 40)
+
+
+def test_numbers_are_read_whole(tmp_path):
+    """cache_sim's numbers go through the daemon's parser (parse.c): a
+    size takes a K/M/G suffix, and anything else after the digits is
+    refused in one line naming the option.  strtoull read "--seq-cutoff
+    1G" as 1 byte: every read a stream (stop 41's "no cutoff" replay)."""
+    E = 64 * K
+    p = tmp_path / "seq.trace"
+    # a 2 MiB file read from start to end in 64K requests, 6 times
+    write_trace(p, [(n * 1000 + i, 5, i * E, E, "R") for n in range(6) for i in range(32)])
+
+    def hits(cutoff):
+        got = sim(p, "--extent", "64K", "--threshold", "1", "--sizes", "100", "--warmup", "0",
+                  "--seq-cutoff", cutoff)
+        return got[("tierfs_wtinylfu", 1, 100)]
+
+    # no stream under a 1 GiB cutoff: only the first pass misses
+    assert hits("1G") == hits(str(1 << 30)) == hits("0") == (160, 192)
+    assert hits("1") == (128, 192)          # a stream from the second request
+    for opt, bad in (("--seq-cutoff", "1X"), ("--extent", "64x"), ("--row", "-1"),
+                     ("--warmup", "2"), ("--halflife", "ten"), ("--dirty", "20:70x"),
+                     ("--dirty", "70:20"), ("--mrc", "0")):
+        r = subprocess.run([str(SIM), "--trace", str(p), opt, bad], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 2, (opt, bad, r.returncode, r.stderr)
+        if opt != "--dirty":
+            assert r.stderr.count("\n") == 1 and f"{opt}={bad}" in r.stderr, (opt, r.stderr)

@@ -106,6 +106,7 @@
 #include <string.h>
 
 #include "tierfs/model.h"
+#include "tierfs/parse.h"
 #include "tierfs/mrc.h"
 #include "tierfs/policy.h"
 #include "tierfs/sectors.h"
@@ -1493,6 +1494,22 @@ static void usage(void)
 	exit(2);
 }
 
+/* v, option a's value, as a number of kind k in [lo, hi] into out
+ * (tfs_parse_num: "16x" is not 16, "1G" is 2^30 where a size is meant;
+ * strtoull read "1G" as 1).  Returns 0; exits 2 after one line on stderr
+ * naming the option, the value and the range if v is not such a number. */
+static int num(const char *a, const char *v, enum tfs_num_kind k, double lo, double hi, void *out)
+{
+	struct tfs_num_spec sp = { .name = a, .kind = k, .min = lo, .max = hi };
+	char err[192];
+
+	if (tfs_parse_num(&sp, v, out, err, sizeof(err))) {
+		fprintf(stderr, "cache_sim: %s\n", err);
+		exit(2);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	uint32_t size;
@@ -1507,8 +1524,8 @@ int main(int argc, char **argv)
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		char *end;
-		int rc = 0;
+		double d;
+		int rc = 0, nc = 0;
 
 		if (!strcmp(a, "--admissions")) {
 			o.admissions = true;
@@ -1518,9 +1535,9 @@ int main(int argc, char **argv)
 			usage();
 		i++;
 		if (!strcmp(a, "-z"))
-			o.z = (uint32_t)strtoul(v, NULL, 10);
+			rc = num(a, v, TFS_NUM_UINT, 1, UINT32_MAX, &o.z);
 		else if (!strcmp(a, "-n"))
-			o.n = strtoull(v, NULL, 10);
+			rc = num(a, v, TFS_NUM_SIZE, 0, 1e15, &o.n);
 		else if (!strcmp(a, "--threshold"))
 			rc = parse_list(v, o.thr, &o.nthr, 0, 65535);
 		else if (!strcmp(a, "--sizes"))
@@ -1528,48 +1545,49 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--zones"))
 			rc = parse_zones(v, &o);
 		else if (!strcmp(a, "--scan-every"))
-			o.scan_every = (uint32_t)strtoul(v, NULL, 10);
+			rc = num(a, v, TFS_NUM_UINT, 0, UINT32_MAX, &o.scan_every);
 		else if (!strcmp(a, "--zipf-s"))
-			o.zipf_s = strtod(v, NULL);
+			rc = num(a, v, TFS_NUM_REAL, 0, 100, &o.zipf_s);
 		else if (!strcmp(a, "--halve"))
-			o.halve = strtoull(v, NULL, 10);
+			rc = num(a, v, TFS_NUM_SIZE, 0, 1e15, &o.halve);
 		else if (!strcmp(a, "--warmup"))
-			o.warmup = strtod(v, NULL);
+			rc = num(a, v, TFS_NUM_REAL, 0, 1, &o.warmup);
 		else if (!strcmp(a, "--seed"))
-			o.seed = strtoull(v, NULL, 10);
+			rc = num(a, v, TFS_NUM_SIZE, 0, 1e15, &o.seed);
 		else if (!strcmp(a, "--hash-seed"))
-			o.mcfg.hash_seed = strtoull(v, NULL, 10);
+			rc = num(a, v, TFS_NUM_SIZE, 0, 1e15, &o.mcfg.hash_seed);
 		else if (!strcmp(a, "--workloads"))
 			rc = parse_workloads(v, &o);
 		else if (!strcmp(a, "--trace"))
 			o.trace_path = v;
 		else if (!strcmp(a, "--extent"))
-			o.extent = strtoull(v, NULL, 10);
+			rc = num(a, v, TFS_NUM_SIZE, 1, 1e15, &o.extent);
 		else if (!strcmp(a, "--mrc-rate"))
-			o.mrc_rate = strtod(v, NULL);
+			rc = num(a, v, TFS_NUM_REAL, 1e-9, 1, &o.mrc_rate);
 		else if (!strcmp(a, "--mrc"))
-			o.mrc_slots = (uint32_t)strtoul(v, NULL, 10);
+			rc = num(a, v, TFS_NUM_UINT, 1, UINT32_MAX, &o.mrc_slots);
 		else if (!strcmp(a, "--diff"))
 			rc = (o.diff_ref = simpol_parse(v)) < 0 ? -EINVAL : 0;
 		else if (!strcmp(a, "--agree"))
-			o.agree_slots = (uint32_t)strtoul(v, NULL, 10);
+			rc = num(a, v, TFS_NUM_UINT, 1, UINT32_MAX, &o.agree_slots);
 		else if (!strcmp(a, "--mode"))
 			rc = tfs_cache_mode_parse(v, &o.mcfg.mode);
 		else if (!strcmp(a, "--seq-cutoff"))
-			o.mcfg.seq_cutoff = strtoull(v, NULL, 10);
+			rc = num(a, v, TFS_NUM_SIZE, 0, 1e15, &o.mcfg.seq_cutoff);
 		else if (!strcmp(a, "--dirty"))
-			rc = sscanf(v, "%u:%u", &o.mcfg.dirty_low, &o.mcfg.dirty_high) == 2 ? 0 : -EINVAL;
+			rc = sscanf(v, "%u:%u%n", &o.mcfg.dirty_low, &o.mcfg.dirty_high, &nc) == 2 &&
+			     !v[nc] && o.mcfg.dirty_low < o.mcfg.dirty_high && o.mcfg.dirty_high <= 100
+			     ? 0 : -EINVAL;
 		else if (!strcmp(a, "--row"))
-			o.mcfg.row_bytes = strtoull(v, NULL, 10);
+			rc = num(a, v, TFS_NUM_SIZE, 0, 1e15, &o.mcfg.row_bytes);
 		else if (!strcmp(a, "--halflife"))
-			o.mcfg.halflife = (uint32_t)(strtod(v, NULL) * 16);
+			rc = num(a, v, TFS_NUM_REAL, 1.0 / 16, 1e8, &d), o.mcfg.halflife = (uint32_t)(d * 16);
 		else if (!strcmp(a, "--reclaim"))
 			rc = tfs_reclaim_parse(v, &o.mcfg.reclaim);
 		else if (!strcmp(a, "--destage-mbps"))
-			rc = (o.mcfg.destage_mbps = strtod(v, &end)) >= 0 && end != v && !*end
-			     ? 0 : -EINVAL;
+			rc = num(a, v, TFS_NUM_REAL, 0, 1e9, &o.mcfg.destage_mbps);
 		else if (!strcmp(a, "--promote-us"))
-			o.mcfg.promote_ns = (uint64_t)(strtod(v, NULL) * 1000);
+			rc = num(a, v, TFS_NUM_REAL, 0, 1e9, &d), o.mcfg.promote_ns = (uint64_t)(d * 1000);
 		else if (!strcmp(a, "--cuts"))
 			rc = strcmp(v, "on") == 0 ? 0 : strcmp(v, "off") == 0 ? (o.no_cuts = true, 0)
 								   : -EINVAL;

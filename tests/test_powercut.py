@@ -51,7 +51,8 @@ import time
 import pytest
 
 from conftest import BUILD, REPORT, Mount, mkfs, run_threads
-from test_cache import full_row_copy, cst, flush, pwrite, read_all, read_direct, write_direct
+from test_cache import (full_row_copy, cst, dwrite, flush, pwrite, read_all, read_direct,
+                        write_direct)
 
 UNIT = 512
 ZERO = bytes(UNIT)
@@ -1218,22 +1219,27 @@ def test_cut_at_every_operation_of_a_promotion_and_a_fill(tmp_path):
                         "cuts in promotions and a fill")
 
 
-def _stream_copy(mnt, new):
-    """new written over the start of f in O_DIRECT writes of 64K (full
-    rows of the RAID1's 16K chunks), a stream past the cutoff from the
-    first: each goes to the members, then leaves a clean copy in the tier
-    (write.c invariant 11); then f read back through those copies.
-    Returns whether the writes were acknowledged and the status after;
-    stops at the first error (the daemon died)."""
+def _written_then_read(mnt, write, n):
+    """write(f) then f's first n bytes read back through the tier.  Returns
+    whether the writes were acknowledged and the status after; stops at
+    the first error (the daemon died)."""
     acked, s = False, None
     try:
-        full_row_copy(mnt / "f", new, 64 * K)
+        write(mnt / "f")
         acked = True
-        read_direct(mnt / "f", 0, len(new))
+        read_direct(mnt / "f", 0, n)
         s = cst(mnt)
     except OSError:
         pass
     return acked, s
+
+
+def _stream_copy(mnt, new):
+    """new written over the start of f in O_DIRECT writes of 64K (full
+    rows of the RAID1's 16K chunks), a stream past the cutoff from the
+    first: each goes to the members, then leaves a clean copy in the tier
+    (write.c invariant 11); then f read back through those copies."""
+    return _written_then_read(mnt, lambda f: full_row_copy(f, new, 64 * K), len(new))
 
 
 def test_cut_at_every_operation_of_a_stream_copy(tmp_path):
@@ -1258,6 +1264,46 @@ def test_cut_at_every_operation_of_a_stream_copy(tmp_path):
                         lambda mnt: _stream_copy(mnt, new), calib, old, new,
                         lambda acked, keep: acked and keep == 1,
                         "cuts in a stream's clean copies")
+
+
+def _write_through(mnt, new):
+    """new written over the start of f in write-through, in O_DIRECT writes
+    whose ends fall inside 4K sectors (each 512-aligned): each goes to the
+    members and into a fresh slot or the slot an earlier one took, its
+    partial sectors read first from the slot or the members (write.c
+    invariant 12); then f read back through the tier."""
+    cuts = [0, 4 * K + 512, 68 * K + 1024, 130 * K + 2560, 200 * K + 512, len(new)]
+
+    def write(f):
+        fd = os.open(f, os.O_WRONLY | os.O_DIRECT)
+        try:
+            for a, b in zip(cuts, cuts[1:]):
+                dwrite(fd, a, new[a:b])
+        finally:
+            os.close(fd)
+    return _written_then_read(mnt, write, len(new))
+
+
+def test_cut_at_every_operation_of_a_write_through_write(tmp_path):
+    """Write-through over extents the tier does not hold: each write reaches
+    the members, its bytes and the sectors around them go into a fresh
+    slot, then the slot's record commits them valid and clean (write.c
+    invariants 4, 12).  The daemon dies at each noted operation of a run
+    in turn, and after each the file reads back: the writes if they were
+    acknowledged and nothing unsynced was lost, else per 512 bytes the old
+    bytes or the new, never a partial sector filled with anything else."""
+    old = random.Random(14).randbytes(512 * K)
+    new = random.Random(15).randbytes(256 * K)
+
+    def calib(s):
+        assert s["write_misses"] == 4 and s["read_hits"] >= 4 and s["read_misses"] == 0, s
+
+    _cut_each_operation(tmp_path, _array_with(tmp_path, old),
+                        ["max_threads=8", "cache_size=1M", "cache_extent=64K",
+                         "cache_seq_cutoff=0", "cache_mode=writethrough"],
+                        lambda mnt: _write_through(mnt, new), calib, old, new,
+                        lambda acked, keep: acked and keep == 1,
+                        "cuts in write-through's fresh slots")
 
 
 # ---------------------------------------------------------------------------

@@ -132,22 +132,24 @@ def test_diff_sets_the_tier_beside_a_reference_access_by_access(tmp_path):
         return {(w[4], w[5], w[6]): int(w[7]) for w in rows[1:]}
 
     # 1M written in 128K writes, then read back twice: past a 256K cutoff
-    # the writes go around the tier (extents 2-15).  In write-back each
-    # leaves a clean copy (write.c invariant 11) and every read hits, as
-    # LRU's, which took every write; in write-through nothing is kept, and
-    # the first read of each extent misses and promotes it
+    # the writes go around the tier (extents 2-15).  Each leaves a clean
+    # copy (write.c invariant 11), and in write-through the first one a
+    # fresh slot too (invariant 12), so every read hits, as LRU's, which
+    # took every write; in write-around nothing is kept, and the first read
+    # of each extent misses and promotes it
     p = tmp_path / "stream.trace"
     write_trace(p, [(1 + 1000 * (8 * k + i), 3, i * 128 * K, 128 * K, op)
                     for k, op in enumerate("WRR") for i in range(8)])
-    assert diff(p, "--sizes", "100", "--seq-cutoff", str(256 * K)) == {
-        ("both_hit", "-", "-"): 32,                # the reads
-        ("both_missed", "-", "-"): 16,             # the writes
-    }
+    for mode in ("writeback", "writethrough"):
+        assert diff(p, "--sizes", "100", "--seq-cutoff", str(256 * K), "--mode", mode) == {
+            ("both_hit", "-", "-"): 32,                # the reads
+            ("both_missed", "-", "-"): 16,             # the writes
+        }, mode
     assert diff(p, "--sizes", "100", "--seq-cutoff", str(256 * K),
-                "--mode", "writethrough") == {
+                "--mode", "writearound") == {
         ("both_hit", "-", "-"): 16,                # the second reads
         ("both_missed", "-", "-"): 16,
-        ("reference_only", "read_promote", "write_mode"): 2,   # extents 0-1
+        ("reference_only", "read_promote", "write_mode"): 2,    # extents 0-1
         ("reference_only", "read_promote", "write_seq"): 14,
     }
     # a hot extent read ten times, then 8 cold ones once each, then the hot

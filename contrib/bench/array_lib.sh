@@ -9,6 +9,11 @@
 #                                  64K pieces: with cache_promote=1 every
 #                                  extent misses once, then is promoted
 #   daemon_cpu                     the daemon's user+sys ticks
+#   cache_stat KEY                 cache.KEY of the mount's status
+#   array_tiered BUILD NAME OPTS   a fresh array NAME with a tier in $D/ssd,
+#                                  mounted -o cache=$D/ssd,OPTS
+#   ab_runs ROUNDS A B RUN         RUN N NAME BUILD for runs N = 1, 2, ...
+#                                  of builds A and B alternated (A B A B ...)
 # The EXIT trap unmounts what is mounted, stops the daemon, runs the
 # script's array_cleanup_hook if it defines one (what else it set up under
 # $D) and removes $D; the daemons' stderr goes to $D/log.
@@ -48,3 +53,18 @@ array_warm() {
 }
 
 daemon_cpu() { awk '{print $14+$15}' "/proc/$PID/stat"; }
+cache_stat() { getfattr --only-values -n user.tierfs.status "$MNT" 2>/dev/null |
+               awk -F= -v k="cache.$1" '$1 == k { print $2 }'; }
+array_tiered() {
+    rm -rf "${D:?}/$2" "$D/ssd"
+    array_make "$1" "$2"
+    mkdir "$D/ssd"
+    array_mount "$1" "$2" "cache=$D/ssd,$3"
+}
+ab_runs() {
+    local n=0 r
+    for r in $(seq "$1"); do
+        n=$((n + 1)); "$4" "$n" A "$2"
+        n=$((n + 1)); "$4" "$n" B "$3"
+    done
+}

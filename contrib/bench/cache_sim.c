@@ -1124,14 +1124,14 @@ static void debug_stats(const struct tfs_model *m, enum tfs_policy_kind kind, ui
 
 	fprintf(stderr,
 		"model %s T=%u cap=%u: reads %llu hits %llu partial %llu writes %llu hits %llu promotions "
-		"%llu fills %llu allocations %llu copies %llu evictions %llu flushed %llu (reclaimed %llu) bypass seq %llu "
+		"%llu fills %llu allocations %llu copies %llu fresh %llu evictions %llu flushed %llu (reclaimed %llu) bypass seq %llu "
 		"dirty_high %llu no_slot %llu, dirty at end %u, RAID reads %llu bytes, cut %llu\n",
 		tfs_policy_name(kind), thr, cap, (unsigned long long)st->reads,
 		(unsigned long long)st->read_hits, (unsigned long long)st->read_partial,
 		(unsigned long long)st->writes,
 		(unsigned long long)st->write_hits, (unsigned long long)st->promotions,
 		(unsigned long long)st->fills, (unsigned long long)st->allocations,
-		(unsigned long long)st->copies, (unsigned long long)st->evictions, (unsigned long long)st->flushed_extents,
+		(unsigned long long)st->copies, (unsigned long long)st->fresh, (unsigned long long)st->evictions, (unsigned long long)st->flushed_extents,
 		(unsigned long long)st->reclaimed, (unsigned long long)st->bypass_seq, (unsigned long long)st->bypass_dirty_high,
 		(unsigned long long)st->bypass_no_slot, tfs_model_dirty(m),
 		(unsigned long long)st->raid_read_bytes, (unsigned long long)st->cut_extents);

@@ -22,35 +22,26 @@ A=$(realpath "$1") B=$(realpath "$2") MIB=${3:-512} ROUNDS=${4:-2} CACHE=${5:-1G
 D=$(mktemp -d /var/tmp/copy-bench.XXXXXX)
 . "$(dirname "$0")/array_lib.sh"
 
-stat_of() { getfattr --only-values -n user.tierfs.status "$MNT" 2>/dev/null |
-            awk -F= -v k="cache.$1" '$1 == k { print $2 }'; }
 mbps() { awk -v b="$1" -v t0="$2" -v t1="$3" 'BEGIN { printf "%.0f", b / 1048576 / ((t1 - t0) / 1e9) }'; }
 
 head -c $((MIB << 20)) /dev/urandom > "$D/src"
 echo "copy of $MIB MiB, RAID5 x3 64K, member_model=hdd7200, cache_size=$CACHE, write-back"
 printf '%-3s %-5s %8s %8s %10s %13s %9s %11s %5s\n' run build "copy MB/s" "read MB/s" \
     seq_bypass stream_copies read_hits read_misses load
-run=0
-for r in $(seq "$ROUNDS"); do
-    for name in A B; do
-        build=$A; [ "$name" = B ] && build=$B
-        run=$((run + 1))
-        rm -rf "$D/arr" "$D/ssd"
-        array_make "$build" arr
-        mkdir "$D/ssd"
-        array_mount "$build" arr "member_model=hdd7200,cache=$D/ssd,cache_size=$CACHE"
-        t0=$(date +%s%N)
-        dd if="$D/src" of="$MNT/copy" bs=1M oflag=direct status=none
-        sync
-        t1=$(date +%s%N)
-        h0=$(stat_of read_hits) m0=$(stat_of read_misses)
-        dd if="$MNT/copy" of=/dev/null bs=1M iflag=direct status=none
-        t2=$(date +%s%N)
-        printf '%-3s %-5s %8s %8s %10s %13s %9s %11s %5s\n' "$run" "$name" \
-            "$(mbps $((MIB << 20)) "$t0" "$t1")" "$(mbps $((MIB << 20)) "$t1" "$t2")" \
-            "$(stat_of seq_bypass)" "$(stat_of stream_copies)" \
-            $(($(stat_of read_hits) - h0)) $(($(stat_of read_misses) - m0)) \
-            "$(cut -d' ' -f1 /proc/loadavg)"
-        array_umount
-    done
-done
+one_run() {	# one_run N NAME BUILD
+    array_tiered "$3" arr "member_model=hdd7200,cache_size=$CACHE"
+    t0=$(date +%s%N)
+    dd if="$D/src" of="$MNT/copy" bs=1M oflag=direct status=none
+    sync
+    t1=$(date +%s%N)
+    h0=$(cache_stat read_hits) m0=$(cache_stat read_misses)
+    dd if="$MNT/copy" of=/dev/null bs=1M iflag=direct status=none
+    t2=$(date +%s%N)
+    printf '%-3s %-5s %8s %8s %10s %13s %9s %11s %5s\n' "$1" "$2" \
+        "$(mbps $((MIB << 20)) "$t0" "$t1")" "$(mbps $((MIB << 20)) "$t1" "$t2")" \
+        "$(cache_stat seq_bypass)" "$(cache_stat stream_copies)" \
+        $(($(cache_stat read_hits) - h0)) $(($(cache_stat read_misses) - m0)) \
+        "$(cut -d' ' -f1 /proc/loadavg)"
+    array_umount
+}
+ab_runs "$ROUNDS" "$A" "$B" one_run

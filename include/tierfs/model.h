@@ -118,6 +118,7 @@ struct tfs_model_stats {
 	uint64_t raid_read_bytes;		/* read misses, promotions, fills */
 	uint64_t promotions, fills, allocations, evictions, flushed_extents;
 	uint64_t copies;			/* clean copies a stream's full rows left */
+	uint64_t fresh;				/* write-through's fresh slots (clean) */
 	uint64_t reclaimed;			/* of flushed_extents: for eviction */
 	uint64_t promote_dropped;		/* promotions a full queue dropped */
 	uint64_t cut_extents;			/* slots a cut emptied (tfs_model_cut) */

@@ -201,10 +201,14 @@ enum tfs_wr_act {
 	TFS_WR_ALLOC,		/* a fresh slot, written back (none free: TFS_WR_RAW,
 				 * TFS_BYPASS_NO_SLOT) */
 	TFS_WR_RAW,		/* the RAID only: the extent is not cached */
-	TFS_WR_COPY,		/* a write-back stream's full row: the RAID, and a
-				 * clean copy of its whole sectors in a fresh slot,
-				 * evicted first unless read (write.c invariant 11;
-				 * none taken or free: as TFS_WR_RAW) */
+	TFS_WR_COPY,		/* a stream's full row (write-back, write-through):
+				 * the RAID, and a clean copy of its whole sectors
+				 * in a fresh slot, evicted first unless read
+				 * (write.c invariant 11; none taken or free: as
+				 * TFS_WR_RAW) */
+	TFS_WR_FRESH,		/* write-through's: the RAID, and its sectors in a
+				 * fresh slot, clean (write.c invariant 12; none
+				 * free: as TFS_WR_RAW, TFS_BYPASS_NO_SLOT) */
 };
 
 struct tfs_wr_in {
@@ -217,8 +221,8 @@ struct tfs_wr_in {
 };
 
 /* Returns what the piece does, and in *why the reason it goes around the
- * tier (TFS_BYPASS_NONE if it does not; TFS_BYPASS_SEQ for TFS_WR_COPY,
- * which goes around write-back). */
+ * tier (TFS_BYPASS_NONE if it does not, TFS_WR_FRESH included;
+ * TFS_BYPASS_SEQ for TFS_WR_COPY, which goes around write-back). */
 enum tfs_wr_act tfs_rule_write(const struct tfs_wr_in *w, enum tfs_bypass *why);
 
 /* ---- a stream's clean copies (write.c invariant 11) ---- */

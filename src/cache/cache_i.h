@@ -275,6 +275,9 @@ struct piece {
 	bool promote;
 	bool fill;			/* read: cached in part; promote fills the rest */
 	bool fresh;			/* write: slot allocated for it (no record yet) */
+	bool copy;			/* ... for a stream's clean copy (write.c inv. 11) */
+	const char *head, *tail;	/* write-through: its first / last sector, the
+					 * bytes around the write's (write.c inv. 12) */
 };
 
 /* index.c: the slots, the files, the journal queue, heat */

@@ -103,7 +103,16 @@
  *     write.c invariant 11, when tfs_copy_take says so: counted in copies
  *     and in the SSD's bytes; without a clean slot, or a whole sector, it
  *     is the RAID's only.  A copy is resolved (copy_ev) once: used, at its
- *     first use (used()), or unused, when it leaves (unlink_slot).
+ *     first use (used()), or unused, when it leaves (unlink_slot).  In
+ *     write-through a stream's full row does the same.
+ * 13. In write-through any other write over an extent not cached
+ *     (TFS_WR_FRESH) reaches the RAID and leaves its sectors in a fresh
+ *     slot, clean, as write.c invariant 12 (counted in fresh and the
+ *     SSD's bytes), demoted at once if the write is a stream's; without a
+ *     clean slot (no_slot) nothing is cached.  Write-through's partial
+ *     sectors are valid after it, in a fresh slot or a cached one, as
+ *     write-back's: the daemon fills them (a read of the rest that fails
+ *     leaves one invalid there, never here).
  */
 #include <errno.h>
 #include <math.h>
@@ -871,6 +880,7 @@ static enum tfs_model_act write_act(enum tfs_wr_act act, enum tfs_bypass why)
 	case TFS_WR_THROUGH:
 		return TFS_MA_WRITE_HIT;
 	case TFS_WR_ALLOC:
+	case TFS_WR_FRESH:
 		return TFS_MA_WRITE_ALLOC;
 	default:	/* around: write-around's invalidation, or the RAID only */
 		return why == TFS_BYPASS_SEQ ? TFS_MA_WRITE_SEQ
@@ -960,7 +970,7 @@ static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 
 		if (!piece(m, fid, off, len, idx, &p, &m->st.writes, &m->st.write_bytes))
 			continue;
-		tfs_piece_whole(c->extent, idx, p.a, p.b, &w0, &w1);	/* write-through's */
+		tfs_piece_whole(c->extent, idx, p.a, p.b, &w0, &w1);	/* a copy's */
 		heat_bump(m, &p, now, NULL);
 		if (p.x)
 			used(m, p.s);
@@ -976,13 +986,11 @@ static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 			p.x->streamed = seq & TFS_SEQ_STREAM;
 			m->st.ssd_write_bytes += (uint64_t)(p.s1 - p.s0) * TFS_SECTOR;
 			break;
-		case TFS_WR_THROUGH:
+		case TFS_WR_THROUGH:	/* its partial sectors filled (invariant 13) */
 			m->st.write_hits++;
 			m->st.write_hit_bytes += p.b - p.a;
-			bm_clear(p.x->valid, p.s0, p.s1);
-			if (w1 > w0)
-				bm_set(p.x->valid, w0, w1);
-			m->st.ssd_write_bytes += (uint64_t)(w1 > w0 ? w1 - w0 : 0) * TFS_SECTOR;
+			bm_set(p.x->valid, p.s0, p.s1);
+			m->st.ssd_write_bytes += (uint64_t)(p.s1 - p.s0) * TFS_SECTOR;
 			m->st.raid_write_bytes += p.b - p.a;
 			break;
 		case TFS_WR_AROUND:
@@ -1001,6 +1009,21 @@ static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 			}
 			m->st.raid_write_bytes += p.b - p.a;
 			m->st.bypass_seq++;
+			break;
+		case TFS_WR_FRESH:	/* invariant 13 */
+			s = alloc_slot(m, p.key, fid, idx, now);
+			m->st.raid_write_bytes += p.b - p.a;
+			if (s != NONE) {
+				bm_set(m->e[s].valid, p.s0, p.s1);
+				if (seq & TFS_SEQ_STREAM)
+					tfs_policy_demote(m->pol, s);
+				m->st.fresh++;
+				m->st.ssd_write_bytes += (uint64_t)(p.s1 - p.s0) * TFS_SECTOR;
+				break;
+			}
+			act = TFS_WR_RAW;
+			why = TFS_BYPASS_NO_SLOT;
+			m->st.bypass_no_slot++;
 			break;
 		case TFS_WR_ALLOC:
 			s = alloc_slot(m, p.key, fid, idx, now);

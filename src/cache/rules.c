@@ -20,8 +20,12 @@
  *     invariant 14).
  *  3. A dirty or flushing extent takes every write write-back, whatever
  *     the mode (write.c invariant 1); an uncached extent gets a fresh slot
- *     only in write-back, outside a sequential stream, below dirty_high
- *     (write.c invariant 9).
+ *     for dirty sectors only in write-back, outside a sequential stream,
+ *     below dirty_high (write.c invariant 9), and one for clean sectors (a
+ *     copy of what the RAID got) in a stream's full row in write-back or
+ *     write-through (TFS_WR_COPY, write.c invariant 11) and for any other
+ *     write in write-through (TFS_WR_FRESH, write.c invariant 12); never
+ *     on a read-only mount, nor in write-around or off.
  */
 #include <errno.h>
 #include <string.h>
@@ -138,13 +142,22 @@ enum tfs_wr_act tfs_rule_write(const struct tfs_wr_in *w, enum tfs_bypass *why)
 	if (admit && !w->over_high)
 		return TFS_WR_ALLOC;
 	*why = w->seq ? TFS_BYPASS_SEQ : admit ? TFS_BYPASS_DIRTY_HIGH : TFS_BYPASS_MODE;
+	if (w->readonly || (w->mode != TFS_CACHE_WRITEBACK && w->mode != TFS_CACHE_WRITETHROUGH))
+		return TFS_WR_RAW;
 	/* a copy read back soon after it was written (the copy-and-edit
 	 * trace) missed what LRU, which keeps every write, hit: the stream
 	 * keeps a clean copy, the next victim until read (docs/CACHE_POLICY.md,
 	 * "A copy's stream kept clean") */
-	if (w->seq && w->mode == TFS_CACHE_WRITEBACK && !w->readonly)
+	if (w->seq)
 		return TFS_WR_COPY;
-	return TFS_WR_RAW;
+	if (w->mode == TFS_CACHE_WRITEBACK)
+		return TFS_WR_RAW;	/* dirty_high */
+	/* write-through keeps what it writes, clean, as bcache's does: what is
+	 * written is read back (a database's pages, a mail server's files),
+	 * and without it the tier missed them all (docs/CACHE_POLICY.md,
+	 * "Write-through keeps what it writes") */
+	*why = TFS_BYPASS_NONE;
+	return TFS_WR_FRESH;
 }
 
 struct tfs_flush_step tfs_flush_plan(uint32_t ndirty, uint32_t nslots, unsigned low,

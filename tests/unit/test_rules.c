@@ -76,19 +76,25 @@ static void write_rule(void)
 				CHECK(G_WRITE, !w.cached && w.mode == TFS_CACHE_WRITEBACK && !w.seq &&
 					       !w.over_high && !w.readonly, "alloc");
 			if (!w.cached)
-				CHECK(G_WRITE, a == TFS_WR_ALLOC || a == TFS_WR_RAW || a == TFS_WR_COPY,
-				      "uncached: %d", a);
-			/* write.c invariant 11: a write-back stream keeps a clean copy */
+				CHECK(G_WRITE, a == TFS_WR_ALLOC || a == TFS_WR_RAW || a == TFS_WR_COPY ||
+					       a == TFS_WR_FRESH, "uncached: %d", a);
+			/* write.c invariant 11: a stream keeps a clean copy in
+			 * write-back and write-through */
 			CHECK(G_WRITE, (a == TFS_WR_COPY) == (!w.cached && w.seq && !w.readonly &&
-							      w.mode == TFS_CACHE_WRITEBACK),
+							      (w.mode == TFS_CACHE_WRITEBACK ||
+							       w.mode == TFS_CACHE_WRITETHROUGH)),
 			      "copy %d", a);
+			/* write.c invariant 12: write-through keeps what it writes */
+			CHECK(G_WRITE, (a == TFS_WR_FRESH) == (!w.cached && !w.seq && !w.readonly &&
+							       w.mode == TFS_CACHE_WRITETHROUGH),
+			      "fresh %d", a);
 			if (w.cached && !w.dirty)
 				CHECK(G_WRITE, a == (w.mode == TFS_CACHE_WRITEBACK ? TFS_WR_CACHE :
 						     w.mode == TFS_CACHE_WRITETHROUGH ? TFS_WR_THROUGH :
 						     TFS_WR_AROUND), "cached clean: %d", a);
 			CHECK(G_WRITE, (why == TFS_BYPASS_NONE) ==
-				       (a == TFS_WR_CACHE || a == TFS_WR_THROUGH || a == TFS_WR_ALLOC),
-			      "why %d act %d", why, a);
+				       (a == TFS_WR_CACHE || a == TFS_WR_THROUGH || a == TFS_WR_ALLOC ||
+					a == TFS_WR_FRESH), "why %d act %d", why, a);
 			if (a == TFS_WR_RAW || a == TFS_WR_COPY)
 				CHECK(G_WRITE, why == (w.seq ? TFS_BYPASS_SEQ :
 						       w.mode == TFS_CACHE_WRITEBACK && !w.readonly ?
@@ -321,15 +327,20 @@ static void model_random(void)
 			CHECK(G_MODEL_INV, st->allocations == 0 && st->flushed_extents == 0 &&
 					   tfs_model_dirty(m) == 0,
 			      "not write-back: nothing dirty");
+		if (mode != TFS_CACHE_WRITETHROUGH)	/* model.c invariant 13 */
+			CHECK(G_MODEL_INV, st->fresh == 0, "fresh %llu not in write-through",
+			      (unsigned long long)st->fresh);
 		if (mode == TFS_CACHE_OFF)
 			CHECK(G_MODEL_INV, st->read_hits == 0 && st->promotions == 0 &&
 					   st->ssd_write_bytes == 0, "off: tier unused");
 		CHECK(G_MODEL_INV, tfs_model_used(m) + st->evictions + st->cut_extents ==
-				   st->promotions + st->allocations,
-		      "slots: used %u + evicted %llu + cut %llu != promoted %llu + allocated %llu",
+				   st->promotions + st->allocations + st->copies + st->fresh,
+		      "slots: used %u + evicted %llu + cut %llu != promoted %llu + allocated %llu + "
+		      "copies %llu + fresh %llu",
 		      tfs_model_used(m), (unsigned long long)st->evictions,
 		      (unsigned long long)st->cut_extents, (unsigned long long)st->promotions,
-		      (unsigned long long)st->allocations);
+		      (unsigned long long)st->allocations, (unsigned long long)st->copies,
+		      (unsigned long long)st->fresh);
 		CHECK(G_MODEL_INV, mode != TFS_CACHE_WRITEBACK || st->cut_extents,
 		      "write-back: no cut emptied a slot");
 		tfs_model_free(m);

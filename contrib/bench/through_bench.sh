@@ -4,8 +4,10 @@
 # (64K chunks) of HDD-modelled members with a tier of CACHE (default 1G) in
 # write-through.
 #
-#   contrib/bench/through_bench.sh BUILD_A BUILD_B [MIB] [ROUNDS] [CACHE]
+#   [MODEL=hdd7200] contrib/bench/through_bench.sh BUILD_A BUILD_B [MIB] [ROUNDS] [CACHE]
 #
+# MODEL= (empty): the members as they are, without the HDD model (what the
+# slot's write beside the RAID costs when the members are fast).
 # Each run: a fresh array; fio writes a MIB MiB file (default 64) in 16K
 # O_DIRECT writes at random offsets, every page once (randrepeat, no
 # repeats), QD 8; then reads it the same way, in another random order.
@@ -17,6 +19,7 @@
 set -eu
 [ $# -ge 2 ] || { echo "usage: $0 BUILD_A BUILD_B [MIB] [ROUNDS] [CACHE]" >&2; exit 2; }
 A=$(realpath "$1") B=$(realpath "$2") MIB=${3:-64} ROUNDS=${4:-2} CACHE=${5:-1G}
+MODEL=${MODEL-hdd7200}
 D=$(mktemp -d /var/tmp/through-bench.XXXXXX)
 . "$(dirname "$0")/array_lib.sh"
 
@@ -32,11 +35,11 @@ fio_run() {	# fio_run RW SEED OUT
 }
 
 echo "$MIB MiB in 16K random O_DIRECT writes, then reads, QD 8; RAID5 x3 64K," \
-     "member_model=hdd7200, cache_size=$CACHE, write-through"
+     "member_model=${MODEL:-none}, cache_size=$CACHE, write-through"
 printf '%-3s %-5s %10s %10s %12s %9s %11s %5s\n' run build "write IOPS" "read IOPS" \
     write_misses read_hits read_misses load
 one_run() {	# one_run N NAME BUILD
-    array_tiered "$3" arr "member_model=hdd7200,cache_size=$CACHE,cache_mode=writethrough"
+    array_tiered "$3" arr "${MODEL:+member_model=$MODEL,}cache_size=$CACHE,cache_mode=writethrough"
     fio_run randwrite 1 "$D/w.json"
     h0=$(cache_stat read_hits) m0=$(cache_stat read_misses)
     fio_run randread 2 "$D/r.json"

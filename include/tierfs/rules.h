@@ -60,7 +60,7 @@ enum tfs_bypass {
 	TFS_BYPASS_NONE,
 	TFS_BYPASS_SEQ,		/* a sequential stream past cache_seq_cutoff */
 	TFS_BYPASS_DIRTY_HIGH,	/* write-back at cache_dirty_high wanting a fresh slot */
-	TFS_BYPASS_MODE,	/* the mode keeps no new writes (not write-back, read-only) */
+	TFS_BYPASS_MODE,	/* the mode keeps no new writes (write-around, off, read-only) */
 	TFS_BYPASS_NO_SLOT,	/* every slot dirty or in use */
 };
 

@@ -132,8 +132,8 @@
 
 enum {
 	A_CACHE,	/* write-back into the slot */
-	A_THROUGH,	/* RAID, then the slot's whole sectors (a fresh slot's:
-			 * beside the RAID, invariants 11, 12) */
+	A_THROUGH,	/* RAID, then the slot's sectors, partial ones filled
+			 * (a fresh slot's: beside the RAID, invariants 11, 12) */
 	A_AROUND,	/* invalidate the slot's sectors, then RAID */
 	A_RAW,		/* RAID only: not cached (guarded, invariant 2) */
 };

@@ -953,6 +953,38 @@ static bool do_read(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t le
 	return whole;
 }
 
+/* A fresh clean slot for piece p of extent (fid, idx), beside the RAID's
+ * bytes: a stream's copy (invariant 12) of its whole sectors, when
+ * tfs_copy_take says so, demoted; write-through's (invariant 13) of every
+ * sector p touches, its partial ones filled, demoted if the write is a
+ * stream's.  Returns the slot, or NONE (no whole sector, not taken, no
+ * clean slot). */
+static uint32_t clean_slot(struct tfs_model *m, const struct mpiece *p, uint64_t fid,
+			   uint64_t idx, uint32_t now, bool copy, bool stream)
+{
+	unsigned lo = p->s0, hi = p->s1;
+	uint32_t s;
+
+	if (copy) {
+		tfs_piece_whole(m->cfg.extent, idx, p->a, p->b, &lo, &hi);
+		if (hi <= lo || !tfs_copy_take(&m->copy_ev))
+			return NONE;
+	}
+	s = alloc_slot(m, p->key, fid, idx, now);
+	if (s == NONE)
+		return NONE;
+	bm_set(m->e[s].valid, lo, hi);
+	m->e[s].copy = copy;
+	if (copy || stream)
+		tfs_policy_demote(m->pol, s);
+	if (copy)
+		m->st.copies++;
+	else
+		m->st.fresh++;
+	m->st.ssd_write_bytes += (uint64_t)(hi - lo) * TFS_SECTOR;
+	return s;
+}
+
 static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t len, unsigned seq,
 		     uint32_t now)
 {
@@ -965,12 +997,10 @@ static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 		enum tfs_bypass why;
 		enum tfs_wr_act act;
 		struct mpiece p;
-		unsigned w0, w1;
 		uint32_t s;
 
 		if (!piece(m, fid, off, len, idx, &p, &m->st.writes, &m->st.write_bytes))
 			continue;
-		tfs_piece_whole(c->extent, idx, p.a, p.b, &w0, &w1);	/* a copy's */
 		heat_bump(m, &p, now, NULL);
 		if (p.x)
 			used(m, p.s);
@@ -998,32 +1028,17 @@ static bool do_write(struct tfs_model *m, uint64_t fid, uint64_t off, uint64_t l
 			m->st.raid_write_bytes += p.b - p.a;
 			break;
 		case TFS_WR_COPY:	/* invariant 12 */
-			s = w1 > w0 && tfs_copy_take(&m->copy_ev) ? alloc_slot(m, p.key, fid, idx, now)
-							       : NONE;
-			if (s != NONE) {
-				bm_set(m->e[s].valid, w0, w1);
-				m->e[s].copy = true;
-				tfs_policy_demote(m->pol, s);
-				m->st.copies++;
-				m->st.ssd_write_bytes += (uint64_t)(w1 - w0) * TFS_SECTOR;
-			}
-			m->st.raid_write_bytes += p.b - p.a;
-			m->st.bypass_seq++;
-			break;
 		case TFS_WR_FRESH:	/* invariant 13 */
-			s = alloc_slot(m, p.key, fid, idx, now);
+			s = clean_slot(m, &p, fid, idx, now, act == TFS_WR_COPY,
+				       seq & TFS_SEQ_STREAM);
 			m->st.raid_write_bytes += p.b - p.a;
-			if (s != NONE) {
-				bm_set(m->e[s].valid, p.s0, p.s1);
-				if (seq & TFS_SEQ_STREAM)
-					tfs_policy_demote(m->pol, s);
-				m->st.fresh++;
-				m->st.ssd_write_bytes += (uint64_t)(p.s1 - p.s0) * TFS_SECTOR;
-				break;
+			if (act == TFS_WR_COPY) {
+				m->st.bypass_seq++;
+			} else if (s == NONE) {
+				act = TFS_WR_RAW;
+				why = TFS_BYPASS_NO_SLOT;
+				m->st.bypass_no_slot++;
 			}
-			act = TFS_WR_RAW;
-			why = TFS_BYPASS_NO_SLOT;
-			m->st.bypass_no_slot++;
 			break;
 		case TFS_WR_ALLOC:
 			s = alloc_slot(m, p.key, fid, idx, now);

@@ -677,8 +677,8 @@ static inline void c_piece_sectors(const struct tfs_cache *c, const struct piece
 	tfs_piece_sectors(c->extent, p->idx, p->a, p->b, s0, s1);
 }
 
-/* Returns true if piece p covers a whole sector (write-through keeps only
- * those). */
+/* Returns true if piece p covers a whole sector (a stream's copy keeps
+ * only those, write.c invariant 11). */
 static inline bool c_piece_whole(const struct tfs_cache *c, const struct piece *p)
 {
 	unsigned a, b;

@@ -80,7 +80,7 @@
  *     copy of its whole sectors: a fresh slot (evicting as any
  *     allocation; none clean: the RAID's only, as before), written as
  *     write-through writes it but on a thread of its own while the RAID
- *     is written (copies_write: the slot's write after the RAID's cost
+ *     is written (fresh_write: the slot's write after the RAID's cost
  *     the copy 15%), valid, and its record committed, only once both have
  *     the bytes (invariant 4); a slot write that fails drops the copy,
  *     not the write, which the members took.  Demoted once written: the
@@ -219,6 +219,7 @@ static bool plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 	for (unsigned i = 0; i < np; i++) {
 		uint32_t s = c_lookup(c, fid, p[i].idx);
 		enum tfs_bypass pwhy;
+		enum tfs_wr_act act;
 		struct cext *x;
 		bool copy;
 
@@ -267,45 +268,30 @@ static bool plan_write(struct tfs_cache *c, struct tfs_inode *in, enum tfs_cache
 		w.cached = w.dirty = false;
 		p[i].act = A_RAW;
 		hit = false;
-		switch (tfs_rule_write(&w, &pwhy)) {
-		case TFS_WR_ALLOC:
+		act = tfs_rule_write(&w, &pwhy);
+		copy = act == TFS_WR_COPY;	/* invariant 11 */
+		s = C_NONE;
+		if (act == TFS_WR_ALLOC || act == TFS_WR_FRESH ||
+		    (copy && c_piece_whole(c, &p[i]) && tfs_copy_take(&c->copy_ev)))
 			s = c_alloc_slot(c, fid, p[i].idx);
-			if (s != C_NONE) {
-				p[i].slot = s;
-				memset(p[i].valid, 0, sizeof(p[i].valid));
-				p[i].act = A_CACHE;
-				c->e[s].streamed = stream;	/* invariant 10 */
-				p[i].fresh = true;
-				c->st.write_misses++;
-				continue;
+		if (s != C_NONE) {
+			/* a fresh slot: write-back's, dirtied by the write, or a
+			 * clean one beside the RAID (invariants 11, 12) */
+			p[i].slot = s;
+			memset(p[i].valid, 0, sizeof(p[i].valid));
+			p[i].act = act == TFS_WR_ALLOC ? A_CACHE : A_THROUGH;
+			p[i].fresh = true;
+			p[i].copy = c->e[s].copy = copy;
+			c->e[s].streamed = stream;	/* invariant 10 */
+			c->st.write_misses++;
+			if (copy) {
+				c->st.seq_bypass++;
+				why = pwhy;
 			}
-			pwhy = TFS_BYPASS_NO_SLOT;
-			break;
-		case TFS_WR_COPY:	/* invariant 11 */
-		case TFS_WR_FRESH:	/* invariant 12 */
-			copy = pwhy == TFS_BYPASS_SEQ;
-			s = !copy || (c_piece_whole(c, &p[i]) && tfs_copy_take(&c->copy_ev))
-				    ? c_alloc_slot(c, fid, p[i].idx) : C_NONE;
-			if (s != C_NONE) {
-				c->e[s].copy = copy;
-				c->e[s].streamed = stream;
-				p[i].slot = s;
-				memset(p[i].valid, 0, sizeof(p[i].valid));
-				p[i].act = A_THROUGH;
-				p[i].fresh = true;
-				p[i].copy = copy;
-				c->st.write_misses++;
-				c->st.seq_bypass += copy;
-				if (copy)
-					why = pwhy;
-				continue;
-			}
-			if (!copy)	/* the RAID's only, as without it */
-				pwhy = TFS_BYPASS_NO_SLOT;
-			break;
-		default:
-			break;
+			continue;
 		}
+		if (act == TFS_WR_ALLOC || act == TFS_WR_FRESH)
+			pwhy = TFS_BYPASS_NO_SLOT;	/* the RAID's only */
 		if (pwhy == TFS_BYPASS_SEQ)
 			c->st.seq_bypass++;
 		else if (pwhy == TFS_BYPASS_DIRTY_HIGH)
@@ -492,7 +478,7 @@ static void through_valid(struct tfs_cache *c, const struct piece *p, int rc)
 /* The slot writes of a run's fresh slots (invariants 11, 12), on a thread
  * of their own while the caller writes the RAID: pieces [i, j] of p, the
  * request's bytes buf at off; rc the first error. */
-struct copies {
+struct fresh_writes {
 	struct tfs_cache *c;
 	const struct piece *p;
 	unsigned i, j;
@@ -511,9 +497,9 @@ static bool any_fresh(const struct piece *p, unsigned i, unsigned j)
 	return false;
 }
 
-static void *copies_write(void *arg)
+static void *fresh_write(void *arg)
 {
-	struct copies *w = arg;
+	struct fresh_writes *w = arg;
 
 	for (unsigned k = w->i; k <= w->j && w->rc == 0; k++)
 		if (w->p[k].act == A_THROUGH && w->p[k].fresh)
@@ -787,11 +773,11 @@ ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direc
 		}
 		while (j + 1 < np && p[j + 1].act != A_CACHE)
 			j++;
-		struct copies cw = { .c = c, .p = p, .i = i, .j = j, .direct = direct, .buf = buf,
-				     .off = off };
+		struct fresh_writes fw = { .c = c, .p = p, .i = i, .j = j, .direct = direct,
+					   .buf = buf, .off = off };
 		pthread_t t;
 		/* a fresh slot is written while the RAID is (invariants 11, 12) */
-		bool side = any_fresh(p, i, j) && pthread_create(&t, NULL, copies_write, &cw) == 0;
+		bool side = any_fresh(p, i, j) && pthread_create(&t, NULL, fresh_write, &fw) == 0;
 
 		r = tfs_raid_write(fs, in, direct, (const char *)buf + (p[i].a - off),
 				   p[j].b - p[i].a, p[i].a);
@@ -804,7 +790,7 @@ ssize_t tfs_cache_write_ring(struct tfs_fs *fs, struct tfs_inode *in, bool direc
 
 			if (p[k].act != A_THROUGH)
 				continue;
-			w = side && p[k].fresh ? cw.rc
+			w = side && p[k].fresh ? fw.rc
 			    : through_write(c, &p[k], direct, (const char *)buf + (p[k].a - off));
 			through_valid(c, &p[k], w);
 			if (!p[k].fresh)	/* a fresh slot that failed is dropped, the write is not */

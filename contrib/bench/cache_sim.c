@@ -1496,9 +1496,10 @@ static void usage(void)
 
 /* v, option a's value, as a number of kind k in [lo, hi] into out
  * (tfs_parse_num: "16x" is not 16, "1G" is 2^30 where a size is meant;
- * strtoull read "1G" as 1).  Returns 0; exits 2 after one line on stderr
- * naming the option, the value and the range if v is not such a number. */
-static int num(const char *a, const char *v, enum tfs_num_kind k, double lo, double hi, void *out)
+ * strtoull read "1G" as 1).  Exits 2 after one line on stderr naming the
+ * option, the value and the range if v is not such a number. */
+static void num(const char *a, const char *v, enum tfs_num_kind k, double lo, double hi,
+		void *out)
 {
 	struct tfs_num_spec sp = { .name = a, .kind = k, .min = lo, .max = hi };
 	char err[192];
@@ -1507,7 +1508,6 @@ static int num(const char *a, const char *v, enum tfs_num_kind k, double lo, dou
 		fprintf(stderr, "cache_sim: %s\n", err);
 		exit(2);
 	}
-	return 0;
 }
 
 int main(int argc, char **argv)
@@ -1535,9 +1535,9 @@ int main(int argc, char **argv)
 			usage();
 		i++;
 		if (!strcmp(a, "-z"))
-			rc = num(a, v, TFS_NUM_UINT, 1, UINT32_MAX, &o.z);
+			num(a, v, TFS_NUM_UINT, 1, UINT32_MAX, &o.z);
 		else if (!strcmp(a, "-n"))
-			rc = num(a, v, TFS_NUM_SIZE, 0, 1e15, &o.n);
+			num(a, v, TFS_NUM_SIZE, 0, 1e15, &o.n);
 		else if (!strcmp(a, "--threshold"))
 			rc = parse_list(v, o.thr, &o.nthr, 0, 65535);
 		else if (!strcmp(a, "--sizes"))
@@ -1545,49 +1545,53 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--zones"))
 			rc = parse_zones(v, &o);
 		else if (!strcmp(a, "--scan-every"))
-			rc = num(a, v, TFS_NUM_UINT, 0, UINT32_MAX, &o.scan_every);
+			num(a, v, TFS_NUM_UINT, 0, UINT32_MAX, &o.scan_every);
 		else if (!strcmp(a, "--zipf-s"))
-			rc = num(a, v, TFS_NUM_REAL, 0, 100, &o.zipf_s);
+			num(a, v, TFS_NUM_REAL, 0, 100, &o.zipf_s);
 		else if (!strcmp(a, "--halve"))
-			rc = num(a, v, TFS_NUM_SIZE, 0, 1e15, &o.halve);
+			num(a, v, TFS_NUM_SIZE, 0, 1e15, &o.halve);
 		else if (!strcmp(a, "--warmup"))
-			rc = num(a, v, TFS_NUM_REAL, 0, 1, &o.warmup);
+			num(a, v, TFS_NUM_REAL, 0, 1, &o.warmup);
 		else if (!strcmp(a, "--seed"))
-			rc = num(a, v, TFS_NUM_SIZE, 0, 1e15, &o.seed);
+			num(a, v, TFS_NUM_SIZE, 0, 1e15, &o.seed);
 		else if (!strcmp(a, "--hash-seed"))
-			rc = num(a, v, TFS_NUM_SIZE, 0, 1e15, &o.mcfg.hash_seed);
+			num(a, v, TFS_NUM_SIZE, 0, 1e15, &o.mcfg.hash_seed);
 		else if (!strcmp(a, "--workloads"))
 			rc = parse_workloads(v, &o);
 		else if (!strcmp(a, "--trace"))
 			o.trace_path = v;
 		else if (!strcmp(a, "--extent"))
-			rc = num(a, v, TFS_NUM_SIZE, 1, 1e15, &o.extent);
+			num(a, v, TFS_NUM_SIZE, 1, 1e15, &o.extent);
 		else if (!strcmp(a, "--mrc-rate"))
-			rc = num(a, v, TFS_NUM_REAL, 1e-9, 1, &o.mrc_rate);
+			num(a, v, TFS_NUM_REAL, 1e-9, 1, &o.mrc_rate);
 		else if (!strcmp(a, "--mrc"))
-			rc = num(a, v, TFS_NUM_UINT, 1, UINT32_MAX, &o.mrc_slots);
+			num(a, v, TFS_NUM_UINT, 1, UINT32_MAX, &o.mrc_slots);
 		else if (!strcmp(a, "--diff"))
 			rc = (o.diff_ref = simpol_parse(v)) < 0 ? -EINVAL : 0;
 		else if (!strcmp(a, "--agree"))
-			rc = num(a, v, TFS_NUM_UINT, 1, UINT32_MAX, &o.agree_slots);
+			num(a, v, TFS_NUM_UINT, 1, UINT32_MAX, &o.agree_slots);
 		else if (!strcmp(a, "--mode"))
 			rc = tfs_cache_mode_parse(v, &o.mcfg.mode);
 		else if (!strcmp(a, "--seq-cutoff"))
-			rc = num(a, v, TFS_NUM_SIZE, 0, 1e15, &o.mcfg.seq_cutoff);
+			num(a, v, TFS_NUM_SIZE, 0, 1e15, &o.mcfg.seq_cutoff);
 		else if (!strcmp(a, "--dirty"))
 			rc = sscanf(v, "%u:%u%n", &o.mcfg.dirty_low, &o.mcfg.dirty_high, &nc) == 2 &&
 			     !v[nc] && o.mcfg.dirty_low < o.mcfg.dirty_high && o.mcfg.dirty_high <= 100
 			     ? 0 : -EINVAL;
 		else if (!strcmp(a, "--row"))
-			rc = num(a, v, TFS_NUM_SIZE, 0, 1e15, &o.mcfg.row_bytes);
-		else if (!strcmp(a, "--halflife"))
-			rc = num(a, v, TFS_NUM_REAL, 1.0 / 16, 1e8, &d), o.mcfg.halflife = (uint32_t)(d * 16);
+			num(a, v, TFS_NUM_SIZE, 0, 1e15, &o.mcfg.row_bytes);
+		else if (!strcmp(a, "--halflife")) {
+			num(a, v, TFS_NUM_REAL, 1.0 / 16, 1e8, &d);
+			o.mcfg.halflife = (uint32_t)(d * 16);
+		}
 		else if (!strcmp(a, "--reclaim"))
 			rc = tfs_reclaim_parse(v, &o.mcfg.reclaim);
 		else if (!strcmp(a, "--destage-mbps"))
-			rc = num(a, v, TFS_NUM_REAL, 0, 1e9, &o.mcfg.destage_mbps);
-		else if (!strcmp(a, "--promote-us"))
-			rc = num(a, v, TFS_NUM_REAL, 0, 1e9, &d), o.mcfg.promote_ns = (uint64_t)(d * 1000);
+			num(a, v, TFS_NUM_REAL, 0, 1e9, &o.mcfg.destage_mbps);
+		else if (!strcmp(a, "--promote-us")) {
+			num(a, v, TFS_NUM_REAL, 0, 1e9, &d);
+			o.mcfg.promote_ns = (uint64_t)(d * 1000);
+		}
 		else if (!strcmp(a, "--cuts"))
 			rc = strcmp(v, "on") == 0 ? 0 : strcmp(v, "off") == 0 ? (o.no_cuts = true, 0)
 								   : -EINVAL;

@@ -1108,15 +1108,25 @@ def _promote_and_fill(mnt, new):
     return acked, s
 
 
-def _cut_each_operation(tmp_path, clean, opts, work, calib, old, new, durable, what):
-    """The daemon, on a copy of the RAID1 x2 array in clean with the tier
-    under opts, runs work(mnt) -> (acked, status), cut at each operation it
+def _kept_if_acked_and_no_cut(acked, keep):
+    """Writes not synced: durable only if acknowledged and nothing unsynced
+    was lost (a kill, not a power cut)."""
+    return acked and keep == 1
+
+
+def _cut_each_operation(tmp_path, opts, work, calib, old, new, what,
+                        durable=_kept_if_acked_and_no_cut):
+    """The daemon, on a copy of a RAID1 x2 array whose file f holds old
+    (_array_with), with a tier of 1 MiB in 64K extents under opts besides,
+    runs work(mnt) -> (acked, status), cut at each operation it
     notes after the start in turn: killed with every write kept (the same
     boot) and, at every third, also by a power cut (nothing unsynced kept,
     a new boot).  calib(status) checks the uncut run first.  After each
     cut file f must read back new in its first len(new) bytes, per sector,
     if durable(acked, keep), else per sector new or old, and old
     everywhere else, with no error logged."""
+    clean = _array_with(tmp_path, old)
+    opts = ["max_threads=8", "cache_size=1M", "cache_extent=64K", *opts]
     when = tmp_path / "now"
     n = len(new)
 
@@ -1211,11 +1221,8 @@ def test_cut_at_every_operation_of_a_promotion_and_a_fill(tmp_path):
     def calib(s):
         assert s["promotions"] >= 3 and s["fill_promotions"] == 1, s
 
-    _cut_each_operation(tmp_path, _array_with(tmp_path, old),
-                        ["max_threads=8", "cache_size=1M", "cache_extent=64K",
-                         "cache_promote=1", "cache_seq_cutoff=0"],
+    _cut_each_operation(tmp_path, ["cache_promote=1", "cache_seq_cutoff=0"],
                         lambda mnt: _promote_and_fill(mnt, new), calib, old, new,
-                        lambda acked, keep: acked and keep == 1,
                         "cuts in promotions and a fill")
 
 
@@ -1258,11 +1265,8 @@ def test_cut_at_every_operation_of_a_stream_copy(tmp_path):
     def calib(s):
         assert s["stream_copies"] == 4 and s["read_hits"] >= 4, s
 
-    _cut_each_operation(tmp_path, _array_with(tmp_path, old),
-                        ["max_threads=8", "cache_size=1M", "cache_extent=64K",
-                         "cache_seq_cutoff=64K"],
+    _cut_each_operation(tmp_path, ["cache_seq_cutoff=64K"],
                         lambda mnt: _stream_copy(mnt, new), calib, old, new,
-                        lambda acked, keep: acked and keep == 1,
                         "cuts in a stream's clean copies")
 
 
@@ -1298,11 +1302,8 @@ def test_cut_at_every_operation_of_a_write_through_write(tmp_path):
     def calib(s):
         assert s["write_misses"] == 4 and s["read_hits"] >= 4 and s["read_misses"] == 0, s
 
-    _cut_each_operation(tmp_path, _array_with(tmp_path, old),
-                        ["max_threads=8", "cache_size=1M", "cache_extent=64K",
-                         "cache_seq_cutoff=0", "cache_mode=writethrough"],
+    _cut_each_operation(tmp_path, ["cache_seq_cutoff=0", "cache_mode=writethrough"],
                         lambda mnt: _write_through(mnt, new), calib, old, new,
-                        lambda acked, keep: acked and keep == 1,
                         "cuts in write-through's fresh slots")
 
 
@@ -1357,9 +1358,8 @@ def test_cut_at_every_operation_of_a_reclaim(tmp_path):
     def calib(s):
         assert s["reclaimed"] == 1 and s["dirty_extents"] == 0, s
 
-    _cut_each_operation(tmp_path, _array_with(tmp_path, old),
-                        ["max_threads=8", "cache_size=1M", "cache_extent=64K",
-                         "cache_promote=1", "cache_seq_cutoff=0", "cache_policy=lru",
-                         "cache_reclaim=1", "cache_dirty_low=90", "cache_dirty_high=95"],
+    _cut_each_operation(tmp_path, ["cache_promote=1", "cache_seq_cutoff=0", "cache_policy=lru",
+                                   "cache_reclaim=1", "cache_dirty_low=90",
+                                   "cache_dirty_high=95"],
                         lambda mnt: _reclaim_run(mnt, new, n), calib, old, new,
-                        lambda acked, keep: acked, "cuts in a reclaim")
+                        "cuts in a reclaim", durable=lambda acked, keep: acked)

@@ -182,13 +182,12 @@ void tfs_ns_times_restore(struct tfs_fs *fs, struct tfs_inode *in,
 			  const struct tfs_times_keep *keep);
 /* The namespace's part of a truncate of a loaded regular file to len
  * (the data path's tfs_data_truncate does the rest): refuses a file whose
- * identity another file claims (-EUCLEAN), begins a TRUNCATE intent (durable
- * first when durable: the SSD tier holds some of the file, DESIGN 10.5)
- * and opens every member file, pinned until tfs_ns_cut_end.  *seq is the
+ * identity another file claims (-EUCLEAN), begins a TRUNCATE intent
+ * (durable, as every intent: before the SSD tier drops anything, DESIGN
+ * 10.5) and opens every member file, pinned until tfs_ns_cut_end.  *seq is the
  * intent (0: none, an unlinked file).  Returns 0, or -errno with nothing
  * begun. */
-int tfs_ns_cut_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, bool durable,
-		     uint64_t *seq);
+int tfs_ns_cut_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, uint64_t *seq);
 /* Retire the intent seq (after the members' cut is durable) and unpin
  * the member files. */
 void tfs_ns_cut_end(struct tfs_fs *fs, struct tfs_inode *in, uint64_t seq);

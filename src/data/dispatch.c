@@ -133,7 +133,7 @@ int tfs_data_truncate(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len)
 		return S_ISDIR(in->type) ? -EISDIR : -EINVAL;
 	rc = tfs_ns_load_file(fs, in);
 	if (rc == 0)
-		rc = tfs_ns_cut_begin(fs, in, len, fs->cache && tfs_cache_knows(fs, in), &seq);
+		rc = tfs_ns_cut_begin(fs, in, len, &seq);
 	if (rc)
 		return rc;
 	if (fs->cache)	/* invariant 3 */

@@ -37,7 +37,14 @@
  *     last commit (lmdb.h, MDB_NOMETASYNC).  tfs_meta_sync()
  *     (mdb_env_sync) makes that last commit durable too: the durability
  *     point for power loss.  A returned commit is in the page cache, so it
- *     survives the daemon's death whether synced or not.
+ *     survives the daemon's death whether synced or not.  An intent's add
+ *     is synced before it returns (write_txn's durable, for its whole
+ *     group), so no member sees a change whose intent a power cut can
+ *     undo: a member filesystem may commit its own journal, and with it the
+ *     change, at any time after (test_crash.py
+ *     test_power_cut_midway_is_finished_on_remount: the cut lost the add,
+ *     and member 0 listed a name the others did not have, with nothing to
+ *     replay).
  *  3. No store into a mapping can fault: the data file is mapped read-only
  *     (LMDB writes it with pwrite, so a full filesystem fails the commit
  *     with ENOSPC and LMDB aborts it, leaving the environment usable), and
@@ -709,6 +716,7 @@ static int write_txn_locked(struct tfs_meta *mt, txn_fn fn, void *arg, bool sync
 struct gop {
 	txn_fn fn;
 	void *arg;
+	bool durable;		/* synced before it returns (invariant 2) */
 	int rc;
 	bool done;
 	struct gop *next;
@@ -725,14 +733,16 @@ static int group_fn(struct store *s, MDB_txn *txn, void *arg)
 	return rc;
 }
 
-/* fn on every copy, committed (not synced) with whatever other callers
- * queued meanwhile (invariant 8): while one group commits, the next one
- * gathers, so N concurrent namespace changes cost about one commit's
- * fdatasync, not N. */
-static int write_txn(struct tfs_meta *mt, txn_fn fn, void *arg)
+/* fn on every copy, committed with whatever other callers queued
+ * meanwhile (invariant 8): while one group commits, the next one gathers,
+ * so N concurrent namespace changes cost about one commit's fdatasyncs,
+ * not N.  durable: synced too before it returns, and so is the group
+ * (invariant 2); else committed, not synced. */
+static int write_txn(struct tfs_meta *mt, txn_fn fn, void *arg, bool durable)
 {
-	struct gop me = { fn, arg, 0, false, NULL }, *g, *old = NULL;
+	struct gop me = { fn, arg, durable, 0, false, NULL }, *g, *old = NULL;
 	unsigned n = 0;
+	bool sync = false;
 	int rc;
 
 	pthread_mutex_lock(&mt->glock);
@@ -748,6 +758,7 @@ static int write_txn(struct tfs_meta *mt, txn_fn fn, void *arg)
 	for (g = mt->gq; g; n++) {	/* reversed: oldest first */
 		struct gop *next = g->next;
 
+		sync |= g->durable;
 		g->next = old;
 		old = g;
 		g = next;
@@ -756,9 +767,9 @@ static int write_txn(struct tfs_meta *mt, txn_fn fn, void *arg)
 	pthread_mutex_unlock(&mt->glock);
 
 	pthread_mutex_lock(&mt->wlock);
-	rc = write_txn_locked(mt, group_fn, old, false);
+	rc = write_txn_locked(mt, group_fn, old, sync);
 	for (g = old; g; g = g->next)	/* a failed group: each alone, for its own error */
-		g->rc = rc == 0 || n == 1 ? rc : write_txn_locked(mt, g->fn, g->arg, false);
+		g->rc = rc == 0 || n == 1 ? rc : write_txn_locked(mt, g->fn, g->arg, g->durable);
 	pthread_mutex_unlock(&mt->wlock);
 
 	pthread_mutex_lock(&mt->glock);
@@ -825,7 +836,8 @@ static void retire_locked(struct tfs_meta *mt, uint64_t seq)
 
 static int intent_txn(struct tfs_meta *mt, struct intent_op *op)
 {
-	int rc = write_txn(mt, intent_fn, op);
+	/* an add is durable before its change reaches a member (invariant 2) */
+	int rc = write_txn(mt, intent_fn, op, op->rec != NULL);
 
 	if (rc) {	/* it may be in some copies: gone before an fsync returns */
 		pthread_mutex_lock(&mt->wlock);
@@ -1075,7 +1087,7 @@ static int set_change(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, ui
 
 	tfs_be64(a, sa.key);
 	tfs_be64(b, sa.key + 8);
-	return write_txn(mt, set_fn, &sa);
+	return write_txn(mt, set_fn, &sa, false);
 }
 
 int tfs_meta_set_put(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b)
@@ -1122,7 +1134,7 @@ int tfs_meta_set_del_many(struct tfs_meta *mt, enum tfs_meta_set set, const uint
 {
 	struct set_many sm = { set_db(set), keys, NULL, n };
 
-	return n ? write_txn(mt, set_many_fn, &sm) : 0;
+	return n ? write_txn(mt, set_many_fn, &sm, false) : 0;
 }
 
 int tfs_meta_set_apply(struct tfs_meta *mt, enum tfs_meta_set set, const uint64_t (*keys)[2],
@@ -1130,7 +1142,7 @@ int tfs_meta_set_apply(struct tfs_meta *mt, enum tfs_meta_set set, const uint64_
 {
 	struct set_many sm = { set_db(set), keys, put, n };
 
-	return n ? write_txn(mt, set_many_fn, &sm) : 0;
+	return n ? write_txn(mt, set_many_fn, &sm, false) : 0;
 }
 
 bool tfs_meta_set_put_next(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b)
@@ -1154,7 +1166,7 @@ int tfs_meta_set_clear(struct tfs_meta *mt, enum tfs_meta_set set)
 {
 	int db = set_db(set);
 
-	return write_txn(mt, clear_fn, &db);
+	return write_txn(mt, clear_fn, &db, false);
 }
 
 int tfs_meta_set_has(struct tfs_meta *mt, enum tfs_meta_set set, uint64_t a, uint64_t b)

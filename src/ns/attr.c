@@ -440,8 +440,7 @@ int tfs_ns_setattr(struct tfs_fs *fs, struct tfs_inode *in, const struct stat *a
 /* Truncate: the namespace's part                                      */
 /* ------------------------------------------------------------------ */
 
-int tfs_ns_cut_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, bool durable,
-		     uint64_t *seq)
+int tfs_ns_cut_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, uint64_t *seq)
 {
 	struct tfs_loc loc;
 	int rc;
@@ -454,10 +453,11 @@ int tfs_ns_cut_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, bool
 	pthread_mutex_unlock(&in->lock);
 	if (rc)
 		return rc;
-	/* the intent first, durable before the SSD tier drops anything when
-	 * the tier holds some of the file: a crash (or power cut) after the
-	 * drop then finds it and cuts the members too, so the members' older
-	 * bytes never come back where the tier had newer ones (DESIGN 10.5) */
+	/* the intent first, durable (as every intent's add, meta.c invariant
+	 * 2) before the SSD tier drops anything: a crash (or power cut) after
+	 * the drop then finds it and cuts the members too, so the members'
+	 * older bytes never come back where the tier had newer ones (DESIGN
+	 * 10.5) */
 	if (tfs_inode_loc(fs, in, &loc) == 0) {
 		rc = ns_intent_begin(fs, (struct tfs_intent){ .op = TFS_I_TRUNCATE, .arg = len, .fid = in->fid },
 				     &loc, NULL, NULL, seq);
@@ -465,8 +465,6 @@ int tfs_ns_cut_begin(struct tfs_fs *fs, struct tfs_inode *in, uint64_t len, bool
 		if (rc)
 			return rc;
 	}
-	if (durable && *seq)
-		rc = tfs_meta_sync(fs->meta);
 	/* every member file open, before the tier drops anything: a member
 	 * that cannot open it fails the truncate with nothing cut */
 	pthread_mutex_lock(&in->lock);

@@ -55,7 +55,9 @@ int tfs_meta_sync_to(struct tfs_meta *mt, uint64_t gen);
 
 /* Intent log: records of namespace operations that may be half-applied. */
 /* Add record rec (len bytes), committed (with the retired intents'
- * deletions) before this returns; *seq is its number.  Returns 0 or
+ * deletions) and synced on every copy before this returns, so a power
+ * cut cannot undo it once its change reaches a member (meta.c invariant
+ * 2); *seq is its number.  Returns 0 or
  * -errno (-ENOSPC: a full member filesystem, meta.c invariant 4); a
  * failed add may be in some copies, so it is retired too. */
 int tfs_meta_intent_add(struct tfs_meta *mt, const void *rec, size_t len, uint64_t *seq);

@@ -4,8 +4,10 @@
 # WORK, between two builds:
 #
 #     A=/path/to/old/build B=/path/to/new/build WORK=/tmp/ab \
-#         [ROUNDS=3] [FILES=2000] [CACHE=1] contrib/bench/smallfiles_ab.sh
+#         [ROUNDS=3] [FILES=2000] [CACHE=1] [PROCS=1] contrib/bench/smallfiles_ab.sh
 #
+# PROCS=N: N smallfiles.py at once on the mount, FILES each; the line then
+# has each phase's files/s summed over them.
 # CACHE=1: with a write-back SSD tier in the run's directory too
 # (CACHE_SIZE, default 512M).
 #
@@ -32,7 +34,18 @@ for r in $(seq 1 "$ROUNDS"); do
     pid=$!
     for _ in $(seq 100); do mountpoint -q "$d"/mnt && break; sleep 0.05; done
     sync
-    out=$(python3 "$SF" "$d"/mnt --files "$FILES" --size 4096 --settle 0.2 --cpu-pid $pid)
+    if [ "${PROCS:-1}" = 1 ]; then
+        out=$(python3 "$SF" "$d"/mnt --files "$FILES" --size 4096 --settle 0.2 --cpu-pid $pid)
+    else
+        pids=()
+        for k in $(seq "$PROCS"); do
+            python3 "$SF" "$d"/mnt --files "$FILES" --size 4096 --settle 0.2 > "$d"/out$k &
+            pids+=($!)
+        done
+        wait "${pids[@]}"
+        out=$(awk '{s[$1] += $2} END {n = split("create stat read unlink", ph, " ")
+                for (i = 1; i <= n; i++) printf "%s %.1f\n", ph[i], s[ph[i]]}' "$d"/out*)
+    fi
     echo "$name run $r: $(echo "$out" | tr '\n' ' ')"
     fusermount3 -u "$d"/mnt; wait $pid || true
     rm -rf "$d"

@@ -44,7 +44,8 @@
  *     change, at any time after (test_crash.py
  *     test_power_cut_midway_is_finished_on_remount: the cut lost the add,
  *     and member 0 listed a name the others did not have, with nothing to
- *     replay).
+ *     replay; test_journal's group: an add in a group another caller led
+ *     returns synced too).
  *  3. No store into a mapping can fault: the data file is mapped read-only
  *     (LMDB writes it with pwrite, so a full filesystem fails the commit
  *     with ENOSPC and LMDB aborts it, leaving the environment usable), and

@@ -22,7 +22,7 @@ static struct unit_group groups[G_COUNT] = {
 	[G_FREED] = { .name = "commits work again once space is freed" },
 	[G_REOPEN] = { .name = "reopen keeps everything" },
 	[G_OPENFULL] = { .name = "open on a full fs: an error, no signal" },
-	[G_GROUP] = { .name = "group commit: every caller's record, fewer commits" },
+	[G_GROUP] = { .name = "group commit: every caller's record, fewer commits, adds synced" },
 	[G_RETIRE] = { .name = "a finished change's retirement costs an fsync no commit" },
 };
 
@@ -147,22 +147,49 @@ static void *putter_main(void *arg)
 	return NULL;
 }
 
+/* An intent adder beside the putters: each add must return synced
+ * (meta.c invariant 2), whichever caller's group committed it; synced
+ * counts the adds that did. */
+struct adder {
+	struct tfs_meta *mt;
+	unsigned adds, synced;
+	int rc;
+};
+
+static void *adder_main(void *arg)
+{
+	static const char rec[] = "change";
+	struct adder *a = arg;
+
+	for (unsigned i = 0; i < GROUP_PUTS && a->rc == 0; i++) {
+		/* only this thread syncs: a sync covering the add is its own */
+		uint64_t gen0 = tfs_meta_gen(a->mt), seq;
+
+		a->rc = tfs_meta_intent_add(a->mt, rec, sizeof(rec), &seq);
+		a->adds++;
+		a->synced += a->rc == 0 && tfs_meta_synced(a->mt, gen0 + 1);
+	}
+	return NULL;
+}
+
 /* meta.c invariant 8: concurrent callers share commits, and each returns
- * with its own record committed.  On the disk under /var/tmp (a commit
- * waits for a real fdatasync, as on the members), two copies. */
+ * with its own record committed; an intent's add returns synced even in a
+ * group another caller led (invariant 2).  On the disk under /var/tmp (a
+ * commit waits for a real fdatasync, as on the members), two copies. */
 static void group(void)
 {
 	char base[] = "/var/tmp/tfs-group-XXXXXX", d0[64], d1[64];
 	const char *dirs[2] = { d0, d1 };
 	const uint32_t tags[2] = { 0, 1 };
 	struct putter p[GROUP_THREADS];
-	pthread_t th[GROUP_THREADS];
+	pthread_t th[GROUP_THREADS], ath;
+	struct adder a;
 	struct tfs_meta *mt;
 	uint64_t gen0, count = 0;
 	int rc;
 
-	snprintf(ctx, sizeof(ctx), "%d threads x %d set puts, two copies", GROUP_THREADS,
-		 GROUP_PUTS);
+	snprintf(ctx, sizeof(ctx), "%d threads x %d set puts and one of %d intent adds, two copies",
+		 GROUP_THREADS, GROUP_PUTS, GROUP_PUTS);
 	if (!mkdtemp(base)) {
 		CHECK(G_GROUP, 0, "mkdtemp: %s", strerror(errno));
 		return;
@@ -178,18 +205,25 @@ static void group(void)
 		p[i] = (struct putter){ mt, i, 0 };
 		pthread_create(&th[i], NULL, putter_main, &p[i]);
 	}
+	a = (struct adder){ mt, 0, 0, 0 };
+	pthread_create(&ath, NULL, adder_main, &a);
 	for (unsigned i = 0; i < GROUP_THREADS; i++) {
 		pthread_join(th[i], NULL);
 		CHECK(G_GROUP, p[i].rc == 0, "thread %u: %s", i, strerror(-p[i].rc));
 	}
+	pthread_join(ath, NULL);
+	CHECK(G_GROUP, a.rc == 0, "intent add: %s", strerror(-a.rc));
+	CHECK(G_GROUP, a.synced == a.adds, "%u of %u intent adds returned unsynced",
+	      a.adds - a.synced, a.adds);
 	rc = tfs_meta_set_count(mt, TFS_SET_CDIRTY, &count);
 	CHECK(G_GROUP, rc == 0 && count == GROUP_THREADS * GROUP_PUTS,
 	      "%" PRIu64 " records, not %d", count, GROUP_THREADS * GROUP_PUTS);
-	CHECK(G_GROUP, tfs_meta_gen(mt) - gen0 < GROUP_THREADS * GROUP_PUTS,
-	      "%" PRIu64 " commits for %d puts: none grouped", tfs_meta_gen(mt) - gen0,
-	      GROUP_THREADS * GROUP_PUTS);
-	printf("group commit: %d puts from %d threads in %" PRIu64 " commits\n",
-	       GROUP_THREADS * GROUP_PUTS, GROUP_THREADS, tfs_meta_gen(mt) - gen0);
+	CHECK(G_GROUP, tfs_meta_gen(mt) - gen0 < (GROUP_THREADS + 1) * GROUP_PUTS,
+	      "%" PRIu64 " commits for %d puts and adds: none grouped", tfs_meta_gen(mt) - gen0,
+	      (GROUP_THREADS + 1) * GROUP_PUTS);
+	printf("group commit: %d puts from %d threads and %d intent adds in %" PRIu64
+	       " commits\n", GROUP_THREADS * GROUP_PUTS, GROUP_THREADS, GROUP_PUTS,
+	       tfs_meta_gen(mt) - gen0);
 	tfs_meta_close(mt);
 	snprintf(ctx, sizeof(ctx), "rm -rf %s", base);
 	if (system(ctx) != 0)

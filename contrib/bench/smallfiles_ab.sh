@@ -7,7 +7,7 @@
 #         [ROUNDS=3] [FILES=2000] [CACHE=1] [PROCS=1] contrib/bench/smallfiles_ab.sh
 #
 # PROCS=N: N smallfiles.py at once on the mount, FILES each; the line then
-# has each phase's files/s summed over them.
+# has each phase's files/s summed over them, and no daemon CPU column.
 # CACHE=1: with a write-back SSD tier in the run's directory too
 # (CACHE_SIZE, default 512M).
 #
